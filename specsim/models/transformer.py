@@ -1,0 +1,327 @@
+"""A decoder-only transformer in pure JAX: parameters are a pytree, the forward pass is
+a pure function, and the KV cache is preallocated.
+
+    forward(params, cfg, tokens, cache) -> (logits, cache)
+
+processes T new tokens for every row of a batch, each row at its own position
+``cache.length[b]``, and returns the cache with ``length`` advanced by T. A caller that
+wants to keep only some of those tokens (speculative decoding rejecting drafts) sets
+``length`` back; nothing is copied or shrunk, stale entries beyond ``length`` are masked
+and later overwritten.
+
+Dimension names (einsums and shape comments): B batch, T new tokens, S cache slots,
+D model, H query heads, G kv heads, R query heads per kv head, E head dim, F ffn,
+V vocab, L layers.
+
+Parameter pytree (layers stacked along a leading L axis)::
+
+    embed      [V, D]                   token embedding
+    pos_embed  [P, D]                   gpt2 only, learned positions
+    layers:
+      attn_norm_scale [L, D]            (+ attn_norm_bias for gpt2)
+      wq [L, D, H*E]  wk [L, D, G*E]  wv [L, D, G*E]  wo [L, H*E, D]
+      bq [L, H*E]  bk [L, G*E]  bv [L, G*E]   when cfg.qkv_bias or gpt2
+      bo [L, D]                         gpt2 only
+      mlp_norm_scale [L, D]             (+ mlp_norm_bias for gpt2)
+      llama: w_gate [L, D, F]  w_up [L, D, F]  w_down [L, F, D]
+      gpt2:  w_fc [L, D, F]  b_fc [L, F]  w_proj [L, F, D]  b_proj [L, D]
+    final_norm_scale [D]                (+ final_norm_bias for gpt2)
+    lm_head    [D, V]                   only when not cfg.tie_embeddings
+
+Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over the stacked layers (compile
+time flat in depth) or a Python loop (XLA unrolls it; faster per token on CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.models.config import ModelConfig
+
+
+class KVCache(NamedTuple):
+    k: jax.Array       # [L, B, S, G, E]
+    v: jax.Array       # [L, B, S, G, E]
+    length: jax.Array  # [B] int32: tokens already in the cache for each row
+
+    @property
+    def max_len(self) -> int:
+        return self.k.shape[2]
+
+    @property
+    def batch(self) -> int:
+        return self.k.shape[1]
+
+
+def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
+    """An empty cache of ``max_len`` slots per row."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise ValueError(f"batch must be a positive integer, got {batch!r}")
+    if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+    if cfg.arch == "gpt2" and max_len > cfg.max_seq_len:
+        raise ValueError(
+            f"max_len ({max_len}) exceeds the learned positions of {cfg.name} "
+            f"(max_seq_len={cfg.max_seq_len})")
+    dtype = jnp.dtype(dtype or cfg.dtype)
+    shape = (cfg.n_layers, int(batch), int(max_len), cfg.n_kv_heads, cfg.head_dim)
+    return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype),
+                   jnp.zeros((int(batch),), jnp.int32))
+
+
+# ---- parameters ------------------------------------------------------------------------
+def param_shapes(cfg: ModelConfig) -> dict:
+    """The shape of every parameter, as the same nested dict `init_params` returns."""
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    Q, K = cfg.q_dim, cfg.kv_dim
+    layers = {"attn_norm_scale": (L, D), "wq": (L, D, Q), "wk": (L, D, K), "wv": (L, D, K),
+              "wo": (L, Q, D), "mlp_norm_scale": (L, D)}
+    shapes: dict = {"embed": (V, D), "final_norm_scale": (D,)}
+    if cfg.arch == "llama":
+        layers.update(w_gate=(L, D, F), w_up=(L, D, F), w_down=(L, F, D))
+        if cfg.qkv_bias:
+            layers.update(bq=(L, Q), bk=(L, K), bv=(L, K))
+    else:
+        layers.update(attn_norm_bias=(L, D), mlp_norm_bias=(L, D), bq=(L, Q), bk=(L, K),
+                      bv=(L, K), bo=(L, D), w_fc=(L, D, F), b_fc=(L, F), w_proj=(L, F, D),
+                      b_proj=(L, D))
+        shapes.update(pos_embed=(cfg.max_seq_len, D), final_norm_bias=(D,))
+    if not cfg.tie_embeddings:
+        shapes["lm_head"] = (D, V)
+    shapes["layers"] = layers
+    return shapes
+
+
+def init_params(key: jax.Array, cfg: ModelConfig) -> dict:
+    """Random parameters: normal(0, 0.02) matrices (scaled 1/sqrt(2L) on residual
+    outputs), unit norm scales, small random biases (so bias bugs cannot hide)."""
+    shapes = param_shapes(cfg)
+    flat, treedef = jax.tree_util.tree_flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
+    keys = jax.random.split(key, len(flat))
+    dtype = jnp.dtype(cfg.dtype)
+    leaves = []
+    for (path, shape), k in zip(flat, keys):
+        name = path[-1].key
+        if "norm_scale" in name:
+            leaf = 1.0 + 0.1 * jax.random.normal(k, shape)
+        elif "norm_bias" in name or name.startswith("b"):
+            leaf = 0.02 * jax.random.normal(k, shape)
+        else:
+            std = 0.02 / math.sqrt(2 * cfg.n_layers) if name in ("wo", "w_down", "w_proj") else 0.02
+            leaf = std * jax.random.normal(k, shape)
+        leaves.append(leaf.astype(dtype))
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, ModelConfig]:
+    """The same model with only ``layer_ids`` of its layers (a layer-skip self-draft).
+    The layer weights are a gather of the stacked arrays; everything else is shared."""
+    ids = tuple(int(i) for i in layer_ids)
+    if not ids:
+        raise ValueError("layer_ids must name at least one layer")
+    if any(i < 0 or i >= cfg.n_layers for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError(
+            f"layer_ids must be distinct integers in [0, {cfg.n_layers - 1}], got {ids}")
+    idx = np.asarray(ids)
+    sub = dict(params)
+    sub["layers"] = {k: v[idx] for k, v in params["layers"].items()}
+    return sub, cfg.replace(n_layers=len(ids), name=f"{cfg.name}-layers{len(ids)}")
+
+
+# ---- building blocks -------------------------------------------------------------------
+def _norm(x, scale, bias, cfg: ModelConfig):
+    """RMSNorm (llama) or LayerNorm (gpt2), computed in fp32."""
+    xf = x.astype(jnp.float32)
+    if cfg.arch == "llama":
+        xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + cfg.norm_eps)
+        return (xf * scale.astype(jnp.float32)).astype(x.dtype)
+    mean = jnp.mean(xf, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(xf - mean), axis=-1, keepdims=True)
+    xf = (xf - mean) * jax.lax.rsqrt(var + cfg.norm_eps)
+    return (xf * scale.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
+    """Inverse frequencies [E/2], with the 'linear' and 'llama3' scalings of HF."""
+    E = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (np.arange(0, E, 2, dtype=np.float64) / E))
+    scaling = cfg.rope_scaling_dict
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind in (None, "default"):
+        return inv
+    if kind == "linear":
+        return inv / float(scaling["factor"])
+    if kind == "llama3":
+        factor = float(scaling["factor"])
+        low = float(scaling.get("low_freq_factor", 1.0))
+        high = float(scaling.get("high_freq_factor", 4.0))
+        old_ctx = float(scaling.get("original_max_position_embeddings", 8192))
+        wavelen = 2 * math.pi / inv
+        low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+        scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old_ctx / wavelen - low) / (high - low)
+        mid = (1 - smooth) * scaled / factor + smooth * scaled
+        is_mid = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return np.where(is_mid, mid, scaled)
+    raise ValueError(f"unsupported rope_scaling type {kind!r}; supported: default, linear, llama3")
+
+
+def _rope(x, positions, inv_freq):
+    """Rotary embedding in the Hugging Face (rotate-half) layout.
+    x [B, T, N, E], positions [B, T] int32, inv_freq [E/2]."""
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [B, T, E/2]
+    cos = jnp.cos(angles)[:, :, None, :]
+    sin = jnp.sin(angles)[:, :, None, :]
+    xf = x.astype(jnp.float32)
+    x1, x2 = jnp.split(xf, 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x.dtype)
+
+
+def _write_rows(cache_l, new, start):
+    """Write new [B, T, G, E] into cache_l [B, S, G, E] at each row's own start [B]."""
+    return jax.vmap(lambda c, n, s: jax.lax.dynamic_update_slice(c, n, (s, 0, 0)))(
+        cache_l, new.astype(cache_l.dtype), start)
+
+
+def _attention(q, k_all, v_all, positions, cfg: ModelConfig):
+    """q [B, T, H, E]; k_all, v_all [B, S, G, E]; positions [B, T] (query positions).
+    Query at position p attends cache slots 0..p. Returns [B, T, H*E]."""
+    B, T = q.shape[:2]
+    G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
+    S = k_all.shape[1]
+    qg = q.reshape(B, T, G, R, E)
+    scores = jnp.einsum("btgre,bsge->bgrts", qg, k_all,
+                        preferred_element_type=jnp.float32) / math.sqrt(E)
+    slots = jnp.arange(S, dtype=jnp.int32)
+    mask = slots[None, None, :] <= positions[:, :, None]            # [B, T, S]
+    scores = jnp.where(mask[:, None, None], scores, -jnp.inf)
+    weights = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)   # [B, G, R, T, S]
+    out = jnp.einsum("bgrts,bsge->btgre", weights, v_all)
+    return out.reshape(B, T, G * R * E)
+
+
+def _layer(x, lp, k_cache, v_cache, start, positions, inv_freq, cfg: ModelConfig):
+    """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
+    k_cache, v_cache [B, S, G, E]. Returns (x, k_cache, v_cache)."""
+    B, T, _ = x.shape
+    gpt2 = cfg.arch == "gpt2"
+    h = _norm(x, lp["attn_norm_scale"], lp.get("attn_norm_bias"), cfg)
+    q = h @ lp["wq"]                                                 # [B, T, H*E]
+    k = h @ lp["wk"]                                                 # [B, T, G*E]
+    v = h @ lp["wv"]
+    if "bq" in lp:
+        q, k, v = q + lp["bq"], k + lp["bk"], v + lp["bv"]
+    q = q.reshape(B, T, cfg.n_heads, cfg.head_dim)
+    k = k.reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
+    v = v.reshape(B, T, cfg.n_kv_heads, cfg.head_dim)
+    if not gpt2:
+        q = _rope(q, positions, inv_freq)
+        k = _rope(k, positions, inv_freq)
+    k_cache = _write_rows(k_cache, k, start)
+    v_cache = _write_rows(v_cache, v, start)
+    attn = _attention(q, k_cache, v_cache, positions, cfg) @ lp["wo"]  # [B, T, D]
+    if gpt2:
+        attn = attn + lp["bo"]
+    x = x + attn
+    h = _norm(x, lp["mlp_norm_scale"], lp.get("mlp_norm_bias"), cfg)
+    if gpt2:
+        h = jax.nn.gelu(h @ lp["w_fc"] + lp["b_fc"], approximate=True)
+        x = x + (h @ lp["w_proj"] + lp["b_proj"])
+    else:
+        h = jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])         # [B, T, F]
+        x = x + h @ lp["w_down"]
+    return x, k_cache, v_cache
+
+
+def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
+            ) -> tuple[jax.Array, KVCache]:
+    """Run T new tokens per row through the model.
+
+    tokens [B, T] int32; cache holds each row's past. Returns logits [B, T, V] in fp32
+    and the cache with the new keys/values written at slots length[b]..length[b]+T-1
+    and ``length`` advanced by T. Callers guarantee ``length + T <= S`` (an update past
+    the end would be clamped silently by XLA); `check_headroom` does that eagerly.
+    """
+    B, T = tokens.shape
+    start = cache.length                                              # [B]
+    positions = start[:, None] + jnp.arange(T, dtype=jnp.int32)[None]  # [B, T]
+    x = params["embed"][tokens]                                       # [B, T, D]
+    if cfg.arch == "gpt2":
+        x = x + params["pos_embed"][positions]
+    inv_freq = jnp.asarray(rope_inv_freq(cfg), jnp.float32) if cfg.arch == "llama" else None
+    layers = params["layers"]
+
+    if cfg.layer_loop == "unroll":
+        ks, vs = [], []
+        for i in range(cfg.n_layers):
+            lp = {name: w[i] for name, w in layers.items()}
+            x, k_i, v_i = _layer(x, lp, cache.k[i], cache.v[i], start, positions, inv_freq, cfg)
+            ks.append(k_i)
+            vs.append(v_i)
+        k_new, v_new = jnp.stack(ks), jnp.stack(vs)
+    else:
+        def body(carry, lp_i):
+            x, k_all, v_all = carry
+            lp, i = lp_i
+            x, k_i, v_i = _layer(x, lp, k_all[i], v_all[i], start, positions, inv_freq, cfg)
+            k_all = jax.lax.dynamic_update_index_in_dim(k_all, k_i, i, 0)
+            v_all = jax.lax.dynamic_update_index_in_dim(v_all, v_i, i, 0)
+            return (x, k_all, v_all), None
+
+        idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+        (x, k_new, v_new), _ = jax.lax.scan(body, (x, cache.k, cache.v), (layers, idx))
+
+    x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
+    head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]  # [D, V]
+    logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
+    return logits, KVCache(k_new, v_new, start + T)
+
+
+def check_headroom(cache: KVCache, n_new: int, what: str = "tokens") -> None:
+    """Raise if writing ``n_new`` more tokens would run past the cache (eager check)."""
+    longest = int(np.max(np.asarray(cache.length))) + int(n_new)
+    if longest > cache.max_len:
+        raise ValueError(
+            f"{what}: {longest} positions needed but the KV cache holds {cache.max_len}; "
+            f"allocate a larger cache (max_len)")
+
+
+def check_tokens(tokens, cfg: ModelConfig, name: str = "tokens") -> np.ndarray:
+    """Validate token ids eagerly: integers in [0, vocab_size)."""
+    arr = np.asarray(tokens)
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integer token ids, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= cfg.vocab_size):
+        raise ValueError(
+            f"{name} must lie in [0, {cfg.vocab_size - 1}] (vocab_size={cfg.vocab_size}); "
+            f"got min {arr.min()}, max {arr.max()}")
+    return arr
+
+
+def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int | None = None
+            ) -> tuple[jax.Array, KVCache]:
+    """Run a prompt [B, T] through the model, in one pass or in chunks of ``chunk``
+    tokens. Returns the logits of every prompt position [B, T, V] and the cache."""
+    arr = check_tokens(tokens, cfg)
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"tokens must have shape [batch, n_tokens>=1], got {arr.shape}")
+    if arr.shape[0] != cache.batch:
+        raise ValueError(f"tokens batch {arr.shape[0]} != cache batch {cache.batch}")
+    check_headroom(cache, arr.shape[1], "prefill")
+    tokens = jnp.asarray(arr, jnp.int32)
+    step = jax.jit(forward, static_argnums=1)
+    if chunk is None:
+        return step(params, cfg, tokens, cache)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer or None, got {chunk!r}")
+    outs = []
+    for s in range(0, tokens.shape[1], chunk):
+        logits, cache = step(params, cfg, tokens[:, s:s + chunk], cache)
+        outs.append(logits)
+    return jnp.concatenate(outs, axis=1), cache
