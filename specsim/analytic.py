@@ -1,0 +1,377 @@
+"""Closed forms of speculative decoding and their inverses (NumPy only, no JAX).
+
+Notation (DESIGN.md): ``alpha`` = probability that one drafted token is accepted,
+``k`` = draft length K (tokens drafted per iteration), ``c`` = time of one draft step /
+time of one target step, ``c_hat`` = arithmetic of one draft step / one target step.
+One iteration drafts K tokens, verifies them in one target pass, keeps the accepted
+prefix and adds one token from the target, so it yields between 1 and K+1 tokens.
+
+Every function broadcasts its array arguments against each other (grids of alpha, K, c)
+and validates them eagerly: bad values raise ``ValueError`` naming the argument and the
+allowed range. Scalars in give NumPy scalars out; arrays in give arrays of the
+broadcast shape.
+
+References: Leviathan, Kalman & Matias, "Fast Inference from Transformers via
+Speculative Decoding", ICML 2023 (Thm 3.8 speedup, Thm 3.11 arithmetic, Table 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specsim._validate import (
+    as_float_array,
+    broadcast,
+    check_distribution,
+    check_draft_length,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+
+__all__ = [
+    "DEFAULT_K_MAX",
+    "expected_tokens",
+    "expected_tokens_positional",
+    "expected_tokens_markov",
+    "markov_transitions",
+    "speedup",
+    "speedup_from_costs",
+    "optimal_k",
+    "ops_factor",
+    "break_even_alpha",
+    "alpha_from_expected_tokens",
+    "implied_cost_ratio",
+    "acceptance_rate",
+]
+
+DEFAULT_K_MAX = 64
+"""Largest draft length ``optimal_k`` considers unless told otherwise."""
+
+
+def _shape(**named) -> tuple[int, ...]:
+    """Broadcast shape of the named arrays; a mismatch names them all."""
+    try:
+        return np.broadcast_shapes(*(np.shape(v) for v in named.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise ValueError(f"{', '.join(named)} must broadcast against each other "
+                         f"(got shapes {shapes})") from None
+
+
+def _out(x: np.ndarray):
+    """NumPy scalar for 0-d results, the array otherwise."""
+    return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
+
+
+# --- expected tokens per iteration ----------------------------------------------------
+
+def _expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """E = sum_{i=0..K} alpha^i without validation.
+
+    Written as E = -expm1((K+1) log1p(-d)) / d with d = 1 - alpha (exact in floating
+    point for alpha >= 1/2), which keeps full relative accuracy as alpha -> 1, where the
+    textbook ratio (1 - alpha^(K+1)) / (1 - alpha) cancels catastrophically.
+    At d = 0 the limit K + 1 is returned exactly.
+    """
+    d = 1.0 - alpha
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = -np.expm1((k + 1) * np.log1p(-d)) / d
+    return np.where(d == 0.0, k + 1.0, e)
+
+
+def expected_tokens(alpha, k):
+    """Expected tokens per iteration with i.i.d. acceptance.
+
+    E(alpha, K) = 1 + alpha + ... + alpha^K = (1 - alpha^(K+1)) / (1 - alpha), equal to
+    K + 1 at alpha = 1 (Leviathan et al. 2023, Eq. 1). Accurate to a few ulp for every
+    alpha in [0, 1], including within 1e-12 of 1.
+
+    alpha: acceptance rate in [0, 1], any shape. k: integer draft length >= 1.
+    Returns float64 of the broadcast shape of (alpha, k).
+    """
+    alpha = check_probability("alpha", alpha)
+    k = check_draft_length("k", k)
+    _shape(alpha=alpha, k=k)
+    return _out(_expected_tokens(alpha, k))
+
+
+def expected_tokens_positional(alphas):
+    """Expected tokens per iteration with a different acceptance rate at each position.
+
+    E = 1 + sum_{k=1..K} prod_{j<=k} alpha_j, where alpha_j is the probability that the
+    j-th drafted token is accepted given that the ones before it were.
+
+    alphas: [..., K] rates in [0, 1]; the last axis is the draft position (K >= 1).
+    Returns float64 of shape [...].
+    """
+    alphas = check_probability("alphas", alphas)
+    if alphas.ndim == 0 or alphas.shape[-1] < 1:
+        raise ValueError("alphas must have a last axis of length K >= 1 "
+                         f"(got shape {alphas.shape})")
+    return _out(1.0 + np.cumprod(alphas, axis=-1).sum(axis=-1))
+
+
+def markov_transitions(alpha, rho):
+    """Transition probabilities of the two-state Markov acceptance model.
+
+    The indicator "the draft at this position would be accepted" is a stationary
+    two-state Markov chain along the generated sequence with
+    P(accept | previous accepted) = p11 and P(accept | previous rejected) = p01.
+    It is parametrised by its stationary acceptance rate alpha = p01 / (1 - p11 + p01)
+    and its lag-1 autocorrelation rho = p11 - p01:
+
+        p11 = alpha + rho (1 - alpha),    p01 = alpha (1 - rho).
+
+    rho = 0 is i.i.d. acceptance; rho > 0 clusters rejections (hard stretches of text).
+    Valid rho: max(-alpha/(1-alpha), -(1-alpha)/alpha) <= rho < 1 (rho = 1 would freeze
+    the chain); at alpha in {0, 1} the chain is constant and rho must lie in [0, 1).
+
+    Returns (p01, p11), float64 arrays of the broadcast shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    rho = as_float_array("rho", rho)
+    alpha, rho = broadcast(alpha=alpha, rho=rho)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = np.maximum(np.where(alpha < 1, -alpha / (1 - alpha), 0.0),
+                           np.where(alpha > 0, -(1 - alpha) / alpha, 0.0))
+    bad = ~((rho >= lower) & (rho < 1.0))
+    if bad.any():
+        i = np.flatnonzero(bad.ravel())[0]
+        raise ValueError(
+            f"rho must lie in [max(-alpha/(1-alpha), -(1-alpha)/alpha), 1) = "
+            f"[{lower.ravel()[i]:.6g}, 1) for alpha = {alpha.ravel()[i]:.6g} "
+            f"(got {rho.ravel()[i]!r})")
+    p11 = alpha + rho * (1.0 - alpha)
+    p01 = alpha * (1.0 - rho)
+    return _out(p01), _out(p11)
+
+
+def _markov_start_weights(p01, p11, k):
+    """Stationary probability, over iterations, that the position just before an
+    iteration's first draft was an "accept" state (pi1); see ``expected_tokens_markov``."""
+    p11k = p11 ** k
+    return p01 * p11k / (1.0 - p11k * p11 + p01 * p11k)
+
+
+def expected_tokens_markov(alpha, rho, k):
+    """Expected tokens per iteration under two-state Markov acceptance (long-run mean).
+
+    Model: see ``markov_transitions``. An iteration whose preceding position was in
+    state s in {0, 1} accepts its first draft with probability p_s1 (p01 or p11) and each
+    later one with p11, so E_s = 1 + p_s1 (1 - p11^K) / (1 - p11). A rejection ends an
+    iteration in state 0; after K acceptances the bonus token's position is in state 1
+    with probability p11. The start state therefore is itself a Markov chain over
+    iterations, with stationary P(s = 1) = pi1 = p01 p11^K / (1 - p11^(K+1) + p01 p11^K),
+    and E = (1 - pi1) E_0 + pi1 E_1. With rho = 0 this is ``expected_tokens(alpha, k)``.
+
+    Returns float64 of the broadcast shape of (alpha, rho, k).
+    """
+    p01, p11 = markov_transitions(alpha, rho)
+    k = check_draft_length("k", k)
+    _shape(alpha=p01, k=k)
+    run = _expected_tokens(p11, k - 1)  # 1 + p11 + ... + p11^(K-1) = (1 - p11^K)/(1 - p11)
+    pi1 = _markov_start_weights(p01, p11, k)
+    return _out(1.0 + ((1.0 - pi1) * p01 + pi1 * p11) * run)
+
+
+# --- speedup and arithmetic -----------------------------------------------------------
+
+def speedup(alpha, k, c):
+    """Walltime speedup over autoregressive decoding with constant step costs.
+
+    S = (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1)) = E(alpha, K) / (K c + 1)
+    (Leviathan et al. 2023, Thm 3.8), assuming verifying K+1 tokens costs one target
+    step. alpha in [0, 1]; k integer >= 1; c = draft step / target step, finite >= 0.
+    Returns float64 of the broadcast shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    k = check_draft_length("k", k)
+    c = check_nonnegative("c", c)
+    _shape(alpha=alpha, k=k, c=c)
+    return _out(_expected_tokens(alpha, k) / (k * c + 1.0))
+
+
+def speedup_from_costs(expected_tokens, k, t_draft, t_target_1, t_target_verify):
+    """Speedup from measured (or roofline-predicted) forward-pass times.
+
+    S = E * t_target(1) / (K * t_draft(1) + t_target(K+1)), where t_target(n) is one
+    target pass over n new tokens (``t_target_verify`` = t_target(K+1)) and ``t_draft``
+    one draft step. E in [1, K+1] (e.g. from ``expected_tokens`` or measured);
+    t_draft finite >= 0 (0 for a free drafter such as n-gram lookup); both target
+    times finite > 0. Returns float64 of the broadcast shape.
+    """
+    e = as_float_array("expected_tokens", expected_tokens)
+    k = check_draft_length("k", k)
+    t_draft = check_nonnegative("t_draft", t_draft)
+    t_target_1 = check_positive("t_target_1", t_target_1)
+    t_target_verify = check_positive("t_target_verify", t_target_verify)
+    _shape(expected_tokens=e, k=k, t_draft=t_draft, t_target_1=t_target_1,
+           t_target_verify=t_target_verify)
+    bad = ~((e >= 1.0) & (e <= k + 1))
+    if bad.any():
+        raise ValueError("expected_tokens must lie in [1, k + 1] "
+                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+    return _out(e * t_target_1 / (k * t_draft + t_target_verify))
+
+
+def ops_factor(alpha, k, c_hat):
+    """Factor by which total arithmetic grows under speculative decoding.
+
+    F = (1 - alpha)(K c_hat + K + 1) / (1 - alpha^(K+1)) = (K c_hat + K + 1) / E
+    (Leviathan et al. 2023, Thm 3.11); c_hat = arithmetic of a draft step relative to a
+    target step, finite >= 0. Returns float64 of the broadcast shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    k = check_draft_length("k", k)
+    c_hat = check_nonnegative("c_hat", c_hat)
+    _shape(alpha=alpha, k=k, c_hat=c_hat)
+    return _out((k * c_hat + k + 1.0) / _expected_tokens(alpha, k))
+
+
+def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
+    """The draft length in [1, k_max] that maximises ``speedup(alpha, K, c)``.
+
+    S(K) = E(K) / (K c + 1) is a concave sequence over an affine positive one, hence
+    unimodal in K (its plateaus can only sit at the maximum). So the rising test
+    S(K+1) > S(K)  <=>  alpha^(K+1) (K c + 1) > c E(K)  holds for a prefix of K and the
+    optimum is found by bisection on it: ceil(log2 k_max) vectorised steps, each one
+    exp over the grid, no loop over K. Ties go to the smallest K (alpha = 0 gives
+    K* = 1; c = 0 with alpha > 0 gives K* = k_max).
+
+    alpha in [0, 1]; c finite >= 0; k_max integer >= 1; all broadcast.
+    Returns (k_star int64, speedup float64), both of the broadcast shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    c = check_nonnegative("c", c)
+    k_max = check_draft_length("k_max", k_max)
+    shape = _shape(alpha=alpha, c=c, k_max=k_max)
+    d = 1.0 - alpha
+    with np.errstate(divide="ignore"):
+        log_alpha = np.log1p(-d)                     # -inf at alpha = 0
+    # Float bounds and arithmetic updates: np.where and int<->float casts cost more
+    # than the exp in this loop. Invariant: the optimum lies in [lo, hi].
+    lo = np.ones(shape)
+    hi = np.broadcast_to(k_max, shape).astype(np.float64)
+    for _ in range(int(np.ceil(np.log2(hi.max(initial=1.0))))):
+        mid = np.floor(0.5 * (lo + hi))
+        # S(mid+1) > S(mid)  <=>  alpha^(mid+1) ((mid c + 1)(1 - alpha) + c) > c
+        rising = np.exp((mid + 1.0) * log_alpha) * ((mid * c + 1.0) * d + c) > c
+        lo = np.minimum(lo + rising * (mid + 1.0 - lo), hi)
+        hi -= ~rising * (hi - mid)
+    # At alpha = 1 the rising test above degenerates (both sides equal c):
+    # S = (K+1)/(Kc+1) rises with K iff c < 1.
+    lo = np.where(d == 0.0, np.where(c < 1.0, k_max, 1.0), lo).astype(np.int64)
+    return _out(lo), _out(_expected_tokens(alpha, lo) / (lo * c + 1.0))
+
+
+# --- inverses ---------------------------------------------------------------------------
+
+def _invert_expected_tokens(target: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """alpha in [0, 1] with E(alpha, K) = target, for target in [1, K+1].
+
+    E is strictly increasing in alpha, so 60 bisection steps on [0, 1] pin the root to
+    below one ulp; the endpoints are returned exactly.
+    """
+    target, k = np.broadcast_arrays(target, k)
+    lo = np.zeros(target.shape)
+    hi = np.ones(target.shape)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        above = _expected_tokens(mid, k) >= target
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    root = 0.5 * (lo + hi)
+    root = np.where(target <= 1.0, 0.0, root)
+    return np.where(target >= k + 1.0, 1.0, root)
+
+
+def alpha_from_expected_tokens(expected_tokens, k):
+    """The i.i.d. acceptance rate alpha with E(alpha, K) = expected_tokens.
+
+    Inverse of ``expected_tokens`` in alpha (for reported mean accepted lengths).
+    expected_tokens in [1, K+1]; k integer >= 1. Returns float64 in [0, 1].
+    """
+    e = as_float_array("expected_tokens", expected_tokens)
+    k = check_draft_length("k", k)
+    _shape(expected_tokens=e, k=k)
+    bad = ~((e >= 1.0) & (e <= k + 1))
+    if bad.any():
+        raise ValueError("expected_tokens must lie in [1, k + 1] "
+                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+    return _out(_invert_expected_tokens(e, k))
+
+
+def break_even_alpha(k, c):
+    """The acceptance rate at which speculative decoding exactly breaks even (S = 1).
+
+    Solves E(alpha, K) = K c + 1 for alpha in [0, 1]; speedup(alpha, K, c) > 1 exactly
+    when alpha > break_even_alpha(K, c). Special values: c = 0 gives 0 (never slower);
+    c = 1 gives 1; for c > 1 no alpha in [0, 1] reaches S = 1 and the result is
+    ``np.inf``, so ``alpha > break_even_alpha(k, c)`` stays a correct test.
+    k integer >= 1; c finite >= 0. Returns float64 of the broadcast shape.
+    """
+    k = check_draft_length("k", k)
+    c = check_nonnegative("c", c)
+    _shape(k=k, c=c)
+    target = k * c + 1.0
+    reachable = c <= 1.0
+    alpha = _invert_expected_tokens(np.where(reachable, target, 1.0), k)
+    return _out(np.where(reachable, alpha, np.inf))
+
+
+def implied_cost_ratio(alpha, k, speedup):
+    """The cost ratio c that, with (alpha, K), explains a reported speedup.
+
+    Inverts S = E(alpha, K) / (K c + 1):  c = (E / S - 1) / K.
+    speedup must lie in (0, E(alpha, K)]: a larger speedup is impossible at that alpha
+    for any c >= 0 (values above E by less than 1e-12 relative are clipped to c = 0).
+    Returns float64 >= 0 of the broadcast shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    k = check_draft_length("k", k)
+    s = check_positive("speedup", speedup)
+    _shape(alpha=alpha, k=k, speedup=s)
+    e = _expected_tokens(alpha, k)
+    bad = s > e * (1.0 + 1e-12)
+    if bad.any():
+        i = np.flatnonzero(bad.ravel())[0]
+        raise ValueError(
+            "speedup must lie in (0, expected_tokens(alpha, k)] = "
+            f"(0, {np.broadcast_to(e, bad.shape).ravel()[i]:.6g}] "
+            f"(got {np.broadcast_to(s, bad.shape).ravel()[i]!r})")
+    return _out(np.maximum((e / s - 1.0) / k, 0.0))
+
+
+# --- acceptance from distributions ------------------------------------------------------
+
+def acceptance_rate(target_probs, draft_probs, *, lenience=1.0):
+    """Probability that a token drawn from the draft distribution is accepted.
+
+    Exact speculative sampling accepts a drafted x with probability
+    min(1, target(x) / draft(x)), so the acceptance rate is
+    beta = sum_x min(target(x), draft(x)) = 1 - TV(target, draft)  (lenience = 1).
+
+    Lenient variant (Leviathan et al. 2023, Appendix A.5), lenience l in (0, 1]:
+    the draft probability is scaled by l before the comparison, i.e. x is accepted with
+    probability min(1, target(x) / (l draft(x))) and a rejection resamples from
+    norm(max(0, target - l draft)). Then
+    beta_l = sum_x draft(x) min(1, target(x) / (l draft(x))) = sum_x min(draft(x), target(x) / l),
+    which rises to 1 as l -> 0. For l < 1 the output no longer follows the target
+    distribution exactly; l trades quality for speed.
+
+    target_probs, draft_probs: [..., V] distributions over the last axis (finite, >= 0,
+    summing to 1 within 1e-6), broadcast against each other.
+    Returns float64 of shape [...].
+    """
+    target = check_distribution("target_probs", target_probs)
+    draft = check_distribution("draft_probs", draft_probs)
+    _shape(target_probs=target, draft_probs=draft)
+    l = as_float_array("lenience", lenience)
+    if l.ndim or not (0.0 < l <= 1.0):
+        raise ValueError(f"lenience must be a scalar in (0, 1] (got {lenience!r})")
+    if l == 1.0:
+        beta = np.minimum(target, draft).sum(axis=-1)
+    else:
+        beta = np.minimum(draft, target / l).sum(axis=-1)
+    return _out(np.minimum(beta, 1.0))
