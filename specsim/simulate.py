@@ -1,0 +1,305 @@
+"""Monte-Carlo of the speculative accept/reject process and of its wall time (NumPy).
+
+One iteration drafts K tokens and verifies them; the accepted prefix plus one target
+token is kept, so it yields T in {1, ..., K+1} tokens. The simulators below return T for
+each iteration (int64 [n_iterations]) so that whole distributions, not only means, can be
+compared with the closed forms in ``specsim.analytic`` and with the exact pmfs here:
+
+- ``simulate_iid``         every draft accepted independently with probability alpha;
+- ``simulate_positional``  the j-th draft accepted with probability alphas[j];
+- ``simulate_markov``      acceptance indicators form a two-state Markov chain along the
+                           sequence (``specsim.analytic.markov_transitions``);
+- ``replay_masks``         recorded per-iteration accept masks (e.g. from the engine).
+
+``wall_time`` turns any such sequence into time, tokens/s and speedup given the draft and
+verify costs; ``simulate_generation`` does both for i.i.d. acceptance.
+
+Randomness: every simulator takes ``rng`` (a ``np.random.Generator``, a seed, or None)
+and is vectorised; 10^6 iterations take a fraction of a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsim._validate import (
+    check_draft_length,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+from specsim.analytic import _expected_tokens, _markov_start_weights, markov_transitions
+
+__all__ = [
+    "replay_masks",
+    "simulate_iid",
+    "simulate_positional",
+    "simulate_markov",
+    "tokens_pmf",
+    "tokens_pmf_positional",
+    "tokens_pmf_markov",
+    "WallTime",
+    "wall_time",
+    "simulate_generation",
+]
+
+_CHUNK_ELEMENTS = 1 << 22  # uniforms drawn at once: bounds memory at 32 MiB per chunk
+
+
+def _rng(rng) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+def _check_count(name: str, n) -> int:
+    value = check_draft_length(name, n, minimum=1)
+    if value.ndim:
+        raise ValueError(f"{name} must be a single integer >= 1 (got shape {value.shape})")
+    return int(value)
+
+
+def _scalar(name: str, arr: np.ndarray) -> float:
+    if arr.ndim:
+        raise ValueError(f"{name} must be a scalar here (got shape {arr.shape})")
+    return float(arr)
+
+
+# --- tokens per iteration -----------------------------------------------------------------
+
+def _leading_accepts(masks: np.ndarray) -> np.ndarray:
+    """Length of the run of True at the start of each row: [N, K] bool -> [N] int64."""
+    n, k = masks.shape
+    first_reject = masks.argmin(axis=1)                  # first False; 0 if none
+    return np.where(masks[np.arange(n), first_reject], k, first_reject).astype(np.int64)
+
+
+def replay_masks(accept_masks) -> np.ndarray:
+    """Tokens per iteration from recorded accept masks.
+
+    accept_masks: [iterations, K] boolean (or 0/1 integer), True where the verifier
+    accepted the draft at that position. Only the accepted prefix counts: a True after
+    the first False is ignored, as in the real loop (n_acc = sum(cumprod(mask))).
+    Returns int64 [iterations]: 1 + length of the leading run of True.
+    """
+    masks = np.asarray(accept_masks)
+    if masks.ndim != 2 or masks.shape[1] < 1:
+        raise ValueError("accept_masks must be a 2-D [iterations, K] array with K >= 1 "
+                         f"(got shape {masks.shape})")
+    if masks.dtype != bool:
+        if masks.dtype.kind not in "iu" or not np.isin(masks, (0, 1)).all():
+            raise ValueError("accept_masks must be boolean or hold only 0 and 1")
+        masks = masks.astype(bool)
+    return 1 + _leading_accepts(masks)
+
+
+def _simulate_bernoulli(rates: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw [n, K] accept masks with P(mask[:, j]) = rates[j], count leading accepts."""
+    k = rates.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    rows = max(1, _CHUNK_ELEMENTS // k)
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        masks = rng.random((stop - start, k)) < rates       # [rows, K]
+        out[start:stop] = 1 + _leading_accepts(masks)
+    return out
+
+
+def simulate_iid(alpha, k, n_iterations, *, rng=None) -> np.ndarray:
+    """Tokens per iteration when each draft is accepted independently with rate alpha.
+
+    Simulates the process itself: K uniforms per iteration, accept where u < alpha,
+    keep the leading run, add the bonus/correction token. The exact law of the result
+    is the capped geometric ``tokens_pmf(alpha, k)``, mean ``expected_tokens``.
+    alpha: scalar in [0, 1]; k, n_iterations: integers >= 1. Returns int64 [n_iterations].
+    """
+    alpha = _scalar("alpha", check_probability("alpha", alpha))
+    k = _check_count("k", k)
+    n = _check_count("n_iterations", n_iterations)
+    return _simulate_bernoulli(np.full(k, alpha), n, _rng(rng))
+
+
+def simulate_positional(alphas, n_iterations, *, rng=None) -> np.ndarray:
+    """Tokens per iteration when the j-th draft is accepted with probability alphas[j]
+    (given the ones before it were). alphas: [K] rates in [0, 1].
+    Exact law: ``tokens_pmf_positional``; mean ``expected_tokens_positional``.
+    Returns int64 [n_iterations]."""
+    alphas = check_probability("alphas", alphas)
+    if alphas.ndim != 1 or alphas.shape[0] < 1:
+        raise ValueError(f"alphas must be a 1-D array of K >= 1 rates (got shape {alphas.shape})")
+    n = _check_count("n_iterations", n_iterations)
+    return _simulate_bernoulli(alphas, n, _rng(rng))
+
+
+def simulate_markov(alpha, rho, k, n_iterations, *, rng=None) -> np.ndarray:
+    """Tokens per iteration under two-state Markov acceptance along the sequence.
+
+    The indicator "a draft at this position would be accepted" is the Markov chain of
+    ``specsim.analytic.markov_transitions`` (stationary rate alpha, lag-1 correlation
+    rho), defined on every generated position, including bonus/correction positions.
+    The chain is generated as blocks "run of accepts, then one reject": after a reject the
+    run length R is 0 with probability 1 - p01, else geometric with continue probability
+    p11. Every reject ends an iteration (a rejected draft, or a bonus token whose latent
+    state is "reject"), so a block of L = R + 1 positions holds L // (K+1) full
+    iterations of K+1 tokens followed by one of L % (K+1) tokens if that is not 0.
+    The first iteration's preceding state is drawn from the stationary law over
+    iterations, so the output is stationary from the start.
+
+    Exact law: ``tokens_pmf_markov``; mean ``expected_tokens_markov``.
+    alpha, rho: scalars; k, n_iterations: integers >= 1. Returns int64 [n_iterations].
+    """
+    p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
+    if np.ndim(alpha) or np.ndim(rho):
+        raise ValueError("alpha and rho must be scalars here")
+    k = _check_count("k", k)
+    n = _check_count("n_iterations", n_iterations)
+    rng = _rng(rng)
+    if p11 == 1.0:  # alpha = 1: the chain sits in "accept" forever
+        return np.full(n, k + 1, dtype=np.int64)
+    start_in_accept = rng.random() < _markov_start_weights(p01, p11, k)
+    mean_block = 1.0 + p01 / (1.0 - p11)
+    chunks, have, first = [], 0, True
+    while have < n:
+        m = int((n - have) / max(1.0, mean_block / (k + 1))) + 16   # blocks to draw
+        p_first = np.full(m, p01)
+        if first:
+            p_first[0] = p11 if start_in_accept else p01
+            first = False
+        runs = np.where(rng.random(m) < p_first, rng.geometric(1.0 - p11, m), 0)
+        length = runs + 1                                   # positions per block
+        full, rem = np.divmod(length, k + 1)
+        counts = full + (rem > 0)                           # iterations per block
+        keep = np.searchsorted(np.cumsum(counts), n - have) + 1
+        full, rem, counts = full[:keep], rem[:keep], counts[:keep]
+        tokens = np.full(int(counts.sum()), k + 1, dtype=np.int64)
+        last = np.cumsum(counts) - 1                        # last iteration of each block
+        tokens[last[rem > 0]] = rem[rem > 0]
+        chunks.append(tokens)
+        have += tokens.size
+    return np.concatenate(chunks)[:n]
+
+
+# --- exact laws -----------------------------------------------------------------------------
+
+def tokens_pmf(alpha, k) -> np.ndarray:
+    """Exact pmf of tokens per iteration with i.i.d. acceptance (a capped geometric).
+
+    P(T = j) = alpha^(j-1) (1 - alpha) for j = 1..K, P(T = K+1) = alpha^K.
+    alpha: rates in [0, 1], any shape; k: a single integer >= 1.
+    Returns float64 [..., K+1]; entry j-1 is P(T = j).
+    """
+    alpha = check_probability("alpha", alpha)
+    k = _check_count("k", k)
+    return tokens_pmf_positional(np.repeat(alpha[..., None], k, axis=-1))
+
+
+def tokens_pmf_positional(alphas) -> np.ndarray:
+    """Exact pmf of tokens per iteration with per-position acceptance rates.
+
+    With P_j = prod_{i<=j} alphas_i (P_0 = 1): P(T = j) = P_{j-1} - P_j for j <= K and
+    P(T = K+1) = P_K. alphas: [..., K]. Returns float64 [..., K+1].
+    """
+    alphas = check_probability("alphas", alphas)
+    if alphas.ndim == 0 or alphas.shape[-1] < 1:
+        raise ValueError(f"alphas must have a last axis of length K >= 1 (got shape {alphas.shape})")
+    survive = np.concatenate([np.ones(alphas.shape[:-1] + (1,)),
+                              np.cumprod(alphas, axis=-1)], axis=-1)   # [..., K+1] P_0..P_K
+    pmf = survive.copy()
+    pmf[..., :-1] -= survive[..., 1:]
+    return pmf
+
+
+def tokens_pmf_markov(alpha, rho, k) -> np.ndarray:
+    """Exact long-run pmf of tokens per iteration under Markov acceptance.
+
+    Given the preceding position's state s, the first draft is accepted with p_s1 and
+    later ones with p11: P(T=1 | s) = 1 - p_s1, P(T=j | s) = p_s1 p11^(j-2) (1 - p11)
+    for 2 <= j <= K, P(T=K+1 | s) = p_s1 p11^(K-1). Mixed over the stationary start
+    state (see ``specsim.analytic.expected_tokens_markov``).
+    alpha, rho: scalars; k integer >= 1. Returns float64 [K+1].
+    """
+    if np.ndim(alpha) or np.ndim(rho):
+        raise ValueError("alpha and rho must be scalars here")
+    p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
+    k = _check_count("k", k)
+    pi1 = float(_markov_start_weights(p01, p11, k))
+    p_first = (1.0 - pi1) * p01 + pi1 * p11            # P(first draft accepted)
+    later = tokens_pmf(p11, k - 1) if k > 1 else np.ones(1)   # law of 1 + later accepts
+    return np.concatenate([[1.0 - p_first], p_first * later])
+
+
+# --- wall time ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WallTime:
+    """Outcome of generating ``n_tokens`` tokens, one entry per run ([runs] or scalar).
+
+    iterations: draft-verify iterations needed to reach n_tokens.
+    tokens: tokens produced (>= n_tokens: the last iteration may overshoot).
+    time: iterations * (K t_draft + t_target_verify), in the units of the costs.
+    tokens_per_s: tokens / time.
+    speedup: tokens_per_s relative to the autoregressive target, i.e.
+        tokens * t_target_1 / time; tends to speedup_from_costs(E, ...) as n_tokens grows.
+    """
+
+    n_tokens: int
+    iterations: np.ndarray
+    tokens: np.ndarray
+    time: np.ndarray
+    tokens_per_s: np.ndarray
+    speedup: np.ndarray
+
+
+def wall_time(tokens_per_iteration, n_tokens, k, *, t_draft, t_target_1,
+              t_target_verify) -> WallTime:
+    """Time to generate n_tokens tokens from a sequence of iterations.
+
+    tokens_per_iteration: int [..., iterations] from any simulator or the engine; leading
+    axes are independent runs. Each iteration costs K t_draft + t_target_verify
+    (t_target_verify = one target pass over K+1 tokens); the autoregressive baseline
+    costs t_target_1 per token. Raises ValueError if a run never reaches n_tokens.
+    """
+    tokens = np.asarray(tokens_per_iteration)
+    if tokens.ndim == 0 or tokens.dtype.kind not in "iu" or tokens.dtype == bool:
+        raise ValueError("tokens_per_iteration must be an integer array [..., iterations]")
+    n_tokens = _check_count("n_tokens", n_tokens)
+    k = _check_count("k", k)
+    if tokens.size and (tokens.min() < 1 or tokens.max() > k + 1):
+        raise ValueError(f"tokens_per_iteration must lie in [1, k + 1] = [1, {k + 1}]")
+    t_draft = _scalar("t_draft", check_nonnegative("t_draft", t_draft))
+    t_target_1 = _scalar("t_target_1", check_positive("t_target_1", t_target_1))
+    t_verify = _scalar("t_target_verify", check_positive("t_target_verify", t_target_verify))
+    total = np.cumsum(tokens, axis=-1)                       # [..., iterations]
+    if (total[..., -1] < n_tokens).any():
+        raise ValueError(f"tokens_per_iteration has too few iterations to reach "
+                         f"n_tokens = {n_tokens} in every run")
+    iterations = (total < n_tokens).sum(axis=-1) + 1         # first index reaching n_tokens
+    produced = np.take_along_axis(total, (iterations - 1)[..., None], axis=-1)[..., 0]
+    time = iterations * (k * t_draft + t_verify)
+    return WallTime(n_tokens=n_tokens, iterations=iterations, tokens=produced, time=time,
+                    tokens_per_s=produced / time, speedup=produced * t_target_1 / time)
+
+
+def simulate_generation(alpha, k, n_tokens, *, t_draft, t_target_1, t_target_verify,
+                        n_runs: int = 1, rng=None) -> WallTime:
+    """Simulate ``n_runs`` independent generations of n_tokens with i.i.d. acceptance.
+
+    Draws tokens per iteration with ``simulate_iid`` and times them with ``wall_time``.
+    Results have shape [n_runs].
+    """
+    alpha_f = _scalar("alpha", check_probability("alpha", alpha))
+    k = _check_count("k", k)
+    n_tokens = _check_count("n_tokens", n_tokens)
+    n_runs = _check_count("n_runs", n_runs)
+    rng = _rng(rng)
+    mean = float(_expected_tokens(np.float64(alpha_f), k))
+    # Enough iterations with overwhelming probability; each yields >= 1 token, so
+    # n_tokens iterations always suffice and bound the retry.
+    per_run = min(n_tokens, int(1.2 * n_tokens / mean + 8 * np.sqrt(n_tokens) + 16))
+    while True:
+        tokens = simulate_iid(alpha_f, k, n_runs * per_run, rng=rng).reshape(n_runs, per_run)
+        if (tokens.sum(axis=1) >= n_tokens).all():
+            break
+        per_run = n_tokens
+    return wall_time(tokens, n_tokens, k, t_draft=t_draft, t_target_1=t_target_1,
+                     t_target_verify=t_target_verify)
