@@ -1,0 +1,495 @@
+"""Generation: the autoregressive baseline and the speculative loop, each ONE jitted
+program (a `lax.while_loop` over a state pytree with fixed-size buffers).
+
+    generate_autoregressive(model, prompts, max_new_tokens, temperature, top_k, top_p, seed)
+    generate_speculative(target, drafter, prompts, max_new_tokens, k, temperature, top_k,
+                         top_p, seed)
+
+Both start with a prefill of the (padded) prompts through the target, whose last-position
+logits give the first new token. Each speculative iteration then
+
+1. drafts K tokens (`drafter.propose`: K draft passes in a `lax.scan` for a model),
+2. runs the target once over K+1 positions: the last kept token and the K drafts,
+3. accepts drafts: ``n_acc = sum(cumprod(accepted))`` per row,
+4. samples one more token: from the residual max(0, p − q) at the first rejected
+   position, or the bonus token from the target's last distribution when all K were
+   accepted,
+5. rolls back both KV caches by length (``cache.length``), appends n_acc + 1 tokens.
+
+Every row has its own length, accept count and stop (end-of-sequence token or
+max_new_tokens); finished rows ride along without changing. Random keys live in the
+loop state and are split every iteration into separate streams for drafting,
+acceptance and residual sampling.
+
+Cache invariant: the target cache holds all tokens of a row but the last (length − 1);
+a model drafter's cache holds all but the last two (see `specsim.drafters`).
+
+Shapes: B batch, P padded prompt, N token buffer (= S cache slots), K drafts, V vocab,
+I iteration buffer. P and S are padded to buckets, so calls with similar shapes reuse
+the compiled program; ``TRACE_COUNTS`` counts how often each program was traced.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.drafters import Context, check_drafter
+from specsim.models.config import ModelConfig
+from specsim.models.transformer import KVCache, forward, init_cache
+from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
+                              sample_residual)
+
+__all__ = ["GenerationResult", "SpeculativeStats", "NonFiniteLogitsError",
+           "generate_autoregressive", "generate_speculative", "TRACE_COUNTS", "bucket"]
+
+# Incremented (as a Python side effect) each time a program is traced: a second call
+# with the same shapes must leave it unchanged.
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+
+class NonFiniteLogitsError(FloatingPointError):
+    """Raised when a run met non-finite logits (``on_nonfinite="raise"``); the result,
+    with the affected rows stopped before the bad step, is in ``.result``."""
+
+    def __init__(self, message: str, result: "GenerationResult"):
+        super().__init__(message)
+        self.result = result
+
+
+# ---- results -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeculativeStats:
+    """Per-iteration statistics of a speculative run. I = iterations of the batched loop.
+
+    accepted[i, b]: drafts accepted by row b in iteration i (−1 where the row had already
+    finished); drafted[i, b]: real proposals in that iteration (K for a model drafter;
+    fewer for n-gram lookup without a full match; −1 when finished); overlap[i, b, j]: the
+    measured β = Σ min(p, q) at verified position j (NaN where there was no proposal or
+    the row had finished)."""
+    k: int
+    accepted: np.ndarray   # [I, B] int
+    drafted: np.ndarray    # [I, B] int
+    overlap: np.ndarray    # [I, B, K] float
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.accepted >= 0                                           # [I, B]
+
+    @property
+    def alpha(self) -> float:
+        """Accepted drafts / proposed drafts over the whole run."""
+        a = self.active
+        total = self.drafted[a].sum()
+        return float(self.accepted[a].sum() / total) if total else float("nan")
+
+    @property
+    def alpha_per_row(self) -> np.ndarray:
+        a = self.active
+        acc = np.where(a, self.accepted, 0).sum(0)
+        dr = np.where(a, self.drafted, 0).sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return acc / dr
+
+    @property
+    def per_position_acceptance(self) -> np.ndarray:
+        """[K]: α_j = P(draft j accepted | drafts 1..j−1 accepted and draft j proposed),
+        the rates of E = 1 + Σₖ Πⱼ≤ₖ αⱼ."""
+        a = self.active
+        j = np.arange(self.k)[:, None, None]                                # [K, 1, 1]
+        reached = a & (self.accepted >= j) & (self.drafted > j)             # [K, I, B]
+        acc = a & (self.accepted > j)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return acc.sum((1, 2)) / reached.sum((1, 2))
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        """Mean of n_accepted + 1 over the iterations each row took part in."""
+        a = self.active
+        return float((self.accepted[a] + 1).mean()) if a.any() else float("nan")
+
+    @property
+    def mean_overlap(self) -> float:
+        """Mean measured β over all verified positions with a proposal."""
+        return float(np.nanmean(self.overlap)) if np.isfinite(self.overlap).any() else float("nan")
+
+    @property
+    def iterations_per_row(self) -> np.ndarray:
+        return self.active.sum(0)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """tokens: the new tokens of each row (prompt excluded, trimmed at its stop);
+    text: their decoding when the model has a tokenizer; finish_reason per row: "eos",
+    "length" or "nonfinite"; nonfinite [B] bool: the row met non-finite logits.
+    n_iterations: loop iterations after the prefill (batched); target_passes and
+    draft_passes count forward passes of the batch (prefill included)."""
+    tokens: list[list[int]]
+    text: list[str] | None
+    prompt_lengths: list[int]
+    finish_reason: list[str]
+    nonfinite: np.ndarray
+    n_iterations: int
+    target_passes: int
+    draft_passes: int
+    stats: SpeculativeStats | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_generated(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+
+# ---- eager validation ------------------------------------------------------------------------
+def bucket(n: int, minimum: int = 16) -> int:
+    """Pad a size to a bucket: powers of two up to 512, then multiples of 256."""
+    n = max(int(n), minimum)
+    if n <= 512:
+        return 1 << (n - 1).bit_length()
+    return -(-n // 256) * 256
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _encode_prompts(prompts, model, cfg: ModelConfig) -> list[list[int]]:
+    if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
+                                    and isinstance(prompts[0], (int, np.integer))):
+        prompts = [prompts]
+    if isinstance(prompts, np.ndarray):
+        prompts = [list(r) for r in (prompts if prompts.ndim == 2 else prompts[None])]
+    if not isinstance(prompts, Sequence) or len(prompts) == 0:
+        raise ValueError("prompts must be a non-empty list of token-id lists (or strings)")
+    out = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            if getattr(model, "tokenizer", None) is None:
+                raise ValueError(f"prompts[{i}] is a string but the model has no tokenizer; "
+                                 f"pass token ids")
+            p = list(model.tokenizer.encode(p))
+        p = list(np.asarray(p).reshape(-1)) if not isinstance(p, list) else p
+        if len(p) == 0:
+            raise ValueError(f"prompts[{i}] is empty; every prompt needs at least one token")
+        arr = np.asarray(p)
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"prompts[{i}] must hold integer token ids, got dtype {arr.dtype}")
+        if arr.min() < 0 or arr.max() >= cfg.vocab_size:
+            raise ValueError(f"prompts[{i}] token ids must lie in [0, {cfg.vocab_size - 1}], "
+                             f"got min {arr.min()}, max {arr.max()}")
+        out.append([int(t) for t in arr])
+    return out
+
+
+def _resolve_eos(eos_token_id, cfg: ModelConfig) -> int:
+    if eos_token_id == "auto":
+        eos_token_id = cfg.eos_token_id
+    if eos_token_id is None:
+        return -1
+    if isinstance(eos_token_id, bool) or not isinstance(eos_token_id, (int, np.integer)) \
+            or not 0 <= eos_token_id < cfg.vocab_size:
+        raise ValueError(f"eos_token_id must be None, 'auto' or a token id in "
+                         f"[0, {cfg.vocab_size - 1}], got {eos_token_id!r}")
+    return int(eos_token_id)
+
+
+def _plan(prompts: list[list[int]], max_new: int, k_extra: int, caps: list[tuple[int, str]],
+          cache_len: int | None) -> tuple[int, int]:
+    """Bucketed (P, S): padded prompt length and cache slots. Raises when the longest
+    prompt + max_new_tokens + k_extra does not fit."""
+    longest = max(len(p) for p in prompts)
+    need = longest + max_new + k_extra
+    cap, cap_what = min(caps, key=lambda c: c[0])
+    if cache_len is not None:
+        cache_len = _positive_int(cache_len, "cache_len")
+        if cache_len > cap:
+            raise ValueError(f"cache_len ({cache_len}) exceeds {cap_what} ({cap})")
+        cap, cap_what = cache_len, "cache_len"
+    if need > cap:
+        extra = f" + k ({k_extra - 1}) + 1" if k_extra > 0 else ""
+        raise ValueError(
+            f"prompt too long for the cache: longest prompt ({longest}) + max_new_tokens "
+            f"({max_new}){extra} = {need} positions, but {cap_what} allows {cap}")
+    P = min(bucket(longest, 8), cap)
+    S = cache_len if cache_len is not None else min(bucket(max(need, P)), cap)
+    return P, S
+
+
+def _pad(prompts: list[list[int]], P: int) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.zeros((len(prompts), P), np.int32)
+    for b, p in enumerate(prompts):
+        arr[b, :len(p)] = p
+    return arr, np.asarray([len(p) for p in prompts], np.int32)
+
+
+# ---- compiled pieces ---------------------------------------------------------------------------
+class _Common(NamedTuple):
+    tokens: jax.Array      # [B, N] int32 prompt + output
+    length: jax.Array      # [B] int32
+    done: jax.Array        # [B] bool
+    nonfinite: jax.Array   # [B] bool
+    eos_hit: jax.Array     # [B] bool
+    key: jax.Array
+    it: jax.Array          # [] int32 loop iterations
+
+
+def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens, max_new,
+             eos, key, S: int):
+    """Prefill the target and draw the first new token. Returns (common state, cache)."""
+    B, P = prompts.shape
+    cache = init_cache(cfg, B, S)
+    logits, cache = forward(params, cfg, prompts, cache)                      # [B, P, V]
+    last = jnp.take_along_axis(logits, (prompt_lens - 1)[:, None, None], axis=1)[:, 0]  # [B, V]
+    probs = sp.probs(last)
+    finite = is_finite_row(probs)                                             # [B]
+    key, k_first = jax.random.split(key)
+    first = sp.sample(k_first, probs)                                         # [B]
+    tokens = jnp.zeros((B, S), jnp.int32).at[:, :P].set(prompts)
+    tokens = tokens.at[jnp.arange(B), prompt_lens].set(jnp.where(finite, first, 0))
+    length = prompt_lens + finite.astype(jnp.int32)
+    eos_hit = finite & (first == eos)
+    done = ~finite | eos_hit | (max_new <= 1)
+    cache = cache._replace(length=prompt_lens)
+    return _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0)), cache
+
+
+def _keep(new_tokens, n_new, remaining, eos):
+    """How many of each row's [B, T] new tokens (the first n_new [B] valid) to keep: cut
+    at max_new_tokens (remaining [B]) and just after the first EOS. → (n_keep, eos_hit)."""
+    T = new_tokens.shape[1]
+    pos = jnp.arange(T, dtype=jnp.int32)[None]                                 # [1, T]
+    is_eos = (new_tokens == eos) & (pos < n_new[:, None])
+    first_eos = jnp.min(jnp.where(is_eos, pos, T), axis=1)                    # [B]
+    n_keep = jnp.minimum(jnp.minimum(n_new, remaining), first_eos + 1)
+    return n_keep, first_eos < n_keep
+
+
+def _append(tokens, length, new_tokens):
+    """Write new [B, T] at each row's length (positions past the kept count are garbage
+    beyond ``length`` and get overwritten later)."""
+    return jax.vmap(lambda row, new, s: jax.lax.dynamic_update_slice(row, new, (s,)))(
+        tokens, new_tokens, length)
+
+
+@partial(jax.jit, static_argnames=("cfg", "S", "I"))
+def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
+                            key, *, cfg: ModelConfig, S: int, I: int):
+    TRACE_COUNTS["autoregressive"] += 1
+    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+
+    def cond(carry):
+        common, _ = carry
+        return (common.it < I) & jnp.any(~common.done)
+
+    def body(carry):
+        c, cache = carry
+        active = ~c.done
+        key, k_sample = jax.random.split(c.key)
+        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
+        start = cache.length
+        logits, cache = forward(params, cfg, last, cache)                       # [B, 1, V]
+        probs = sp.probs(logits[:, 0])                                           # [B, V]
+        finite = is_finite_row(probs)
+        tok = sp.sample(k_sample, probs)                                         # [B]
+        gen = c.length - prompt_lens
+        n_keep, eos_hit = _keep(tok[:, None], jnp.ones_like(tok), max_new - gen, eos)
+        n_keep = jnp.where(active & finite, n_keep, 0)
+        tokens = _append(c.tokens, c.length, tok[:, None])
+        length = c.length + n_keep
+        nonfinite = c.nonfinite | (active & ~finite)
+        eos_hit = c.eos_hit | (active & finite & eos_hit)
+        done = c.done | nonfinite | eos_hit | (length - prompt_lens >= max_new)
+        cache = cache._replace(length=start + n_keep)
+        return _Common(tokens, length, done, nonfinite, eos_hit, key, c.it + 1), cache
+
+    common, cache = jax.lax.while_loop(cond, body, (common, cache))
+    return common
+
+
+class _SpecStatsBuf(NamedTuple):
+    accepted: jax.Array  # [I, B] int32
+    drafted: jax.Array   # [I, B] int32
+    overlap: jax.Array   # [I, B, K] fp32
+
+
+@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"))
+def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new,
+                         eos, key, *, cfg: ModelConfig, k: int, S: int, I: int):
+    TRACE_COUNTS["speculative"] += 1
+    B = prompts.shape[0]
+    K = k
+    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    dstate = drafter.init_state(prompts, prompt_lens, S)
+    stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
+                          jnp.full((I, B, K), jnp.nan, jnp.float32))
+    rows = jnp.arange(B)
+
+    def cond(carry):
+        c = carry[0]
+        return (c.it < I) & jnp.any(~c.done)
+
+    def body(carry):
+        c, cache, dstate, stats = carry
+        active = ~c.done                                                         # [B]
+        key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
+        # 1. draft K tokens
+        dstate, draft = drafter.propose(dstate, Context(c.tokens, c.length), K, k_draft, sp)
+        # 2. one target pass over K+1 positions
+        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
+        start = cache.length                                                     # [B]
+        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        target_probs = sp.probs(logits)                                          # [B, K+1, V]
+        # 3. accept: n_acc = number of leading accepted drafts
+        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                                 greedy=sp.greedy)                                # [B, K]
+        n_acc = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32), axis=1), axis=1)  # [B]
+        # 4. one more token: residual at the first rejection, or the bonus after K
+        p_next = target_probs[rows, n_acc]                                       # [B, V]
+        q_next = jnp.where((n_acc < K)[:, None], draft.probs[rows, jnp.minimum(n_acc, K - 1)],
+                           0.0)                                                  # [B, V]
+        extra = sample_residual(k_resid, p_next, q_next, greedy=sp.greedy)       # [B]
+        pos = jnp.arange(K + 1, dtype=jnp.int32)[None]                           # [1, K+1]
+        drafts_ext = jnp.concatenate([draft.tokens, jnp.zeros((B, 1), jnp.int32)], 1)
+        new = jnp.where(pos < n_acc[:, None], drafts_ext, extra[:, None])        # [B, K+1]
+        # Non-finite distributions: a NaN row never passes the acceptance test, so it
+        # stops the accepted run at or before it. The row is flagged when such a row was
+        # consulted (position <= n_acc); it keeps the drafts accepted before it and stops.
+        bad = ~is_finite_row(target_probs)                                       # [B, K+1]
+        bad = bad.at[:, :K].set(bad[:, :K] | ~is_finite_row(draft.probs))
+        first_bad = jnp.min(jnp.where(bad, pos, K + 1), axis=1)                  # [B]
+        finite = first_bad > n_acc                                               # [B]
+        # 5. keep (stop at EOS / max_new), roll back caches by length
+        ok = active & finite
+        gen = c.length - prompt_lens
+        n_valid = jnp.where(finite, n_acc + 1, jnp.minimum(n_acc, first_bad))
+        n_keep, eos_hit = _keep(new, n_valid, max_new - gen, eos)
+        n_keep = jnp.where(active, n_keep, 0)
+        tokens = _append(c.tokens, c.length, new)
+        length = c.length + n_keep
+        nonfinite = c.nonfinite | (active & ~finite)
+        eos_hit = c.eos_hit | (active & eos_hit)
+        done = c.done | nonfinite | eos_hit | (length - prompt_lens >= max_new)
+        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        dstate = drafter.commit(dstate, n_acc, ok)
+        # statistics of this iteration
+        proposed = jnp.sum(draft.probs, -1) > 0                                  # [B, K]
+        beta = jnp.where(proposed, overlap(target_probs[:, :K], draft.probs), jnp.nan)
+        stats = _SpecStatsBuf(
+            stats.accepted.at[c.it].set(jnp.where(ok, n_acc, -1)),
+            stats.drafted.at[c.it].set(jnp.where(ok, jnp.sum(proposed, 1), -1)),
+            stats.overlap.at[c.it].set(jnp.where(ok[:, None], beta, jnp.nan)))
+        c = _Common(tokens, length, done, nonfinite, eos_hit, key, c.it + 1)
+        return c, cache, dstate, stats
+
+    common, cache, dstate, stats = jax.lax.while_loop(cond, body, (common, cache, dstate, stats))
+    return common, stats
+
+
+# ---- public entry points -------------------------------------------------------------------------
+def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields):
+    tokens = np.asarray(common.tokens)
+    length = np.asarray(common.length)
+    nonfinite = np.asarray(common.nonfinite)
+    eos_hit = np.asarray(common.eos_hit)
+    out, reasons = [], []
+    for b, p in enumerate(prompts):
+        out.append([int(t) for t in tokens[b, len(p):length[b]]])
+        reasons.append("nonfinite" if nonfinite[b] else "eos" if eos_hit[b] else "length")
+    tok = getattr(model, "tokenizer", None)
+    text = [tok.decode(t) for t in out] if tok is not None else None
+    result = GenerationResult(out, text, [len(p) for p in prompts], reasons, nonfinite,
+                              **fields)
+    if on_nonfinite == "raise" and nonfinite.any():
+        raise NonFiniteLogitsError(
+            f"non-finite logits met in rows {np.flatnonzero(nonfinite).tolist()}; those rows "
+            f"stopped before the bad step (pass on_nonfinite='report' to get the result)",
+            result)
+    return result
+
+
+def _check_on_nonfinite(on_nonfinite):
+    if on_nonfinite not in ("raise", "report"):
+        raise ValueError(f"on_nonfinite must be 'raise' or 'report', got {on_nonfinite!r}")
+
+
+def _seed_key(seed):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return jax.random.PRNGKey(int(seed))
+
+
+def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
+                            top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
+                            eos_token_id="auto", cache_len: int | None = None,
+                            on_nonfinite: str = "raise") -> GenerationResult:
+    """Sample up to ``max_new_tokens`` per prompt, one target pass per token, in one
+    compiled loop. ``prompts``: token-id lists (or strings with a tokenizer), rows may
+    differ in length. ``eos_token_id``: "auto" (the config's), None (never stop early)
+    or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
+    max_seq_len)."""
+    cfg = model.cfg
+    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
+    _check_on_nonfinite(on_nonfinite)
+    key = _seed_key(seed)
+    eos = _resolve_eos(eos_token_id, cfg)
+    encoded = _encode_prompts(prompts, model, cfg)
+    P, S = _plan(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
+                 cache_len)
+    arr, lens = _pad(encoded, P)
+    I = bucket(max_new)
+    common = _autoregressive_program(model.params, sp, jnp.asarray(arr), jnp.asarray(lens),
+                                     jnp.int32(max_new), jnp.int32(eos), key, cfg=cfg, S=S, I=I)
+    n_it = int(common.it)
+    return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
+                   target_passes=n_it + 1, draft_passes=0,
+                   meta=dict(padded_prompt=P, cache_len=S, temperature=float(temperature),
+                             top_k=int(top_k), top_p=float(top_p), seed=int(seed)))
+
+
+def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
+                         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                         seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
+                         on_nonfinite: str = "raise") -> GenerationResult:
+    """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
+    ``drafter`` (see `specsim.drafters`), ``k`` drafts per iteration, in one compiled
+    loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
+    target and draft distributions after the same temperature/top-k/top-p processing.
+    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
+    cfg = target.cfg
+    k = _positive_int(k, "k")
+    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
+    _check_on_nonfinite(on_nonfinite)
+    check_drafter(drafter, cfg.vocab_size)
+    key = _seed_key(seed)
+    eos = _resolve_eos(eos_token_id, cfg)
+    encoded = _encode_prompts(prompts, target, cfg)
+    caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
+    if drafter.max_cache_len() is not None:
+        caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
+    P, S = _plan(encoded, max_new, k + 1, caps, cache_len)
+    arr, lens = _pad(encoded, P)
+    I = bucket(max_new)
+    common, stats = _speculative_program(target.params, drafter, sp, jnp.asarray(arr),
+                                         jnp.asarray(lens), jnp.int32(max_new), jnp.int32(eos),
+                                         key, cfg=cfg, k=k, S=S, I=I)
+    n_it = int(common.it)
+    st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
+                          np.asarray(stats.overlap)[:n_it])
+    dp = drafter.passes_per_iteration(k)
+    return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
+                   target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0), stats=st,
+                   meta=dict(padded_prompt=P, cache_len=S, k=k, drafter=drafter.name,
+                             temperature=float(temperature), top_k=int(top_k),
+                             top_p=float(top_p), seed=int(seed)))
