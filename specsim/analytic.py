@@ -43,6 +43,8 @@ __all__ = [
     "alpha_from_expected_tokens",
     "implied_cost_ratio",
     "acceptance_rate",
+    "speedup_table",
+    "format_speedup_table",
 ]
 
 DEFAULT_K_MAX = 64
@@ -375,3 +377,37 @@ def acceptance_rate(target_probs, draft_probs, *, lenience=1.0):
     else:
         beta = np.minimum(draft, target / l).sum(axis=-1)
     return _out(np.minimum(beta, 1.0))
+
+
+# --- tables ---------------------------------------------------------------------------------
+
+def speedup_table(alphas, ks, cs) -> dict[str, np.ndarray]:
+    """Long-form table of every (alpha, K, c) combination of three 1-D inputs.
+
+    Returns columns (1-D arrays of equal length, c slowest, then alpha, then K fastest):
+    alpha, k, c, expected_tokens, speedup. ``pandas.DataFrame(speedup_table(...))``
+    turns it into a frame.
+    """
+    alphas = np.atleast_1d(check_probability("alphas", alphas)).ravel()
+    ks = np.atleast_1d(check_draft_length("ks", ks)).ravel()
+    cs = np.atleast_1d(check_nonnegative("cs", cs)).ravel()
+    c, a, k = (g.ravel() for g in np.meshgrid(cs, alphas, ks, indexing="ij"))
+    return {"alpha": a, "k": k, "c": c, "expected_tokens": _expected_tokens(a, k),
+            "speedup": _expected_tokens(a, k) / (k * c + 1.0)}
+
+
+def format_speedup_table(table: dict[str, np.ndarray], *, digits: int = 3) -> str:
+    """Render ``speedup_table`` output as text: one row per (c, alpha), one column per K,
+    entries = speedup; the best K of each row is marked with '*'."""
+    ks = np.unique(table["k"])
+    width = max(digits + 4, 6)
+    lines = ["c       alpha  " + "".join(f"{'K=' + str(k):>{width + 1}}" for k in ks)]
+    for c in np.unique(table["c"]):
+        for a in np.unique(table["alpha"][table["c"] == c]):
+            row = (table["c"] == c) & (table["alpha"] == a)
+            s = table["speedup"][row][np.argsort(table["k"][row])]
+            best = int(np.argmax(s))
+            cells = "".join(f"{v:>{width}.{digits}f}{'*' if i == best else ' '}"
+                            for i, v in enumerate(s))
+            lines.append(f"{c:<7.4g} {a:<6.4g} {cells}")
+    return "\n".join(lines)
