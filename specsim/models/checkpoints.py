@@ -410,6 +410,12 @@ def _gguf_metadata(reader) -> dict:
     return meta
 
 
+def _f32(value) -> float:
+    """A float32 metadata value as the shortest decimal that rounds to it (1e-05, not
+    9.999999747378752e-06), which is what the config it came from said."""
+    return float(str(np.float32(value)))
+
+
 def _unpermute(w: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's Q/K row permutation. ``w`` is ``[n_heads*E, ...]`` in llama.cpp's
     order (the two rotary halves interleaved within each head); the result is the HF
@@ -448,8 +454,8 @@ def _gguf_config(meta: dict, n_tokens: int, tied: bool, source: str) -> ModelCon
             n_layers=int(get("block_count")), n_heads=H,
             n_kv_heads=int(get("attention.head_count_kv", H)), head_dim=E,
             d_ff=int(get("feed_forward_length")), max_seq_len=int(get("context_length", 2048)),
-            norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-5)),
-            rope_theta=float(get("rope.freq_base", 10000.0)), rope_scaling=scaling,
+            norm_eps=_f32(get("attention.layer_norm_rms_epsilon", 1e-5)),
+            rope_theta=_f32(get("rope.freq_base", 10000.0)), rope_scaling=scaling,
             qkv_bias=arch == "qwen2", tie_embeddings=tied,
             bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
             eos_token_id=meta.get("tokenizer.ggml.eos_token_id"))
@@ -527,10 +533,13 @@ def read_gguf(path: str | Path) -> tuple[ModelConfig, dict, Tokenizer | None]:
     return cfg, params, tok
 
 
+_CACHE_FORMAT = "hf-fp32-v1"  # bump when the cached folder's contents change meaning
+
+
 def _file_key(path: Path) -> str:
     """Cache key of a file: its name, size, mtime and a hash of its first/last MiB."""
     st = path.stat()
-    h = hashlib.sha256(f"{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    h = hashlib.sha256(f"{_CACHE_FORMAT}:{path.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     with open(path, "rb") as f:
         h.update(f.read(1 << 20))
         f.seek(max(0, st.st_size - (1 << 20)))

