@@ -381,19 +381,20 @@ def acceptance_rate(target_probs, draft_probs, *, lenience=1.0):
 
 # --- tables ---------------------------------------------------------------------------------
 
-def speedup_table(alphas, ks, cs) -> dict[str, np.ndarray]:
+def speedup_table(alpha, k, c) -> dict[str, np.ndarray]:
     """Long-form table of every (alpha, K, c) combination of three 1-D inputs.
 
     Returns columns (1-D arrays of equal length, c slowest, then alpha, then K fastest):
     alpha, k, c, expected_tokens, speedup. ``pandas.DataFrame(speedup_table(...))``
     turns it into a frame.
     """
-    alphas = np.atleast_1d(check_probability("alphas", alphas)).ravel()
-    ks = np.atleast_1d(check_draft_length("ks", ks)).ravel()
-    cs = np.atleast_1d(check_nonnegative("cs", cs)).ravel()
-    c, a, k = (g.ravel() for g in np.meshgrid(cs, alphas, ks, indexing="ij"))
-    return {"alpha": a, "k": k, "c": c, "expected_tokens": _expected_tokens(a, k),
-            "speedup": _expected_tokens(a, k) / (k * c + 1.0)}
+    alpha = np.atleast_1d(check_probability("alpha", alpha)).ravel()
+    k = np.atleast_1d(check_draft_length("k", k)).ravel()
+    c = np.atleast_1d(check_nonnegative("c", c)).ravel()
+    cc, aa, kk = (g.ravel() for g in np.meshgrid(c, alpha, k, indexing="ij"))
+    e = _expected_tokens(aa, kk)
+    return {"alpha": aa, "k": kk, "c": cc, "expected_tokens": e,
+            "speedup": e / (kk * cc + 1.0)}
 
 
 def format_speedup_table(table: dict[str, np.ndarray], *, digits: int = 3) -> str:

@@ -1,0 +1,100 @@
+"""The theory and demo subcommands of ``specsim``: printed numbers, CSV, exit codes, help."""
+
+import csv
+import re
+
+import numpy as np
+import pytest
+
+from specsim import analytic as A
+from specsim.cli import build_parser, main, parse_k_values
+
+
+def test_speedup_table_numbers(capsys):
+    assert main(["speedup", "--alpha", "0.6", "0.8", "0.9", "--k", "1-8", "--c", "0.05"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[2:] == [f"K={k}" for k in range(1, 9)]
+    rows = {float(line.split()[1]): line for line in out[1:]}
+    assert sorted(rows) == [0.6, 0.8, 0.9]
+    for alpha, line in rows.items():
+        cells = line.split()[2:]
+        values = np.array([float(c.rstrip("*")) for c in cells])
+        np.testing.assert_allclose(values, A.speedup(alpha, np.arange(1, 9), 0.05), atol=5e-4)
+        starred = [i for i, c in enumerate(cells) if c.endswith("*")]
+        assert starred == [int(np.argmax(values))]
+    assert rows[0.6].split()[2 + 3] == "1.921*"          # K* = 4 at alpha = 0.6, c = 0.05
+
+
+def test_speedup_csv(tmp_path, capsys):
+    path = tmp_path / "sub" / "speedup.csv"
+    assert main(["speedup", "--alpha", "0.6", "0.8", "--k", "1,2,4", "8",
+                 "--c", "0", "0.1", "--csv", str(path)]) == 0
+    assert f"wrote {path}" in capsys.readouterr().out
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 4 * 2
+    assert list(rows[0]) == ["alpha", "k", "c", "expected_tokens", "speedup"]
+    for r in rows:
+        a, k, c = float(r["alpha"]), int(r["k"]), float(r["c"])
+        assert k in (1, 2, 4, 8)
+        assert float(r["speedup"]) == pytest.approx(float(A.speedup(a, k, c)), rel=1e-15)
+        assert float(r["expected_tokens"]) == pytest.approx(float(A.expected_tokens(a, k)),
+                                                            rel=1e-15)
+
+
+def test_optimal_k_prints_k_star_and_speedup(capsys):
+    assert main(["optimal-k", "--alpha", "0.6", "0.9", "--c", "0.05", "0.2"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 4
+    for line in lines:
+        alpha, c, k_star, s, e = line.split()
+        want_k, want_s = A.optimal_k(float(alpha), float(c))
+        assert int(k_star) == want_k
+        assert float(s) == pytest.approx(float(want_s), abs=1e-4)
+        assert float(e) == pytest.approx(float(A.expected_tokens(float(alpha), want_k)), abs=1e-4)
+    assert main(["optimal-k", "--alpha", "0.99", "--c", "0.0", "--k-max", "5"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[2] == "5"
+
+
+def test_k_parsing():
+    assert parse_k_values(["1-8"]) == list(range(1, 9))
+    assert parse_k_values(["1,2,4", "8", "2-3"]) == [1, 2, 3, 4, 8]
+    for bad in (["0-3"], ["5-2"], ["x"], ["1.5"], [","]):
+        with pytest.raises(ValueError, match="^k must"):
+            parse_k_values(bad)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["speedup", "--alpha", "1.5", "--k", "2"], "alpha must lie in [0, 1]"),
+    (["speedup", "--alpha", "0.5", "--k", "4-2"], "k must"),
+    (["speedup", "--alpha", "0.5", "--c", "-1"], "c must be finite and >= 0"),
+    (["optimal-k", "--alpha", "0.5", "--c", "0.1", "--k-max", "0"], "k_max must be an integer >= 1"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"specsim {argv[0]}: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_demo_writes_the_analytic_figure_and_table(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--c", "0.1"]) == 0
+    text = capsys.readouterr().out
+    png = out / "analytic_speedup.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    assert f"wrote {png}" in text
+    # the optimal-K lines agree with analytic.optimal_k at c = 0.1
+    found = re.findall(r"alpha=(\S+)\s+K\*=(\d+)\s+speedup=(\S+)", text)
+    assert len(found) == 6
+    for alpha, k, s in found:
+        want_k, want_s = A.optimal_k(float(alpha), 0.1, k_max=32)
+        assert int(k) == want_k and float(s) == pytest.approx(float(want_s), abs=1e-3)
+
+
+@pytest.mark.parametrize("command", ["speedup", "optimal-k", "demo"])
+def test_help_on_every_theory_subcommand(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: specsim {command}" in capsys.readouterr().out
