@@ -9,3 +9,4 @@ from specsim.plots.analytic import (  # noqa: F401
     optimal_k_vs_alpha,
     speedup_vs_alpha,
 )
+from specsim.plots.roofline import latency_vs_tokens, roofline_plot  # noqa: F401,E402

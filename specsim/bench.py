@@ -1,0 +1,370 @@
+"""Timing done right, the machine's own ceilings, and forward-pass sweeps.
+
+    stats = time_fn(f, x, repeats=10, warmup=2)         # median, spread, every sample
+    ceil = measure_ceilings()                            # FLOP/s and bytes/s per device
+    df = sweep_forward(model, points=default_points())   # latency vs (n_tokens, batch, context)
+    save_measurements(df, "cpu-smollm2-135m", environment(model=model.name, seed=0))
+
+Rules every number here follows: the program is compiled before the timed region; warm-up
+calls run first; every call ends with ``block_until_ready``; we repeat and quote medians
+(mean, std, min, max and quartiles are kept as the spread). Measurement files are CSV plus
+a JSON sidecar holding one metadata record per run (jax/jaxlib versions, devices, dtype,
+model, seed, git commit, date, host); rows carry the ``run_id`` that joins them. Both files
+are written atomically (temporary file + ``os.replace``), and a re-run appends its rows.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from specsim.roofline import DATA_DIR, forward_cost
+
+MEASUREMENTS_DIR = DATA_DIR / "measurements"
+
+
+# ---- timing --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TimingStats:
+    """Seconds per call: median first, the spread next to it, every sample kept."""
+    median: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    q25: float
+    q75: float
+    repeats: int
+    warmup: int
+    times: tuple[float, ...]
+
+    @property
+    def iqr(self) -> float:
+        return self.q75 - self.q25
+
+    @property
+    def rel_iqr(self) -> float:
+        """Interquartile range relative to the median (a unitless spread)."""
+        return self.iqr / self.median
+
+    def as_dict(self, prefix: str = "") -> dict:
+        d = {k: v for k, v in asdict(self).items() if k != "times"}
+        d["iqr"] = self.iqr
+        return {f"{prefix}{k}": v for k, v in d.items()}
+
+
+def _check_counts(repeats, warmup) -> tuple[int, int]:
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    return int(repeats), int(warmup)
+
+
+def _block(out):
+    import jax
+
+    return jax.block_until_ready(out)
+
+
+def stats_from_times(times: Sequence[float], warmup: int = 0) -> TimingStats:
+    t = np.asarray(times, float)
+    if t.size == 0:
+        raise ValueError("times must hold at least one sample")
+    q25, q50, q75 = np.percentile(t, [25, 50, 75])
+    return TimingStats(median=float(q50), mean=float(t.mean()), std=float(t.std()),
+                       min=float(t.min()), max=float(t.max()), q25=float(q25), q75=float(q75),
+                       repeats=int(t.size), warmup=int(warmup), times=tuple(map(float, t)))
+
+
+def time_calls(call: Callable[[], object], repeats: int = 10, warmup: int = 2) -> TimingStats:
+    """Time a zero-argument callable (which may carry state between calls, e.g. a donated
+    KV cache fed back). Its result is blocked on inside the timed region."""
+    repeats, warmup = _check_counts(repeats, warmup)
+    for _ in range(warmup):
+        _block(call())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _block(call())
+        times.append(time.perf_counter() - t0)
+    return stats_from_times(times, warmup)
+
+
+def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -> TimingStats:
+    """Time ``fn(*args, **kwargs)``: ``warmup`` untimed calls (the first one compiles a
+    jitted ``fn``), then ``repeats`` timed calls each ending in ``block_until_ready``.
+    Pass an already compiled function to keep compilation out of the warm-up as well."""
+    return time_calls(lambda: fn(*args, **kwargs), repeats=repeats, warmup=warmup)
+
+
+# ---- metadata ------------------------------------------------------------------------
+def _git_commit(repo: Path = DATA_DIR.parent) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "specsim"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(**extra) -> dict:
+    """Where and with what a number was measured: jax/jaxlib versions, devices, host, CPU,
+    git commit, UTC date; ``extra`` (model, dtype, seed, ...) is merged in."""
+    import jax
+    import jaxlib
+
+    meta = {
+        "run_id": uuid.uuid4().hex[:12],
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "backend": jax.default_backend(),
+        "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "git_commit": _git_commit(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }
+    meta.update(extra)
+    return meta
+
+
+# ---- ceilings ------------------------------------------------------------------------
+def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 256,
+                     dtype: str = "float32", repeats: int = 5, warmup: int = 2):
+    """The machine's own ceilings, per device: a square matmul of ``matmul_size`` (FLOP/s,
+    counting 2·n³) and an elementwise ``y = x + 1`` over ``copy_mib`` MiB (bytes/s,
+    counting the read and the write). Returns a DataFrame, one row per device."""
+    import jax
+    import jax.numpy as jnp
+    import pandas as pd
+
+    if isinstance(matmul_size, bool) or not isinstance(matmul_size, int) or matmul_size < 16:
+        raise ValueError(f"matmul_size must be an integer >= 16, got {matmul_size!r}")
+    if isinstance(copy_mib, bool) or not isinstance(copy_mib, int) or copy_mib < 1:
+        raise ValueError(f"copy_mib must be a positive integer, got {copy_mib!r}")
+    dt = jnp.dtype(dtype)
+    rows = []
+    for dev in devices or jax.devices():
+        key = jax.random.PRNGKey(0)
+        a = jax.device_put(jax.random.normal(key, (matmul_size, matmul_size), dt), dev)
+        b = jax.device_put(jax.random.normal(jax.random.fold_in(key, 1),
+                                             (matmul_size, matmul_size), dt), dev)
+        mm = jax.jit(jnp.matmul).lower(a, b).compile()
+        t_mm = time_fn(mm, a, b, repeats=repeats, warmup=warmup)
+        n_elem = copy_mib * 2**20 // dt.itemsize
+        x = jax.device_put(jnp.ones((n_elem,), dt), dev)
+        cp = jax.jit(lambda v: v + 1).lower(x).compile()
+        t_cp = time_fn(cp, x, repeats=repeats, warmup=warmup)
+        rows.append({
+            "device": str(dev), "platform": dev.platform, "device_kind": dev.device_kind,
+            "dtype": dt.name,
+            "matmul_size": matmul_size, "matmul_flops": 2.0 * matmul_size**3,
+            "matmul_flops_per_s": 2.0 * matmul_size**3 / t_mm.median,
+            **t_mm.as_dict("matmul_"),
+            "copy_bytes": 2.0 * n_elem * dt.itemsize,
+            "copy_bytes_per_s": 2.0 * n_elem * dt.itemsize / t_cp.median,
+            **t_cp.as_dict("copy_"),
+        })
+    return pd.DataFrame(rows)
+
+
+# ---- forward sweeps ------------------------------------------------------------------
+def default_points(quick: bool = False) -> list[tuple[int, int, int]]:
+    """(n_tokens, batch, context) points: tokens per pass 1..64 at batch 1, context 256;
+    batch 1..8 at 1 and 8 tokens; context 128..4096 at 1 and 8 tokens (the axes through
+    the base point, not the full grid). ``quick`` keeps a coarser subset."""
+    if quick:
+        ns, bs, cs = (1, 4, 16, 64), (1, 4), (128, 2048)
+    else:
+        ns, bs, cs = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), (1, 2, 4, 8), (128, 512, 1024, 2048, 4096)
+    pts = {(n, 1, 256) for n in ns}
+    for n in (1, 8) if not quick else (1, 16):
+        pts |= {(n, b, 256) for b in bs}
+        pts |= {(n, 1, c) for c in cs}
+    return sorted(pts, key=lambda p: (p[1] * p[0], p[2], p[0]))
+
+
+def _check_points(points) -> list[tuple[int, int, int]]:
+    out = []
+    for p in points:
+        try:
+            n, b, c = (int(v) for v in p)
+        except (TypeError, ValueError):
+            raise ValueError(f"points must be (n_tokens, batch, context) triples, got {p!r}") from None
+        if n < 1 or b < 1 or c < n:
+            raise ValueError(f"point {p!r}: need n_tokens >= 1, batch >= 1, context >= n_tokens")
+        out.append((n, b, c))
+    if not out:
+        raise ValueError("points must hold at least one (n_tokens, batch, context) triple")
+    return out
+
+
+def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: int = 0,
+                      device=None):
+    """A compiled one-pass call for timing, and its compile time in seconds.
+
+    The cache has ``context`` slots with ``length = context - n_tokens`` (so the new tokens
+    fill the last slots); it is donated and fed back, and ``length`` is reset inside the
+    compiled program, so every call does the same work on the same buffers."""
+    import jax
+    import jax.numpy as jnp
+
+    from specsim.models.transformer import KVCache, forward, init_cache
+
+    cfg = model.cfg
+    dev = device or jax.devices()[0]
+    params = jax.device_put(model.params, dev)
+    rng = np.random.default_rng(seed)
+    tokens = jax.device_put(jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, n_tokens)),
+                                        jnp.int32), dev)
+    cache = init_cache(cfg, batch, context)
+    cache = jax.device_put(cache._replace(
+        length=jnp.full((batch,), context - n_tokens, jnp.int32)), dev)
+
+    def step(params, tokens, cache):
+        logits, new = forward(params, cfg, tokens, cache)
+        return logits, KVCache(new.k, new.v, cache.length)
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(step, donate_argnums=(2,)).lower(params, tokens, cache).compile()
+    compile_s = time.perf_counter() - t0
+    state = {"cache": cache}
+
+    def call():
+        logits, state["cache"] = compiled(params, tokens, state["cache"])
+        return logits
+
+    return call, compile_s
+
+
+def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
+                  warmup: int = 2, seed: int = 0, device=None, progress: bool = True,
+                  quick: bool = False):
+    """Time one forward pass of ``model`` at every (n_tokens, batch, context) point
+    (default `default_points(quick)`). Returns a DataFrame: the point, the median and
+    spread of the latency, the compile time, and the model's FLOPs and bytes from
+    `specsim.roofline.forward_cost` (context = cache slots read)."""
+    import warnings
+
+    import pandas as pd
+
+    pts = _check_points(default_points(quick) if points is None else points)
+    repeats, warmup = _check_counts(repeats, warmup)
+    iterator = pts
+    if progress:
+        from tqdm.auto import tqdm
+        iterator = tqdm(pts, desc=f"sweep {model.cfg.name}", unit="pt")
+    rows = []
+    for n, b, c in iterator:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*donated buffers.*")
+            call, compile_s = make_forward_call(model, n, b, c, seed=seed, device=device)
+            stats = time_calls(call, repeats=repeats, warmup=warmup)
+        cost = forward_cost(model.cfg, b, n, c)
+        rows.append({"model": model.cfg.name, "dtype": model.cfg.dtype, "n_tokens": n,
+                     "batch": b, "context": c, "time_s": stats.median,
+                     **stats.as_dict("time_"), "compile_s": compile_s,
+                     "flops": cost.flops, "bytes": cost.bytes})
+    df = pd.DataFrame(rows).drop(columns=["time_median"])
+    return df
+
+
+# ---- files ---------------------------------------------------------------------------
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a
+    part: write a temporary file in the same folder, flush and fsync it, then os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def measurement_paths(name: str, directory: Path | str = MEASUREMENTS_DIR) -> tuple[Path, Path]:
+    if not name or any(ch in name for ch in "/\\") or name.startswith("."):
+        raise ValueError(f"name must be a plain file stem (no slashes), got {name!r}")
+    d = Path(directory)
+    return d / f"{name}.csv", d / f"{name}.json"
+
+
+def save_measurements(df, name: str, metadata: dict, directory: Path | str = MEASUREMENTS_DIR
+                      ) -> tuple[Path, Path]:
+    """Append ``df`` (tagged with ``metadata['run_id']``) to ``<directory>/<name>.csv`` and
+    the metadata record to ``<name>.json`` (a list of runs). Existing rows are kept; each
+    file is replaced atomically."""
+    import pandas as pd
+
+    if "run_id" not in metadata:
+        raise ValueError("metadata must carry a run_id (see environment())")
+    csv_path, json_path = measurement_paths(name, directory)
+    new = df.copy()
+    new.insert(0, "run_id", metadata["run_id"])
+    if csv_path.exists():
+        new = pd.concat([pd.read_csv(csv_path), new], ignore_index=True)
+    runs = json.loads(json_path.read_text()) if json_path.exists() else []
+    runs = [r for r in runs if r.get("run_id") != metadata["run_id"]] + [metadata]
+    _atomic_write_text(csv_path, new.to_csv(index=False))
+    _atomic_write_text(json_path, json.dumps(runs, indent=1, default=str) + "\n")
+    return csv_path, json_path
+
+
+def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, run_id=None):
+    """A measurement CSV as a DataFrame; the runs' metadata in ``df.attrs['runs']``.
+    ``run_id`` ("last" or an id) keeps one run."""
+    import pandas as pd
+
+    p = Path(name_or_path)
+    csv_path = p if p.suffix == ".csv" else measurement_paths(str(name_or_path), directory)[0]
+    if not csv_path.exists():
+        raise ValueError(f"no measurement file {csv_path}")
+    df = pd.read_csv(csv_path)
+    json_path = csv_path.with_suffix(".json")
+    runs = json.loads(json_path.read_text()) if json_path.exists() else []
+    if run_id is not None:
+        rid = df["run_id"].iloc[-1] if run_id == "last" else run_id
+        if rid not in set(df["run_id"]):
+            raise ValueError(f"run_id {run_id!r} not in {csv_path}")
+        df = df[df["run_id"] == rid].reset_index(drop=True)
+        runs = [r for r in runs if r.get("run_id") == rid]
+    df.attrs["runs"] = runs
+    return df

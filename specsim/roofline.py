@@ -1,0 +1,321 @@
+"""Hardware ceilings, the FLOPs and bytes of one forward pass, and roofline time.
+
+    hw = load_hardware("h100-sxm")
+    cost = forward_cost(SMOLLM2_135M, batch=1, n_tokens=5, context=1024, dtype="bfloat16")
+    predict_time(hw, cost, overhead=20e-6)               # max(FLOPs/peak, bytes/bandwidth) + t0
+    predict_time(hw, cost, overhead=20e-6, mode="sum")   # FLOPs/peak + bytes/bandwidth + t0
+
+NumPy only (no JAX): the theory side imports this without an accelerator stack.
+
+What `forward_cost` counts, for the transformer of `specsim.models.transformer`
+(B batch, T new tokens per row, S = ``context``, the KV-cache slots the pass reads):
+
+* FLOPs, 2 per multiply-add of every matrix product: the Q/K/V and output projections, the
+  MLP, attention scores and the weighted sum over **all S cache slots** (the implementation
+  reads the whole preallocated cache and masks by position, so its cost grows with the cache
+  size S, not with the number of tokens already in it), and the output head over the full
+  vocabulary. Elementwise work (norms, rotary, softmax, activations, residuals) is estimated
+  at a few FLOPs per element and reported as its own component.
+* Bytes moved to and from main memory: every weight read once per pass (the tied embedding
+  is read once, as the head; the input embedding reads only the B*T gathered rows), the KV
+  cache read (S slots) and written (T new slots when updated in place; the whole cache when
+  ``cache_update="copy"``, which is what a non-donated cache costs), the intermediate
+  activations written and read once each (including the fp32 attention scores), and the
+  fp32 logits written.
+
+This is a model of an ideal implementation: XLA's own ``cost_analysis()`` of the compiled
+forward agrees on FLOPs to a few per cent (its elementwise count differs) and counts
+bytes per HLO operation after fusion, which counts intermediate tensors that stay in cache
+as memory traffic; tests/test_roofline.py states the tolerances.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+HARDWARE_CSV = DATA_DIR / "hardware.csv"
+
+# Canonical dtype names and their spellings; bytes per element.
+_DTYPE_ALIASES = {
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "float32": "float32", "fp32": "float32", "single": "float32",
+    "tfloat32": "tfloat32", "tf32": "tfloat32",
+}
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "tfloat32": 4}
+_CSV_FLOPS_COLUMNS = {"bfloat16": "bf16_tflops", "float16": "fp16_tflops",
+                      "tfloat32": "tf32_tflops", "float32": "fp32_tflops"}
+
+
+def canonical_dtype(dtype) -> str:
+    """'bf16' -> 'bfloat16', numpy/jax dtypes by name; ValueError for anything else."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    try:
+        return _DTYPE_ALIASES[name.lower()]
+    except KeyError:
+        raise ValueError(f"dtype must be one of {sorted(set(_DTYPE_ALIASES))}, got {dtype!r}") from None
+
+
+def dtype_bytes(dtype) -> int:
+    return _DTYPE_BYTES[canonical_dtype(dtype)]
+
+
+# ---- hardware ------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """One chip's ceilings. ``peak_flops`` is a tuple of (dtype, FLOP/s) pairs so that the
+    record stays hashable; `peak(dtype)` looks one up."""
+    name: str
+    peak_flops: tuple[tuple[str, float], ...]
+    bandwidth: float                 # bytes/s of main memory (HBM, GDDR, DRAM)
+    memory_bytes: float = math.nan
+    source: str = ""
+    vendor: str = ""
+    kind: str = ""
+    flops_basis: str = "dense"
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        pairs = tuple((canonical_dtype(d), float(v)) for d, v in dict(self.peak_flops).items())
+        if not pairs:
+            raise ValueError("peak_flops must name at least one dtype")
+        for d, v in pairs:
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"peak_flops[{d!r}] must be a positive number, got {v!r}")
+        if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
+            raise ValueError(f"bandwidth must be a positive number of bytes/s, got {self.bandwidth!r}")
+        object.__setattr__(self, "peak_flops", pairs)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(d for d, _ in self.peak_flops)
+
+    def peak(self, dtype="bfloat16") -> float:
+        """Peak FLOP/s for ``dtype``; ValueError naming the dtypes this chip lists."""
+        want = canonical_dtype(dtype)
+        for d, v in self.peak_flops:
+            if d == want:
+                return v
+        raise ValueError(f"{self.name} lists no peak for dtype {want!r}; it lists {self.dtypes}")
+
+    def ridge_point(self, dtype="bfloat16") -> float:
+        """Arithmetic intensity (FLOPs/byte) where compute and memory time are equal."""
+        return self.peak(dtype) / self.bandwidth
+
+
+def _parse_row(row: Mapping[str, str]) -> Hardware:
+    peaks = tuple((d, float(row[col]) * 1e12) for d, col in _CSV_FLOPS_COLUMNS.items()
+                  if row.get(col, "").strip())
+    return Hardware(name=row["name"], peak_flops=peaks,
+                    bandwidth=float(row["bandwidth_GBps"]) * 1e9,
+                    memory_bytes=float(row["memory_bytes"]), source=row["source"],
+                    vendor=row["vendor"], kind=row["kind"], flops_basis=row["flops_basis"],
+                    notes=row.get("notes", ""))
+
+
+def _read_rows(path: Path = HARDWARE_CSV) -> list[dict]:
+    with open(path, newline="") as fh:
+        lines = [line for line in fh if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def hardware_names(path: Path = HARDWARE_CSV) -> tuple[str, ...]:
+    return tuple(r["name"] for r in _read_rows(path))
+
+
+def load_hardware(name: str, path: Path = HARDWARE_CSV) -> Hardware:
+    """One row of ``data/hardware.csv`` as a `Hardware` (names are case-insensitive)."""
+    rows = _read_rows(path)
+    for row in rows:
+        if row["name"].lower() == str(name).lower():
+            return _parse_row(row)
+    raise ValueError(f"unknown hardware {name!r}; known: {[r['name'] for r in rows]}")
+
+
+def hardware_table(path: Path = HARDWARE_CSV):
+    """The datasheet table as a pandas DataFrame (pandas imported lazily), with derived
+    columns in SI units: bandwidth (bytes/s) and ridge point at bf16 (FLOPs/byte)."""
+    import pandas as pd
+
+    df = pd.DataFrame(_read_rows(path))
+    for col in ("memory_bytes", "bandwidth_GBps", *_CSV_FLOPS_COLUMNS.values()):
+        df[col] = pd.to_numeric(df[col].replace("", np.nan))
+    df["bandwidth"] = df["bandwidth_GBps"] * 1e9
+    df["ridge_bf16"] = df["bf16_tflops"] * 1e12 / df["bandwidth"]
+    return df
+
+
+# ---- cost of one forward pass --------------------------------------------------------
+@dataclass(frozen=True)
+class ForwardCost:
+    """FLOPs and bytes of one forward pass, total and per component (tuples of
+    (name, value) so the record is hashable)."""
+    flops: float
+    bytes: float
+    flops_by: tuple[tuple[str, float], ...] = field(default=())
+    bytes_by: tuple[tuple[str, float], ...] = field(default=())
+    batch: int = 1
+    n_tokens: int = 1
+    context: int = 1
+    dtype: str = "float32"
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte."""
+        return self.flops / self.bytes
+
+    def breakdown(self) -> dict:
+        return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
+                 dtype=None, *, cache_update: str = "inplace",
+                 activations: bool = True) -> ForwardCost:
+    """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
+    KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
+
+    ``dtype`` is the storage dtype of weights, activations and cache (default
+    ``cfg.dtype``); scores and logits are fp32 as in the implementation.
+    ``cache_update``: "inplace" writes the T new slots; "copy" writes the whole cache.
+    ``activations``: count intermediate tensors (and the unfused fp32 attention scores) as
+    main-memory traffic, as an unfused implementation moves them; set False for the ideal
+    of a fused kernel whose intermediates stay on chip (weights + KV cache + logits only).
+    For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
+    arithmetic intensity to a few hundred FLOPs/byte however large the batch.
+    """
+    B = _positive_int(batch, "batch")
+    T = _positive_int(n_tokens, "n_tokens")
+    S = _positive_int(T if context is None else context, "context")
+    if S < T:
+        raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
+                         f"written into the cache")
+    if cache_update not in ("inplace", "copy"):
+        raise ValueError(f"cache_update must be 'inplace' or 'copy', got {cache_update!r}")
+    dt = canonical_dtype(dtype or cfg.dtype)
+    w = _DTYPE_BYTES[dt]
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    H, G, E = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    Q, K = H * E, G * E
+    N = B * T
+    gpt2 = cfg.arch == "gpt2"
+    n_mlp = 2 if gpt2 else 3
+    has_bias = gpt2 or cfg.qkv_bias
+
+    flops = {
+        "qkv": L * 2.0 * N * D * (Q + 2 * K),
+        "attn_out": L * 2.0 * N * Q * D,
+        "mlp": L * 2.0 * N * D * F * n_mlp,
+        "attention": L * 2.0 * 2.0 * B * H * T * S * E,   # scores + weighted sum, all S slots
+        "head": 2.0 * N * D * V,
+    }
+    norm = 7.0 if gpt2 else 4.0                 # per element: (center,) square, mean, rsqrt-mul, scale
+    elem = (2 * norm * N * D                    # two norms
+            + (0 if gpt2 else 3.0 * N * (Q + K))  # rotary on q and k
+            + (N * (Q + 2 * K) if has_bias else 0)
+            + 5.0 * B * H * T * S               # scale, mask, max, exp, normalise
+            + (8.0 if gpt2 else 5.0) * N * F    # gelu-tanh / silu * up
+            + 2.0 * N * D)                      # residual adds
+    flops["elementwise"] = L * elem + norm * N * D
+
+    layer_params = D * (Q + 2 * K) + Q * D + n_mlp * D * F + (2 if not gpt2 else 4) * D
+    if has_bias:
+        layer_params += Q + 2 * K + (D + F + D if gpt2 else 0)
+    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
+    weight_elems = L * layer_params + D * V + N * D + (2 * D if gpt2 else D)
+    if gpt2:
+        weight_elems += N * D                   # learned position rows
+    kv_slot = 2.0 * L * B * G * E * w           # bytes of k and v for one slot of every row
+    act_per_layer = w * N * (6 * D + 2 * (Q + 2 * K) + 2 * Q + 4 * F) + 2 * 4.0 * B * H * T * S
+    bytes_ = {
+        "weights": float(weight_elems * w),
+        "kv_read": kv_slot * S,
+        "kv_write": kv_slot * (S if cache_update == "copy" else T),
+        "activations": (L * act_per_layer + w * N * D * 2) if activations else 0.0,
+        "logits": 4.0 * N * V,
+    }
+    return ForwardCost(flops=float(sum(flops.values())), bytes=float(sum(bytes_.values())),
+                       flops_by=tuple(flops.items()), bytes_by=tuple(bytes_.items()),
+                       batch=B, n_tokens=T, context=S, dtype=dt)
+
+
+def forward_costs(cfg, n_tokens, batch, context, dtype=None, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+    """Vectorised helper: arrays of FLOPs and bytes for broadcast arrays of
+    (n_tokens, batch, context)."""
+    n, b, c = np.broadcast_arrays(np.asarray(n_tokens), np.asarray(batch), np.asarray(context))
+    fl = np.empty(n.shape, float)
+    by = np.empty(n.shape, float)
+    for idx in np.ndindex(n.shape):
+        cost = forward_cost(cfg, int(b[idx]), int(n[idx]), int(c[idx]), dtype, **kwargs)
+        fl[idx], by[idx] = cost.flops, cost.bytes
+    return fl, by
+
+
+# ---- time ----------------------------------------------------------------------------
+def _ceilings(hw_or_params, dtype) -> tuple[float, float]:
+    """(peak FLOP/s, bytes/s) from a Hardware, a fit result (attributes peak_flops and
+    bandwidth as numbers) or a (peak, bandwidth) pair."""
+    if isinstance(hw_or_params, Hardware):
+        return hw_or_params.peak(dtype), hw_or_params.bandwidth
+    peak = getattr(hw_or_params, "peak_flops", None)
+    bw = getattr(hw_or_params, "bandwidth", None)
+    if peak is None or bw is None:
+        try:
+            peak, bw = hw_or_params
+        except (TypeError, ValueError):
+            raise ValueError("hw_or_params must be a Hardware, an object with peak_flops and "
+                             "bandwidth, or a (peak_flops, bandwidth) pair") from None
+    peak, bw = float(peak), float(bw)
+    if not (peak > 0 and bw > 0):
+        raise ValueError(f"peak_flops and bandwidth must be positive, got {peak!r}, {bw!r}")
+    return peak, bw
+
+
+def predict_time(hw_or_params, cost, overhead: float = 0.0, *, mode: str = "max",
+                 dtype=None):
+    """Roofline time of one pass: ``overhead + max(FLOPs/peak, bytes/bandwidth)``
+    (``mode="max"``), or the pessimistic ``overhead + FLOPs/peak + bytes/bandwidth``
+    (``mode="sum"``: no overlap of compute and memory traffic).
+
+    ``cost`` is a `ForwardCost`, a sequence of them (returns an array), or a
+    (flops, bytes) pair of numbers or arrays. The peak is looked up for ``dtype``
+    (default: the cost's dtype) when ``hw_or_params`` is a `Hardware`.
+    """
+    if mode not in ("max", "sum"):
+        raise ValueError(f"mode must be 'max' or 'sum', got {mode!r}")
+    if not (overhead >= 0 and math.isfinite(overhead)):
+        raise ValueError(f"overhead must be a finite number >= 0 seconds, got {overhead!r}")
+    if isinstance(cost, ForwardCost):
+        flops, bytes_, cost_dtype = np.float64(cost.flops), np.float64(cost.bytes), cost.dtype
+    elif isinstance(cost, (list, tuple)) and cost and isinstance(cost[0], ForwardCost):
+        flops = np.array([c.flops for c in cost])
+        bytes_ = np.array([c.bytes for c in cost])
+        cost_dtype = cost[0].dtype
+    else:
+        try:
+            flops, bytes_ = (np.asarray(x, float) for x in cost)
+        except (TypeError, ValueError):
+            raise ValueError("cost must be a ForwardCost, a list of them, or (flops, bytes)") from None
+        cost_dtype = "bfloat16"
+    peak, bw = _ceilings(hw_or_params, dtype or cost_dtype)
+    compute, memory = flops / peak, bytes_ / bw
+    t = overhead + (np.maximum(compute, memory) if mode == "max" else compute + memory)
+    return float(t) if np.ndim(t) == 0 else t
+
+
+def bound(hw_or_params, cost: ForwardCost, dtype=None) -> str:
+    """'compute' or 'memory': which ceiling limits this pass."""
+    peak, bw = _ceilings(hw_or_params, dtype or cost.dtype)
+    return "compute" if cost.flops / peak >= cost.bytes / bw else "memory"
