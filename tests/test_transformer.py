@@ -1,0 +1,192 @@
+"""The pure-JAX transformer: cached decoding, chunked prefill, ragged batches, the two
+layer loops and layer selection agree with a full forward pass; bad inputs raise."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specsim.models import (KVCache, check_headroom, check_tokens, forward, init_cache,
+                            init_params, prefill, select_layers)
+from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2, ModelConfig
+
+CONFIGS = [TINY_LLAMA, TINY_QWEN2, TINY_GPT2]
+ATOL = 2e-5
+S = 16  # one cache size throughout, so that compiled shapes are shared between tests
+step = jax.jit(forward, static_argnums=1)
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: c.name)
+def model(request):
+    cfg = request.param
+    return cfg, init_params(jax.random.PRNGKey(0), cfg)
+
+
+def _ids(cfg, batch, n, seed=0):
+    return np.random.default_rng(seed).integers(0, cfg.vocab_size, (batch, n)).astype(np.int32)
+
+
+def _full(params, cfg, ids, max_len=S):
+    cache = init_cache(cfg, ids.shape[0], max_len)
+    return step(params, cfg, jnp.asarray(ids), cache)
+
+
+def test_shapes_and_cache_advance(model):
+    cfg, params = model
+    ids = _ids(cfg, 2, 7)
+    logits, cache = _full(params, cfg, ids, S)
+    assert logits.shape == (2, 7, cfg.vocab_size) and logits.dtype == jnp.float32
+    assert cache.k.shape == (cfg.n_layers, 2, S, cfg.n_kv_heads, cfg.head_dim)
+    np.testing.assert_array_equal(np.asarray(cache.length), [7, 7])
+    assert np.all(np.isfinite(np.asarray(logits)))
+    # Slots past the written ones stay untouched (zero).
+    assert not np.any(np.asarray(cache.k[:, :, 7:]))
+
+
+def test_causal(model):
+    """Changing a later token leaves the logits of earlier positions unchanged."""
+    cfg, params = model
+    ids = _ids(cfg, 2, 12)
+    ids[1] = ids[0]
+    ids[1, 6] = (ids[0, 6] + 1) % cfg.vocab_size
+    logits, _ = _full(params, cfg, ids, S)
+    a, b = np.asarray(logits[0]), np.asarray(logits[1])
+    np.testing.assert_allclose(a[:6], b[:6], atol=ATOL)
+    assert np.abs(a[6:] - b[6:]).max() > 1e-4
+
+
+def test_cached_decoding_equals_full_forward(model):
+    cfg, params = model
+    ids = _ids(cfg, 2, 12, seed=1)
+    full, _ = _full(params, cfg, ids, S)
+    logits, cache = prefill(params, cfg, ids[:, :5], init_cache(cfg, 2, S))
+    outs = [logits]
+    for t in range(5, 12):
+        logits, cache = step(params, cfg, jnp.asarray(ids[:, t:t + 1]), cache)
+        outs.append(logits)
+    np.testing.assert_allclose(np.asarray(jnp.concatenate(outs, 1)), np.asarray(full),
+                               atol=ATOL)
+    np.testing.assert_array_equal(np.asarray(cache.length), [12, 12])
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 64])
+def test_chunked_prefill_equals_one_pass(model, chunk):
+    cfg, params = model
+    ids = _ids(cfg, 2, 11, seed=2)
+    one, c1 = prefill(params, cfg, ids, init_cache(cfg, 2, S))
+    chunked, c2 = prefill(params, cfg, ids, init_cache(cfg, 2, S), chunk=chunk)
+    np.testing.assert_allclose(np.asarray(chunked), np.asarray(one), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(c2.k), np.asarray(c1.k), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(c2.v), np.asarray(c1.v), atol=ATOL)
+
+
+def test_ragged_batch_equals_rows_one_by_one(model):
+    """Rows at different lengths (as after accepting different numbers of drafts, with
+    stale entries past each length) give the logits each row gets alone."""
+    cfg, params = model
+    lengths, T = [5, 11, 2], 4
+    prompt = _ids(cfg, 3, 11, seed=3)
+    new = _ids(cfg, 3, T, seed=4)
+    _, cache = prefill(params, cfg, prompt, init_cache(cfg, 3, S))
+    cache = cache._replace(length=jnp.asarray(lengths, jnp.int32))  # reject the rest
+    batched, out_cache = step(params, cfg, jnp.asarray(new), cache)
+    np.testing.assert_array_equal(np.asarray(out_cache.length), np.asarray(lengths) + T)
+    for b, n in enumerate(lengths):
+        # Row b alone, from scratch, padded at the end to one shape (causality, tested
+        # above, makes the padding irrelevant to the positions compared).
+        row = np.zeros((1, 15), np.int32)
+        row[0, :n + T] = np.concatenate([prompt[b, :n], new[b]])
+        alone, _ = _full(params, cfg, row, S)
+        np.testing.assert_allclose(np.asarray(batched[b]), np.asarray(alone[0, n:n + T]),
+                                   atol=ATOL)
+
+
+def test_scan_and_unroll_agree(model):
+    cfg, params = model
+    ids = _ids(cfg, 2, 5, seed=5)
+    results = {}
+    for loop in ("scan", "unroll"):
+        c = cfg.replace(layer_loop=loop)
+        _, cache = prefill(params, c, ids, init_cache(c, 2, S))
+        results[loop] = step(params, c, jnp.asarray(ids[:, :2]), cache)
+    (la, ca), (lb, cb) = results["scan"], results["unroll"]
+    np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(ca.k), np.asarray(cb.k), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(ca.v), np.asarray(cb.v), atol=ATOL)
+
+
+def test_select_layers(model):
+    cfg, params = model
+    ids = _ids(cfg, 2, 12, seed=6)
+    everything, cfg_all = select_layers(params, cfg, range(cfg.n_layers))
+    assert cfg_all.n_layers == cfg.n_layers
+    np.testing.assert_allclose(np.asarray(_full(everything, cfg_all, ids)[0]),
+                               np.asarray(_full(params, cfg, ids)[0]), atol=ATOL)
+    sub, sub_cfg = select_layers(params, cfg, [cfg.n_layers - 1, 0])
+    assert sub_cfg.n_layers == 2 and sub["embed"] is params["embed"]
+    np.testing.assert_array_equal(np.asarray(sub["layers"]["wq"][0]),
+                                  np.asarray(params["layers"]["wq"][-1]))
+    # The sub-model is the same as a 2-layer model built from those layers by hand.
+    manual = dict(params, layers={k: jnp.stack([v[-1], v[0]])
+                                  for k, v in params["layers"].items()})
+    logits_sub, cache = _full(sub, sub_cfg, ids)
+    np.testing.assert_allclose(np.asarray(logits_sub),
+                               np.asarray(_full(manual, sub_cfg, ids)[0]), atol=ATOL)
+    assert cache.k.shape[0] == 2
+    assert np.abs(np.asarray(logits_sub - _full(params, cfg, ids)[0])).max() > 1e-4
+    for bad in ([], [0, 0], [cfg.n_layers], [-1]):
+        with pytest.raises(ValueError, match="layer_ids"):
+            select_layers(params, cfg, bad)
+
+
+def test_bfloat16_runs_close_to_float32():
+    cfg = TINY_LLAMA
+    params = init_params(jax.random.PRNGKey(1), cfg)
+    c16 = cfg.replace(dtype="bfloat16")
+    p16 = jax.tree_util.tree_map(lambda a: a.astype(jnp.bfloat16), params)
+    ids = _ids(cfg, 2, 12)
+    ref, _ = _full(params, cfg, ids)
+    got, cache = _full(p16, c16, ids)
+    assert cache.k.dtype == jnp.bfloat16 and got.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=0.05)
+
+
+def test_bad_inputs():
+    cfg = TINY_LLAMA
+    params = init_params(jax.random.PRNGKey(0), cfg)
+    cache = init_cache(cfg, 2, 8)
+    with pytest.raises(ValueError, match="tokens must lie in"):
+        prefill(params, cfg, np.full((2, 3), cfg.vocab_size), cache)
+    with pytest.raises(ValueError, match="tokens must lie in"):
+        check_tokens(np.array([[-1]]), cfg)
+    with pytest.raises(ValueError, match="integer token ids"):
+        prefill(params, cfg, np.zeros((2, 3), np.float32), cache)
+    with pytest.raises(ValueError, match="KV cache holds 8"):
+        prefill(params, cfg, np.zeros((2, 9), np.int32), cache)
+    with pytest.raises(ValueError, match="shape"):
+        prefill(params, cfg, np.zeros((3,), np.int32), cache)
+    with pytest.raises(ValueError, match="batch"):
+        prefill(params, cfg, np.zeros((3, 2), np.int32), cache)
+    with pytest.raises(ValueError, match="chunk"):
+        prefill(params, cfg, np.zeros((2, 2), np.int32), cache, chunk=0)
+    with pytest.raises(ValueError, match="KV cache"):
+        check_headroom(cache._replace(length=jnp.asarray([6, 2], jnp.int32)), 3)
+    check_headroom(cache._replace(length=jnp.asarray([5, 2], jnp.int32)), 3)
+    for batch, max_len in ((0, 4), (1, 0), (True, 4), (1.5, 4)):
+        with pytest.raises(ValueError):
+            init_cache(cfg, batch, max_len)
+    with pytest.raises(ValueError, match="learned positions"):
+        init_cache(TINY_GPT2, 1, TINY_GPT2.max_seq_len + 1)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        TINY_LLAMA.replace(n_kv_heads=4)
+    with pytest.raises(ValueError, match="arch"):
+        TINY_LLAMA.replace(arch="mamba")
+    with pytest.raises(ValueError, match="d_model"):
+        TINY_LLAMA.replace(d_model=0)
+    with pytest.raises(ValueError, match="rope_scaling"):
+        from specsim.models.transformer import rope_inv_freq
+        rope_inv_freq(TINY_LLAMA.replace(rope_scaling=(("rope_type", "yarn"),)))
+    assert isinstance(hash(TINY_LLAMA), int) and isinstance(cache, KVCache)
+    assert isinstance(TINY_LLAMA, ModelConfig)
