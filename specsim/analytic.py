@@ -78,8 +78,11 @@ def _expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
     """
     d = 1.0 - alpha
     with np.errstate(divide="ignore", invalid="ignore"):
-        e = -np.expm1((k + 1) * np.log1p(-d)) / d
-    return np.where(d == 0.0, k + 1.0, e)
+        e = np.asarray(-np.expm1((k + 1) * np.log1p(-d)) / d)
+    at_one = d == 0.0
+    if at_one.any():  # np.where costs as much as the expm1; pay it only when needed
+        e = np.where(at_one, k + 1.0, e)
+    return e
 
 
 def expected_tokens(alpha, k):
@@ -237,8 +240,8 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     S(K) = E(K) / (K c + 1) is a concave sequence over an affine positive one, hence
     unimodal in K (its plateaus can only sit at the maximum). So the rising test
     S(K+1) > S(K)  <=>  alpha^(K+1) (K c + 1) > c E(K)  holds for a prefix of K and the
-    optimum is found by bisection on it: ceil(log2 k_max) vectorised steps, each one
-    exp over the grid, no loop over K. Ties go to the smallest K (alpha = 0 gives
+    optimum is found by a binary search on it: about log2(k_max) vectorised steps, each
+    one exp over the grid, no loop over K. Ties go to the smallest K (alpha = 0 gives
     K* = 1; c = 0 with alpha > 0 gives K* = k_max).
 
     alpha in [0, 1]; c finite >= 0; k_max integer >= 1; all broadcast.
@@ -250,20 +253,36 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     shape = _shape(alpha=alpha, c=c, k_max=k_max)
     d = 1.0 - alpha
     with np.errstate(divide="ignore"):
-        log_alpha = np.log1p(-d)                     # -inf at alpha = 0
-    # Float bounds and arithmetic updates: np.where and int<->float casts cost more
-    # than the exp in this loop. Invariant: the optimum lies in [lo, hi].
-    lo = np.ones(shape)
-    hi = np.broadcast_to(k_max, shape).astype(np.float64)
-    for _ in range(int(np.ceil(np.log2(hi.max(initial=1.0))))):
-        mid = np.floor(0.5 * (lo + hi))
-        # S(mid+1) > S(mid)  <=>  alpha^(mid+1) ((mid c + 1)(1 - alpha) + c) > c
-        rising = np.exp((mid + 1.0) * log_alpha) * ((mid * c + 1.0) * d + c) > c
-        lo = np.minimum(lo + rising * (mid + 1.0 - lo), hi)
-        hi -= ~rising * (hi - mid)
-    # At alpha = 1 the rising test above degenerates (both sides equal c):
+        log_alpha = np.log(alpha)                    # -inf at alpha = 0
+    # Rising test at K-1 for a candidate K, rearranged to one exp and two mult-adds:
+    # S(K) > S(K-1)  <=>  alpha^K (K b + a) > c  with  b = c d, a = (1 - c) d + c.
+    b = c * d
+    a = (1.0 - c) * d + c
+    k_cap = k_max.astype(np.float64)
+    # Branchless binary search: K* = 1 + #{K < k_max : S(K+1) > S(K)} and that set is a
+    # prefix, so add power-of-two steps largest first, keeping a step when the candidate
+    # still rises. Preallocated buffers: this loop is memory-bound.
+    k_star = np.ones(shape)
+    cand, t, u = np.empty(shape), np.empty(shape), np.empty(shape)
+    keep, inside = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+    step = 1 << max(int(k_cap.max(initial=1.0)) - 1, 1).bit_length() - 1
+    while step >= 1:
+        np.add(k_star, step, out=cand)
+        np.multiply(cand, log_alpha, out=u)
+        np.exp(u, out=u)                             # alpha^K
+        np.multiply(cand, b, out=t)
+        t += a
+        t *= u
+        np.greater(t, c, out=keep)
+        keep &= np.less_equal(cand, k_cap, out=inside)
+        k_star += keep * float(step)
+        step >>= 1
+    # At alpha = 1 the rising test degenerates (both sides equal c):
     # S = (K+1)/(Kc+1) rises with K iff c < 1.
-    lo = np.where(d == 0.0, np.where(c < 1.0, k_max, 1.0), lo).astype(np.int64)
+    at_one = d == 0.0
+    if at_one.any():
+        k_star = np.where(at_one, np.where(c < 1.0, k_cap, 1.0), k_star)
+    lo = k_star.astype(np.int64)
     return _out(lo), _out(_expected_tokens(alpha, lo) / (lo * c + 1.0))
 
 
