@@ -147,3 +147,25 @@ def test_measure_ceilings_small():
     assert df["matmul_flops"].iloc[0] == 2 * 64**3
     with pytest.raises(ValueError, match="matmul_size"):
         bench.measure_ceilings(matmul_size=4)
+
+
+# ---- command line ------------------------------------------------------------------------
+def test_cli_bench_and_fit(tmp_path, capsys):
+    from specsim.cli import main
+
+    pts = ["1:1:16", "4:1:16", "8:2:32", "16:1:32"]
+    assert main(["bench", "--model", "tiny-llama", "--quick", "--repeats", "2",
+                 "--out", str(tmp_path), "--name", "tiny", "--points", *pts]) == 0
+    out = capsys.readouterr().out
+    assert "GFLOP/s" in out and "wrote" in out
+    df = bench.load_measurements("tiny", tmp_path)
+    assert list(df["n_tokens"]) == [1, 4, 8, 16]
+    runs = df.attrs["runs"]
+    assert runs[0]["model"] == "tiny-llama" and runs[0]["args"]["quick"] is True
+    assert (tmp_path / "tiny-ceilings.csv").exists()
+    assert main(["fit", str(tmp_path / "tiny.csv"), "--kind", "max"]) == 0
+    out = capsys.readouterr().out
+    assert "R²" in out and "held out" in out
+    assert main(["fit", str(tmp_path / "missing.csv")]) == 2
+    assert "no measurement file" in capsys.readouterr().err
+    assert main(["bench", "--model", "tiny-llama", "--points", "1:1"]) == 2
