@@ -282,8 +282,8 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     at_one = d == 0.0
     if at_one.any():
         k_star = np.where(at_one, np.where(c < 1.0, k_cap, 1.0), k_star)
-    lo = k_star.astype(np.int64)
-    return _out(lo), _out(_expected_tokens(alpha, lo) / (lo * c + 1.0))
+    k_star = k_star.astype(np.int64)
+    return _out(k_star), _out(_expected_tokens(alpha, k_star) / (k_star * c + 1.0))
 
 
 # --- inverses ---------------------------------------------------------------------------

@@ -173,6 +173,10 @@ def test_lenient_acceptance_rate_formula_and_monte_carlo():
     # sum_x min(draft, target / l) at l = 0.5: 0.3 + 0.3 + 0.2
     assert float(A.acceptance_rate(target, draft, lenience=0.5)) == pytest.approx(0.8)
     assert float(A.acceptance_rate(target, draft, lenience=1e-9)) == pytest.approx(1.0)
+    # the same number written as (1/l) sum_x min(target, l draft)
+    for l in (0.9, 0.5, 0.25):
+        assert float(A.acceptance_rate(target, draft, lenience=l)) == pytest.approx(
+            np.minimum(target, l * draft).sum() / l)
     rates = [float(A.acceptance_rate(target, draft, lenience=l)) for l in (1, .8, .5, .2)]
     assert rates == sorted(rates)
     # the rule itself: x ~ draft, accept with probability min(1, target(x) / (l draft(x)))
