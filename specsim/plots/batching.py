@@ -6,7 +6,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 
-__all__ = ["speedup_vs_load"]
+__all__ = ["speedup_vs_load", "speedup_vs_k"]
 
 
 def speedup_vs_load(grid, best, along: str = "batch", k_ref: int = 4, title: str = "") -> Figure:
@@ -45,4 +45,19 @@ def speedup_vs_load(grid, best, along: str = "batch", k_ref: int = 4, title: str
             ax_v.legend(fontsize=7)
         if title:
             fig.suptitle(title)
+    return fig
+
+
+def speedup_vs_k(grid, style: str | None = None, title: str = "") -> Figure:
+    """Predicted speedup against K, one line per α (and per ``style`` column, e.g. the
+    drafter), for a grid at one batch size and context."""
+    d = grid.copy()
+    d["α"] = d["alpha"].map(lambda a: f"{a:g}")
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(6.5, 4.2), layout="constrained")
+        ax = fig.subplots()
+        sns.lineplot(d, x="k", y="speedup", hue="α", style=style, marker="o", palette="viridis", ax=ax)
+        ax.axhline(1.0, color="grey", lw=1)
+        ax.set(xlabel="draft length K", ylabel="predicted speedup", title=title or "speedup against K")
+        ax.legend(fontsize=8)
     return fig
