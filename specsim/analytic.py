@@ -256,32 +256,31 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
         log_alpha = np.log(alpha)                    # -inf at alpha = 0
     # Rising test at K-1 for a candidate K, rearranged to one exp and two mult-adds:
     # S(K) > S(K-1)  <=>  alpha^K (K b + a) > c  with  b = c d, a = (1 - c) d + c.
+    # At alpha = 1 (d = 0) the test degenerates to c > c; there S = (K+1)/(Kc+1) rises
+    # iff c < 1, which a = 1 expresses (t = 1 > c).
     b = c * d
-    a = (1.0 - c) * d + c
+    a = (1.0 - c) * (d + (d == 0.0)) + c
     k_cap = k_max.astype(np.float64)
     # Branchless binary search: K* = 1 + #{K < k_max : S(K+1) > S(K)} and that set is a
     # prefix, so add power-of-two steps largest first, keeping a step when the candidate
-    # still rises. Preallocated buffers: this loop is memory-bound.
+    # still rises. Candidates past k_max are tested at k_max (still a prefix test) and the
+    # result clamped at the end. Preallocated buffers: this loop is memory-bound.
     k_star = np.ones(shape)
     cand, t, u = np.empty(shape), np.empty(shape), np.empty(shape)
-    keep, inside = np.empty(shape, dtype=bool), np.empty(shape, dtype=bool)
+    keep = np.empty(shape, dtype=bool)
     step = 1 << max(int(k_cap.max(initial=1.0)) - 1, 1).bit_length() - 1
     while step >= 1:
         np.add(k_star, step, out=cand)
+        np.minimum(cand, k_cap, out=cand)
         np.multiply(cand, log_alpha, out=u)
         np.exp(u, out=u)                             # alpha^K
         np.multiply(cand, b, out=t)
         t += a
         t *= u
         np.greater(t, c, out=keep)
-        keep &= np.less_equal(cand, k_cap, out=inside)
         k_star += keep * float(step)
         step >>= 1
-    # At alpha = 1 the rising test degenerates (both sides equal c):
-    # S = (K+1)/(Kc+1) rises with K iff c < 1.
-    at_one = d == 0.0
-    if at_one.any():
-        k_star = np.where(at_one, np.where(c < 1.0, k_cap, 1.0), k_star)
+    np.minimum(k_star, k_cap, out=k_star)
     k_star = k_star.astype(np.int64)
     return _out(k_star), _out(_expected_tokens(alpha, k_star) / (k_star * c + 1.0))
 
