@@ -10,3 +10,13 @@ from specsim.plots.analytic import (  # noqa: F401
     speedup_vs_alpha,
 )
 from specsim.plots.roofline import latency_vs_tokens, roofline_plot  # noqa: F401,E402
+from specsim.plots.batching import speedup_vs_k, speedup_vs_load  # noqa: F401,E402
+from specsim.plots.explore import explorer_figure, explorer_summary  # noqa: F401,E402
+from specsim.plots.papers import (  # noqa: F401,E402
+    chen_speedup_vs_k,
+    domain_table_figure,
+    leviathan_lenience,
+    leviathan_optimal_gamma,
+    leviathan_predicted_vs_measured,
+    leviathan_speedup_ops,
+)
