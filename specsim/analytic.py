@@ -264,14 +264,19 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     # Branchless binary search: K* = 1 + #{K < k_max : S(K+1) > S(K)} and that set is a
     # prefix, so add power-of-two steps largest first, keeping a step when the candidate
     # still rises. Candidates past k_max are tested at k_max (still a prefix test) and the
-    # result clamped at the end. Preallocated buffers: this loop is memory-bound.
+    # result clamped at the end; ``reach`` (the largest K reachable so far) skips the
+    # clamp while no candidate can pass k_max (always, for k_max = 2^m: 16, 32, 64).
+    # Preallocated buffers: this loop is memory-bound.
     k_star = np.ones(shape)
     cand, t, u = np.empty(shape), np.empty(shape), np.empty(shape)
     keep = np.empty(shape, dtype=bool)
     step = 1 << max(int(k_cap.max(initial=1.0)) - 1, 1).bit_length() - 1
+    reach, cap_min = 1, k_cap.min(initial=np.inf)
     while step >= 1:
         np.add(k_star, step, out=cand)
-        np.minimum(cand, k_cap, out=cand)
+        reach += step
+        if reach > cap_min:
+            np.minimum(cand, k_cap, out=cand)
         np.multiply(cand, log_alpha, out=u)
         np.exp(u, out=u)                             # alpha^K
         np.multiply(cand, b, out=t)
@@ -280,7 +285,8 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
         np.greater(t, c, out=keep)
         k_star += keep * float(step)
         step >>= 1
-    np.minimum(k_star, k_cap, out=k_star)
+    if reach > cap_min:
+        np.minimum(k_star, k_cap, out=k_star)
     k_star = k_star.astype(np.int64)
     return _out(k_star), _out(_expected_tokens(alpha, k_star) / (k_star * c + 1.0))
 

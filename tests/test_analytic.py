@@ -123,6 +123,17 @@ def test_optimal_k_equals_brute_force_over_a_grid_with_edges():
     np.testing.assert_array_equal(k_star, [1, 10, 1, 1, 10])
 
 
+def test_optimal_k_with_a_k_max_per_point():
+    rng = np.random.default_rng(8)
+    alpha, c = rng.random(2000), rng.random(2000) * 0.3
+    k_max = rng.integers(1, 40, 2000)
+    k_star, s_star = A.optimal_k(alpha, c, k_max=k_max)
+    assert (k_star <= k_max).all()
+    for i in range(0, 2000, 97):
+        brute = A.speedup(alpha[i], np.arange(1, k_max[i] + 1), c[i])
+        assert s_star[i] == pytest.approx(brute.max(), rel=1e-13)
+
+
 def test_optimal_k_known_values_and_broadcasting():
     k_star, s = A.optimal_k(np.array([0.6, 0.8, 0.9])[:, None], np.array([0.05, 0.2]),
                             k_max=np.array([64, 64]))
