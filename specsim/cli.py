@@ -52,13 +52,41 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hardware_commands(sub)
     # --- the main job (specsim.experiment) -----------------------------------------------
     p = sub.add_parser(
-        "demo", help="the main job (for now: the analytic model, table and figure)",
-        description="Prints the closed-form speedup table and writes the analytic figure "
-                    "(speedup, arithmetic factor and optimal K against alpha) under --out.")
+        "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
+        description="Measures this machine's ceilings and forward sweeps of the target and "
+                    "its drafters, fits a roofline, runs autoregressive and speculative "
+                    "generation (n-gram and layer-skip drafters, K = 1..6, temperatures 0 "
+                    "and 1, four kinds of work), predicts each speedup from the measured "
+                    "acceptance with the fitted costs, sets it beside the measured speedup, "
+                    "predicts datasheet hardware, and writes report.md, CSV and figures.")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer K, kinds and tokens (about 3 minutes on 2 cores)")
+    p.add_argument("--target", default="smollm2-135m",
+                   help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
+    p.add_argument("--draft", default=None,
+                   help="an extra draft model (HF folder, .gguf or preset) sharing the "
+                        "target's vocabulary")
+    p.add_argument("--drafters", nargs="+", default=None, choices=["ngram", "layer-skip"],
+                   help="built-in drafters to run (default: both)")
+    p.add_argument("--k", nargs="+", default=None,
+                   help="draft lengths, e.g. 1-6 (default 1-6; quick 1 3 5)")
+    p.add_argument("--temperatures", type=float, nargs="+", default=None,
+                   help="sampling temperatures (default 0 1)")
+    p.add_argument("--kinds", nargs="+", default=None,
+                   choices=["code", "json", "extraction", "prose"],
+                   help="kinds of work (default all four; quick code and prose)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="new tokens per run (default 64; quick 40)")
+    p.add_argument("--layer-loop", choices=["scan", "unroll"], default=None,
+                   help="override the model's layer loop")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", default="results/demo",
                    help="output folder (default results/demo)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--analytic-only", action="store_true",
+                   help="only the closed-form table and figure (no model, no JAX)")
     p.add_argument("--c", type=float, default=0.05,
-                   help="draft/target step-time ratio for the table and figure (default 0.05)")
+                   help="cost ratio for --analytic-only (default 0.05)")
     p.set_defaults(func=_cmd_demo)
     return parser
 
@@ -224,11 +252,31 @@ def _cmd_fit(args) -> int:
 # --- the main job -----------------------------------------------------------------------
 
 def _cmd_demo(args) -> int:
-    from specsim.plots.analytic import analytic_report
-    report = analytic_report(args.out, c=args.c)
-    print(report.table)
-    for path in report.figures:
-        print(f"wrote {path}")
+    if args.analytic_only:
+        from specsim.plots.analytic import analytic_report
+        report = analytic_report(args.out, c=args.c)
+        print(report.table)
+        for path in report.figures:
+            print(f"wrote {path}")
+        return 0
+    from specsim import experiment
+
+    changes = {"target": args.target, "draft": args.draft, "seed": args.seed,
+               "out_dir": args.out, "layer_loop": args.layer_loop}
+    if args.drafters:
+        changes["drafters"] = tuple(args.drafters)
+    if args.k:
+        changes["ks"] = tuple(parse_k_values(args.k))
+    if args.temperatures:
+        changes["temperatures"] = tuple(args.temperatures)
+    if args.kinds:
+        changes["kinds"] = tuple(args.kinds)
+    if args.max_new_tokens is not None:
+        changes["max_new_tokens"] = args.max_new_tokens
+    settings = (experiment.DemoSettings.quick_settings(**changes) if args.quick
+                else experiment.DemoSettings(**changes))
+    experiment.enable_compilation_cache()
+    experiment.run_demo(settings, progress=not args.no_progress)
     return 0
 
 

@@ -20,3 +20,7 @@ from specsim.plots.papers import (  # noqa: F401,E402
     leviathan_predicted_vs_measured,
     leviathan_speedup_ops,
 )
+from specsim.plots.experiment import (  # noqa: F401,E402
+    acceptance_by_position,
+    speedup_predicted_vs_measured,
+)
