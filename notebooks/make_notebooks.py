@@ -157,6 +157,14 @@ fig = paper_plots.leviathan_speedup_ops(table1=t1, n=61 if QUICK else 199)
 papers.save_figure(fig, "leviathan2023", "figure4_speedup_ops.png")
 fig"""),
     md("""
+The same with a draft that costs something: c = ĉ = 0.05. Long drafts now lose at low α
+(speedup below 1) and cost more arithmetic.
+"""),
+    code("""
+fig = paper_plots.leviathan_speedup_ops(n=61 if QUICK else 199, c=0.05)
+papers.save_figure(fig, "leviathan2023", "speedup_ops_c005.png")
+fig"""),
+    md("""
 ## Figure 3: the optimal γ against α
 """),
     code("""

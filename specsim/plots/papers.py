@@ -29,28 +29,32 @@ def _alphas(n: int) -> np.ndarray:
     return np.linspace(0.0, 0.99, n)
 
 
-def leviathan_speedup_ops(gammas=(1, 2, 3, 5, 7, 10), table1=None, n: int = 199) -> Figure:
-    """Leviathan et al. 2023 Figure 4: speedup and arithmetic growth against α (c = ĉ = 0).
+def leviathan_speedup_ops(gammas=(1, 2, 3, 5, 7, 10), table1=None, n: int = 199, c: float = 0.0,
+                          c_hat: float | None = None) -> Figure:
+    """Leviathan et al. 2023 Figure 4: speedup and arithmetic growth against α for several γ,
+    at c = ĉ = 0 as in the paper (or at the given draft cost c and arithmetic ratio ĉ).
 
     ``table1`` (from :func:`specsim.papers.leviathan_table1`) overlays the printed
-    Table 1 points.
+    Table 1 points (which assume c = ĉ = 0).
     """
+    c_hat = c if c_hat is None else c_hat
     alphas = _alphas(n)
     palette = sns.color_palette("viridis", len(gammas))
     with sns.axes_style(_STYLE):
         fig = Figure(figsize=(10, 4), layout="constrained")
         ax_s, ax_o = fig.subplots(1, 2)
         for g, col in zip(gammas, palette):
-            ax_s.plot(alphas, analytic.speedup(alphas, g, 0.0), color=col, label=f"γ = {g}")
-            ax_o.plot(alphas, analytic.ops_factor(alphas, g, 0.0), color=col, label=f"γ = {g}")
+            ax_s.plot(alphas, analytic.speedup(alphas, g, c), color=col, label=f"γ = {g}")
+            ax_o.plot(alphas, analytic.ops_factor(alphas, g, c_hat), color=col, label=f"γ = {g}")
         if table1 is not None:
             ax_s.scatter(table1["alpha"], table1["speedup_reported"], color="k", marker="x", zorder=5,
                          label="Table 1 (printed)")
             ax_o.scatter(table1["alpha"], table1["ops_reported"], color="k", marker="x", zorder=5,
                          label="Table 1 (printed)")
-        ax_s.set(xlabel="α", ylabel="walltime improvement (Thm 3.8)", title="Speedup, c = 0")
+        ax_s.axhline(1.0, color="grey", lw=0.8)
+        ax_s.set(xlabel="α", ylabel="walltime improvement (Thm 3.8)", title=f"Speedup, c = {c:g}")
         ax_o.set(xlabel="α", ylabel="arithmetic operations factor (Thm 3.11)",
-                 title="Extra arithmetic, ĉ = 0")
+                 title=f"Extra arithmetic, ĉ = {c_hat:g}")
         ax_s.legend(fontsize=8)
         ax_o.legend(fontsize=8)
     return fig
