@@ -200,16 +200,19 @@ def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 2
 
 # ---- forward sweeps ------------------------------------------------------------------
 def default_points(quick: bool = False) -> list[tuple[int, int, int]]:
-    """(n_tokens, batch, context) points: tokens per pass 1..64 at batch 1, context 256;
-    batch 1..8 at 1 and 8 tokens; context 128..4096 at 1 and 8 tokens (the axes through
-    the base point, not the full grid). ``quick`` keeps a coarser subset."""
+    """(n_tokens, batch, context) points along three axes through a base point (not the
+    full grid): tokens per pass 1..256 at batch 1, context 256; batch 1..32 at 8 tokens;
+    context 128..4096 at 1 and 16 tokens. The long axes reach well into the compute-bound
+    regime, so latencies span more than a decade and the fit sees both ceilings.
+    ``quick`` keeps a coarser subset."""
     if quick:
-        ns, bs, cs = (1, 4, 16, 64), (1, 4), (128, 2048)
+        ns, bs, cs, base_n = (1, 4, 16, 64), (1, 4), (128, 2048), (1, 16)
     else:
-        ns, bs, cs = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64), (1, 2, 4, 8), (128, 512, 1024, 2048, 4096)
+        ns = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+        bs, cs, base_n = (1, 2, 4, 8, 16, 32), (128, 512, 1024, 2048, 4096), (1, 16)
     pts = {(n, 1, 256) for n in ns}
-    for n in (1, 8) if not quick else (1, 16):
-        pts |= {(n, b, 256) for b in bs}
+    pts |= {(8 if not quick else 16, b, 256) for b in bs}
+    for n in base_n:
         pts |= {(n, 1, c) for c in cs}
     return sorted(pts, key=lambda p: (p[1] * p[0], p[2], p[0]))
 
@@ -269,34 +272,69 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
 
 def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
                   warmup: int = 2, seed: int = 0, device=None, progress: bool = True,
-                  quick: bool = False):
+                  quick: bool = False, interleave: bool = True):
     """Time one forward pass of ``model`` at every (n_tokens, batch, context) point
     (default `default_points(quick)`). Returns a DataFrame: the point, the median and
     spread of the latency, the compile time, and the model's FLOPs and bytes from
-    `specsim.roofline.forward_cost` (context = cache slots read)."""
+    `specsim.roofline.forward_cost` (context = cache slots read).
+
+    ``interleave`` (default): compile every point first, then run ``warmup + repeats``
+    rounds, each timing every point once in a fresh seeded random order, and discard the
+    warm-up rounds. On a shared machine a burst of load from other processes then lands on
+    all points alike instead of on whichever point happened to be running, so ratios
+    between points stay fair. ``interleave=False`` times the points one after another."""
     import warnings
 
     import pandas as pd
 
     pts = _check_points(default_points(quick) if points is None else points)
     repeats, warmup = _check_counts(repeats, warmup)
-    iterator = pts
+    bar = None
     if progress:
         from tqdm.auto import tqdm
-        iterator = tqdm(pts, desc=f"sweep {model.cfg.name}", unit="pt")
+        total = len(pts) * (1 + (warmup + repeats if interleave else 0))
+        bar = tqdm(total=total, desc=f"sweep {model.cfg.name}", unit="pass")
+    stats, compile_times = [], []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*donated buffers.*")
+        if interleave:
+            calls = []
+            for n, b, c in pts:
+                call, compile_s = make_forward_call(model, n, b, c, seed=seed, device=device)
+                calls.append(call)
+                compile_times.append(compile_s)
+                if bar is not None:
+                    bar.update(1)
+            samples = [[] for _ in pts]
+            order_rng = np.random.default_rng(seed)
+            for r in range(warmup + repeats):
+                for i in order_rng.permutation(len(pts)):
+                    t0 = time.perf_counter()
+                    _block(calls[i]())
+                    dt = time.perf_counter() - t0
+                    if r >= warmup:
+                        samples[i].append(dt)
+                    if bar is not None:
+                        bar.update(1)
+            del calls
+            stats = [stats_from_times(s, warmup) for s in samples]
+        else:
+            for n, b, c in pts:
+                call, compile_s = make_forward_call(model, n, b, c, seed=seed, device=device)
+                compile_times.append(compile_s)
+                stats.append(time_calls(call, repeats=repeats, warmup=warmup))
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
     rows = []
-    for n, b, c in iterator:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*donated buffers.*")
-            call, compile_s = make_forward_call(model, n, b, c, seed=seed, device=device)
-            stats = time_calls(call, repeats=repeats, warmup=warmup)
+    for (n, b, c), st, compile_s in zip(pts, stats, compile_times):
         cost = forward_cost(model.cfg, b, n, c)
         rows.append({"model": model.cfg.name, "dtype": model.cfg.dtype, "n_tokens": n,
-                     "batch": b, "context": c, "time_s": stats.median,
-                     **stats.as_dict("time_"), "compile_s": compile_s,
-                     "flops": cost.flops, "bytes": cost.bytes})
-    df = pd.DataFrame(rows).drop(columns=["time_median"])
-    return df
+                     "batch": b, "context": c, "time_s": st.median, **st.as_dict("time_"),
+                     "compile_s": compile_s, "flops": cost.flops, "bytes": cost.bytes,
+                     "interleaved": bool(interleave)})
+    return pd.DataFrame(rows).drop(columns=["time_median"])
 
 
 # ---- files ---------------------------------------------------------------------------

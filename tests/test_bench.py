@@ -116,9 +116,11 @@ def tiny_model():
     return Model(TINY_LLAMA, init_params(jax.random.PRNGKey(0), TINY_LLAMA))
 
 
-def test_sweep_on_tiny_model(tiny_model, tmp_path):
+@pytest.mark.parametrize("interleave", [True, False])
+def test_sweep_on_tiny_model(tiny_model, tmp_path, interleave):
     pts = [(1, 1, 16), (4, 2, 16), (8, 1, 32)]
-    df = bench.sweep_forward(tiny_model, pts, repeats=3, warmup=1, progress=False)
+    df = bench.sweep_forward(tiny_model, pts, repeats=3, warmup=1, progress=False,
+                             interleave=interleave)
     assert list(zip(df["n_tokens"], df["batch"], df["context"])) == pts
     assert (df["time_s"] > 0).all() and (df["time_min"] <= df["time_s"]).all()
     assert (df["time_s"] <= df["time_max"]).all() and (df["time_repeats"] == 3).all()
