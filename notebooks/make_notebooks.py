@@ -563,7 +563,7 @@ elif importlib.util.find_spec("specsim.experiment") is not None:
     from specsim import experiment
     if QUICK:   # a tiny random model: exercises measure -> fit -> predict -> compare quickly
         settings = experiment.DemoSettings(
-            target="tiny-llama", ks=(3,), temperatures=(0.0, 1.0), kinds=("code", "prose"),
+            target="tiny-llama", drafters=("ngram",), ks=(3,), temperatures=(0.0, 1.0), kinds=("code", "prose"),
             max_new_tokens=12, sweep_repeats=1, hardware=("h100-sxm",), quick=True,
             out_dir=tempfile.mkdtemp(prefix="specsim-07-"))
     else:
