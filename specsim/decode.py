@@ -41,7 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim.drafters import Context, check_drafter
+from specsim.drafters import Context, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import KVCache, forward, init_cache
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
@@ -462,7 +462,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
                          on_nonfinite: str = "raise") -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
-    ``drafter`` (see `specsim.drafters`), ``k`` drafts per iteration, in one compiled
+    ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
+    ``k`` drafts per iteration, in one compiled
     loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
     target and draft distributions after the same temperature/top-k/top-p processing.
     Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
@@ -471,6 +472,9 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
     max_new = _positive_int(max_new_tokens, "max_new_tokens")
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
+    if hasattr(drafter, "cfg") and hasattr(drafter, "params") and \
+            not hasattr(drafter, "propose"):                 # a plain Model: small-model draft
+        drafter = model_drafter(drafter, target)
     check_drafter(drafter, cfg.vocab_size)
     key = _seed_key(seed)
     eos = _resolve_eos(eos_token_id, cfg)

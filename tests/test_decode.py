@@ -27,6 +27,7 @@ from specsim.sampling import logits_to_probs
 MAX_NEW = 24
 PROMPTS_3 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
 PROMPTS_1 = [[6, 1, 8, 0, 3, 3, 9]]
+FORWARD = jax.jit(forward, static_argnums=1)          # the uncached oracle
 
 
 def _scaled(params, factor):
@@ -107,6 +108,9 @@ def test_identical_draft_accepts_everything(target, reference):
     np.testing.assert_array_equal(st.per_position_acceptance, np.ones(k))
     assert (st.accepted[st.active] == k).all()
     np.testing.assert_array_equal(st.overlap[st.active], 1.0)
+    # a plain Model as drafter is wrapped as a small-model draft (same program)
+    again = generate_speculative(target, target, PROMPTS_3, MAX_NEW, k)
+    assert again.tokens == res.tokens and again.stats.alpha == 1.0
     # sampled: the same distribution on both sides, so acceptance is (numerically) certain
     res = generate_speculative(target, model_drafter(target, target), PROMPTS_3, MAX_NEW, k,
                                temperature=1.0, seed=3)
@@ -293,7 +297,7 @@ def _exact_joint(model, temperature, top_k=0, top_p=1.0):
     t1, t2 = np.meshgrid(np.arange(V), np.arange(V), indexing="ij")
     seqs = np.concatenate([np.tile(CHI_PROMPT, (V * V, 1)), t1.reshape(-1, 1),
                            t2.reshape(-1, 1)], axis=1)                       # [V², P+2]
-    logits, _ = jax.jit(forward, static_argnums=1)(
+    logits, _ = FORWARD(
         model.params, model.cfg, jnp.asarray(seqs, jnp.int32), init_cache(model.cfg, V * V, 16))
     probs = np.asarray(logits_to_probs(logits[:, P - 1:], temperature, top_k, top_p),
                        np.float64)                                            # [V², 3, V]
@@ -358,9 +362,8 @@ def test_acceptance_probability_is_overlap(chi_models):
     beta = st.overlap[0, :, 0]                                       # measured, per row
     # independent β for each possible first token, from full forwards of both models
     seqs = jnp.asarray([CHI_PROMPT + [x] for x in range(V_SMALL)], jnp.int32)
-    fwd = jax.jit(forward, static_argnums=1)
-    lt, _ = fwd(t.params, t.cfg, seqs, init_cache(t.cfg, V_SMALL, 16))
-    ld, _ = fwd(d.params, d.cfg, seqs, init_cache(d.cfg, V_SMALL, 16))
+    lt, _ = FORWARD(t.params, t.cfg, seqs, init_cache(t.cfg, V_SMALL, 16))
+    ld, _ = FORWARD(d.params, d.cfg, seqs, init_cache(d.cfg, V_SMALL, 16))
     pt = np.asarray(logits_to_probs(lt[:, -1], temperature))
     pd = np.asarray(logits_to_probs(ld[:, -1], temperature))
     beta_ref = np.minimum(pt, pd).sum(-1)                            # [V]
