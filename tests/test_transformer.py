@@ -107,10 +107,11 @@ def test_scan_and_unroll_agree(model):
     cfg, params = model
     ids = _ids(cfg, 2, 5, seed=5)
     results = {}
-    for loop in ("scan", "unroll"):
+    from specsim.models.transformer import unstack_layers
+    for loop, p in (("scan", params), ("unroll", unstack_layers(params))):
         c = cfg.replace(layer_loop=loop)
-        _, cache = prefill(params, c, ids, init_cache(c, 2, S))
-        results[loop] = step(params, c, jnp.asarray(ids[:, :2]), cache)
+        _, cache = prefill(p, c, ids, init_cache(c, 2, S))
+        results[loop] = step(p, c, jnp.asarray(ids[:, :2]), cache)
     (la, ca), (lb, cb) = results["scan"], results["unroll"]
     np.testing.assert_allclose(np.asarray(la), np.asarray(lb), atol=ATOL)
     np.testing.assert_allclose(np.asarray(ca.k), np.asarray(cb.k), atol=ATOL)

@@ -33,18 +33,30 @@ axis, which `forward` accepts as well)::
 Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
 flat in depth) or a Python loop that XLA unrolls. The loaders (`specsim.models.load`) lay
 the layers out for the configured loop (`arrange_layers`): per-layer arrays for
-"unroll", stacked for "scan". Any layout runs under either loop (scan stacks per-layer
-arrays inside the program; unroll slices stacked ones behind an optimization barrier,
-because XLA:CPU otherwise fuses the slice into the matmul and runs a naive loop, ~10x
-slower), but the matching layout is the fast one.
+"unroll", stacked for "scan". Both layouts run under either setting, with the same
+numbers: "scan" stacks per-layer arrays inside the program (a copy of the weights per
+call), and "unroll" given stacked arrays runs the scan too -- slicing stacked weights
+inside an unrolled XLA:CPU program measured 8-12x slower than either (468 ms vs 40 ms
+per token for SmolLM2-135M, with static slices, an optimization barrier or dynamic
+slices alike).
 
-Measured (SmolLM2-135M fp32, batch 1, one new token, context 256 in a 512-slot cache,
-XLA:CPU on this project's 2-core machine shared with other jobs, interleaved calls,
-medians): per-layer arrays + unrolled loop 36.9 ms, stacked + lax.scan 62.9 ms (best
-of 15: 22.7 vs 33.9 ms), stacked + unrolled slicing without the barrier ~300 ms. Hence
-the default ``layer_loop="unroll"`` with per-layer arrays on CPU. On GPU/TPU, where
-scan is usually within a few percent and compiles in constant time, "scan" is the
-choice for deep models; benchmarks/bench_models.py measures both on any backend.
+Measured with ``python benchmarks/bench_models.py`` (SmolLM2-135M fp32, batch 1,
+context 256 in a 512-slot cache, XLA:CPU, jax 0.10.2, 2 cores shared with other jobs, so
++-30% between runs; medians):
+
+    new tokens per pass      1      2      4      8     16     64
+    unroll, per-layer ms  26.4   35.5   40.6   60.8   85.3  161.6
+    scan, stacked ms      42.4                        79.6
+    (an earlier run: unroll 27.4 / scan 34.3 ms at 1 token, 58.1 / 64.3 ms at 16;
+     interleaved calls: 36.9 vs 62.9 ms, best of 15 22.7 vs 33.9 ms)
+
+A decode step reads 550 MB (weights + the context's keys/values) at 20.8 GB/s: 0.58 of
+the measured read bandwidth (a sum, 35.9 GB/s), 0.38 of copy bandwidth counted as read
+plus write (54.8 GB/s). Greedy batch-1 decoding runs at 38 tokens/s. Hence the default
+``layer_loop="unroll"`` with per-layer arrays on CPU; on GPU/TPU, where scan is usually
+within a few percent and compiles in time flat in depth, measure with the same script.
+Attention reads the whole preallocated cache: at context 256 a 2048-slot cache costs
++12 ms per token over a 512-slot one, so size caches to the job (prompt + new + k + 1).
 """
 
 from __future__ import annotations
@@ -317,14 +329,8 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
     layers = _check_layers(params["layers"], cfg)
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
-    if cfg.layer_loop == "unroll":
-        for i in range(cfg.n_layers):
-            if isinstance(layers, tuple):
-                lp = layers[i]
-            else:
-                # A static slice of a stacked weight gets fused into the matmul by XLA:CPU,
-                # which then runs a naive loop (10x slower); the barrier makes it a copy.
-                lp = jax.lax.optimization_barrier({k: w[i] for k, w in layers.items()})
+    if cfg.layer_loop == "unroll" and isinstance(layers, tuple):
+        for i, lp in enumerate(layers):
             x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg)
     else:
         stacked = stack_layers({"layers": layers})["layers"]
