@@ -181,10 +181,18 @@ def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 2
                                              (matmul_size, matmul_size), dt), dev)
         mm = jax.jit(jnp.matmul).lower(a, b).compile()
         t_mm = time_fn(mm, a, b, repeats=repeats, warmup=warmup)
+        # In place (donated and fed back): a fresh output buffer per call would time the
+        # kernel's first-touch page faults, not the memory bandwidth.
         n_elem = copy_mib * 2**20 // dt.itemsize
-        x = jax.device_put(jnp.ones((n_elem,), dt), dev)
-        cp = jax.jit(lambda v: v + 1).lower(x).compile()
-        t_cp = time_fn(cp, x, repeats=repeats, warmup=warmup)
+        cp = jax.jit(lambda v: v + 1, donate_argnums=0).lower(
+            jax.ShapeDtypeStruct((n_elem,), dt)).compile()
+        buf = {"x": jax.device_put(jnp.ones((n_elem,), dt), dev)}
+
+        def copy_call():
+            buf["x"] = cp(buf["x"])
+            return buf["x"]
+
+        t_cp = time_calls(copy_call, repeats=repeats, warmup=warmup)
         rows.append({
             "device": str(dev), "platform": dev.platform, "device_kind": dev.device_kind,
             "dtype": dt.name,

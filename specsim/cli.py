@@ -205,6 +205,14 @@ def _bench_model(name: str, seed: int, dtype: str | None):
 def _cmd_bench(args) -> int:
     from specsim import bench, fit
 
+    points = None
+    if args.points:
+        try:
+            points = bench._check_points(tuple(int(v) for v in spec.split(":"))
+                                         for spec in args.points)
+        except ValueError:
+            raise ValueError(f"--points must be N:B:C integer triples with C >= N, got "
+                             f"{args.points}") from None
     model, weights = _bench_model(args.model, args.seed, args.dtype)
     repeats = args.repeats or (3 if args.quick else 7)
     out = args.out or bench.MEASUREMENTS_DIR
@@ -221,18 +229,13 @@ def _cmd_bench(args) -> int:
                   f"(n={row.matmul_size}), copy {row.copy_bytes_per_s / 1e9:.2f} GB/s (read+write)")
         paths = bench.save_measurements(ceil, f"{stem}-ceilings", meta, out)
         print(f"wrote {paths[0]}")
-    points = None
-    if args.points:
-        try:
-            points = [tuple(int(v) for v in spec.split(":")) for spec in args.points]
-        except ValueError:
-            raise ValueError(f"--points must be N:B:C integer triples, got {args.points}") from None
     df = bench.sweep_forward(model, points, quick=args.quick, repeats=repeats, seed=args.seed)
     paths = bench.save_measurements(df, stem, meta, out)
     print(df[["n_tokens", "batch", "context", "time_s", "time_iqr"]].to_string(index=False))
     print(f"wrote {paths[0]} and {paths[1]} (run {meta['run_id']})")
-    if not args.no_fit and len(df) >= 4:
-        print(fit.fit_sweep(df, holdout=0.25 if len(df) >= 8 else 0.0).summary())
+    if not args.no_fit and len(df) >= 5:
+        for kind in ("max", "smooth"):
+            print(fit.fit_sweep(df, kind=kind, holdout=0.25 if len(df) >= 10 else 0.0).summary())
     return 0
 
 

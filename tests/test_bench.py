@@ -170,4 +170,6 @@ def test_cli_bench_and_fit(tmp_path, capsys):
     assert "R²" in out and "held out" in out
     assert main(["fit", str(tmp_path / "missing.csv")]) == 2
     assert "no measurement file" in capsys.readouterr().err
-    assert main(["bench", "--model", "tiny-llama", "--points", "1:1"]) == 2
+    assert main(["bench", "--model", "tiny-llama", "--points", "1:1", "--out", str(tmp_path / "x")]) == 2
+    assert main(["bench", "--model", "tiny-llama", "--points", "8:1:4", "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()                 # refused before measuring anything
