@@ -37,7 +37,7 @@ def roofline_plot(df: pd.DataFrame, fit=None, *, hardware=(), dtype: str = "floa
     d = df.assign(intensity=df["flops"] / df["bytes"], achieved=df["flops"] / df["time_s"])
     lo, hi = d["intensity"].min() / 3, d["intensity"].max() * 3
     with sns.axes_style(_STYLE):
-        fig = Figure(figsize=(6.4, 4.6), layout="constrained")
+        fig = Figure(figsize=(8.0, 4.6), layout="constrained")
         ax = fig.subplots()
         sns.scatterplot(d, x="intensity", y="achieved", hue=hue, size="batch", style="context",
                         palette="viridis", ax=ax, legend="brief")
@@ -54,7 +54,7 @@ def roofline_plot(df: pd.DataFrame, fit=None, *, hardware=(), dtype: str = "floa
                     label=f"{hw.name} ({dtype})")
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOPs / byte)",
                ylabel="achieved FLOP/s", title=title or "roofline: measured forward passes")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
 
@@ -89,7 +89,7 @@ def latency_vs_tokens(df: pd.DataFrame, fit=None, cfg=None, *, batch: int | None
                 t = fit.predict(d["flops"].to_numpy(), d["bytes"].to_numpy())
             ax.plot(n, np.asarray(t) * 1e3, color="k", lw=1.4,
                     label=f"roofline fit ({fit.kind}), held-out MAPE {fit.mape_heldout:.1f}%")
-        ax.set(xscale="log", xlabel="new tokens per pass", ylabel="latency (ms)",
+        ax.set(xscale="log", yscale="log", xlabel="new tokens per pass", ylabel="latency (ms)",
                title=title or f"forward latency, batch {batch}, context {context}")
         ax.legend(fontsize=8)
     return fig
