@@ -390,3 +390,17 @@ def test_with_layer_loop_rearranges(tmp_path):
     assert isinstance(load("tiny-llama").params["layers"], dict)   # presets stay stacked
     ids = _ids(cfg.vocab_size)
     np.testing.assert_allclose(_our_logits(s, ids), _our_logits(m, ids), atol=2e-5)
+
+
+def test_bfloat16_checkpoint(tmp_path):
+    ref = _hf_model("qwen2", seed=5).to(torch.bfloat16)
+    ref.save_pretrained(tmp_path)
+    m = load(tmp_path)
+    assert m.cfg.dtype == "float32"
+    want = ref.model.layers[1].self_attn.k_proj.weight.detach().float().numpy().T
+    np.testing.assert_array_equal(np.asarray(stack_layers(m.params)["layers"]["wk"][1]), want)
+    m16 = load(tmp_path, dtype="bfloat16")
+    assert m16.cfg.dtype == "bfloat16" and m16.params["embed"].dtype == jax.numpy.bfloat16
+    ids = _ids(m.cfg.vocab_size)
+    ref32 = ref.float()
+    np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref32, ids), atol=ATOL, rtol=0)
