@@ -244,17 +244,20 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
                       device=None):
     """A compiled one-pass call for timing, and its compile time in seconds.
 
-    The cache has ``context`` slots with ``length = context - n_tokens`` (so the new tokens
+    The parameters are laid out for ``cfg.layer_loop`` (`arrange_layers`). The cache has
+    ``context`` slots with ``length = context - n_tokens`` (so the new tokens
     fill the last slots); it is donated and fed back, and ``length`` is reset inside the
     compiled program, so every call does the same work on the same buffers."""
     import jax
     import jax.numpy as jnp
 
-    from specsim.models.transformer import KVCache, forward, init_cache
+    from specsim.models.transformer import KVCache, arrange_layers, forward, init_cache
 
     cfg = model.cfg
     dev = device or jax.devices()[0]
-    params = jax.device_put(model.params, dev)
+    # time the layer layout the configured loop runs fastest on (random presets come
+    # stacked; a stacked model under layer_loop="unroll" would time the scan fallback)
+    params = jax.device_put(arrange_layers(model.params, cfg), dev)
     rng = np.random.default_rng(seed)
     tokens = jax.device_put(jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, n_tokens)),
                                         jnp.int32), dev)

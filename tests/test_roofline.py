@@ -119,9 +119,12 @@ def _xla_cost(cfg, B, T, S):
     import jax
     import jax.numpy as jnp
 
-    from specsim.models.transformer import forward, init_cache, init_params
+    from specsim.models.transformer import arrange_layers, forward, init_cache, init_params
 
-    params = jax.eval_shape(lambda: init_params(jax.random.PRNGKey(0), cfg))
+    # the unrolled loop over per-layer arrays (cfg.layer_loop="unroll"): under a scan,
+    # cost_analysis counts the loop body once
+    assert cfg.layer_loop == "unroll"
+    params = jax.eval_shape(lambda: arrange_layers(init_params(jax.random.PRNGKey(0), cfg), cfg))
     cache = jax.eval_shape(lambda: init_cache(cfg, B, S))
     tokens = jax.ShapeDtypeStruct((B, T), jnp.int32)
     compiled = jax.jit(forward, static_argnums=1, donate_argnums=(3,)).lower(
@@ -147,19 +150,22 @@ def test_flops_agree_with_xla_cost_analysis(B, T, S):
             forward_cost(tiny, B, T, min(S, tiny.max_seq_len)).flops, rel=0.08)
 
 
-def test_bytes_against_xla_cost_analysis():
+@pytest.mark.parametrize("T", [1, 8])
+def test_bytes_against_xla_cost_analysis(T):
     # XLA counts operand + output bytes of every HLO op after fusion. Outside the layers at
     # one token (embedding gather, final norm, head, logits) that is exactly our count, so
-    # the layer-independent part agrees within 2%. Per layer, XLA's CPU backend materialises
-    # each layer's slice of the stacked weights before the matmul (read, write, read again:
-    # ~3x our ideal read-once count), so we bound it: ours <= XLA <= 4x ours.
+    # the layer-independent part agrees within 2%. Per layer, XLA also counts the small
+    # intermediates that stay in cache and its cache update, and we count the unfused
+    # attention scores: measured 1.06x ours at 1 token, 1.37x at 8 (jax 0.10.2, XLA:CPU),
+    # so we require 0.9x..1.6x.
     cfg2, cfg3 = SMOLLM2_135M.replace(n_layers=2), SMOLLM2_135M.replace(n_layers=3)
-    _, x2 = _xla_cost(cfg2, 1, 1, 64)
-    _, x3 = _xla_cost(cfg3, 1, 1, 64)
-    m2, m3 = forward_cost(cfg2, 1, 1, 64).bytes, forward_cost(cfg3, 1, 1, 64).bytes
+    _, x2 = _xla_cost(cfg2, 1, T, 256)
+    _, x3 = _xla_cost(cfg3, 1, T, 256)
+    m2, m3 = forward_cost(cfg2, 1, T, 256).bytes, forward_cost(cfg3, 1, T, 256).bytes
     per_layer_xla, per_layer_ours = x3 - x2, m3 - m2
-    assert per_layer_ours <= per_layer_xla <= 4 * per_layer_ours
-    assert x2 - 2 * per_layer_xla == pytest.approx(m2 - 2 * per_layer_ours, rel=0.02)
+    assert 0.9 * per_layer_ours <= per_layer_xla <= 1.6 * per_layer_ours
+    if T == 1:
+        assert x2 - 2 * per_layer_xla == pytest.approx(m2 - 2 * per_layer_ours, rel=0.02)
 
 
 # ---- time ----------------------------------------------------------------------------------
