@@ -404,3 +404,14 @@ def test_bfloat16_checkpoint(tmp_path):
     ids = _ids(m.cfg.vocab_size)
     ref32 = ref.float()
     np.testing.assert_allclose(_our_logits(m, ids), _hf_logits(ref32, ids), atol=ATOL, rtol=0)
+
+
+def test_gguf_cache_unwritable_still_loads(tmp_path):
+    import gguf
+    m = Model(GGUF_CFG, init_params(jax.random.PRNGKey(3), GGUF_CFG), None, "t")
+    path = tmp_path / "tiny.gguf"
+    _write_gguf(path, m, gguf.GGMLQuantizationType.F32)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")                      # the cache root cannot be created
+    g = ck.load_gguf(path, cache=blocker / "cache")
+    assert g.cfg.n_layers == GGUF_CFG.n_layers and blocker.is_file()

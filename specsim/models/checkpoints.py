@@ -575,16 +575,25 @@ def load_gguf(path: str | Path, *, dtype: str | None = None, cache: bool | str |
     cfg = cfg.replace(dtype=dtype or "float32")
     model = Model(cfg, _to_device(params, cfg), tok, str(path))
     if cache:
+        _write_cache(Model(cfg.replace(dtype="float32"), params, tok, str(path)), root, target)
+    return model
+
+
+def _write_cache(model, root: Path, target: Path) -> None:
+    """Save ``model`` as an HF folder at ``target`` atomically (temp folder in the same
+    directory, then os.replace). A failure (read-only disk, a concurrent writer that won
+    the race) leaves no partial folder and does not fail the load."""
+    tmp = None
+    try:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-        try:
-            save_hf(Model(cfg.replace(dtype="float32"), params, tok, str(path)), tmp)
-            os.replace(tmp, target)
-        except OSError:
-            pass  # another process won the race, or the disk is read-only: still loaded
-        finally:
+        save_hf(model, tmp)
+        os.replace(tmp, target)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return model
 
 
 def smollm2_path() -> Path:
