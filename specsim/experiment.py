@@ -207,11 +207,11 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
     if target is None:
         target = models.load(settings.target)
     if settings.layer_loop:
-        target = target.replace(cfg=target.cfg.replace(layer_loop=settings.layer_loop))
+        target = target.with_layer_loop(settings.layer_loop)
     if draft_model is None and settings.draft:
         draft_model = models.load(settings.draft)
     if draft_model is not None and settings.layer_loop:
-        draft_model = draft_model.replace(cfg=draft_model.cfg.replace(layer_loop=settings.layer_loop))
+        draft_model = draft_model.with_layer_loop(settings.layer_loop)
     drafters = build_drafters(target, settings, draft_model)
     env = bench.environment(model=target.cfg.name, dtype=target.cfg.dtype, seed=settings.seed,
                             layer_loop=target.cfg.layer_loop, demo=dataclasses.asdict(settings))
