@@ -207,7 +207,8 @@ def fit_roofline(flops, bytes_, times, *, kind: str = "max", holdout: float = 0.
     t0, P, W, p = unpack(best.x)
     se = _stderr(best.jac, best.fun)
     nat = np.array([t0, P, W] + ([p - 1.0] if kind == "smooth" else []))
-    se_nat = nat * se                                # delta method for exp(theta)
+    with np.errstate(invalid="ignore"):              # delta method for exp(theta);
+        se_nat = np.where(np.isinf(se), math.inf, nat * se)   # unseen stays inf, not nan
     pred_train = roofline_time(ft, bt, t0, P, W, p)
     pred_test = roofline_time(fl[test], by[test], t0, P, W, p)
     return RooflineFit(
