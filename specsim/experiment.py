@@ -91,7 +91,7 @@ class DemoSettings:
     @classmethod
     def quick_settings(cls, **changes) -> "DemoSettings":
         """A smaller run (fewer K, kinds and tokens) that keeps every step."""
-        base = dict(ks=(2, 4), kinds=("code", "prose"), max_new_tokens=40, repeats=3,
+        base = dict(ks=(2, 4), kinds=("code", "prose"), max_new_tokens=40, repeats=2,
                     sweep_repeats=5, quick=True)
         base.update(changes)
         return cls(**base)
