@@ -32,10 +32,9 @@ the compiled program; ``TRACE_COUNTS`` counts how often each program was traced.
 from __future__ import annotations
 
 import collections
-import math
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -43,7 +42,7 @@ import numpy as np
 
 from specsim.drafters import Context, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import KVCache, forward, init_cache
+from specsim.models.transformer import forward, init_cache
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
                               sample_residual)
 

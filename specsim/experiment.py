@@ -71,10 +71,9 @@ class DemoSettings:
     quick: bool = False
 
     def __post_init__(self):
-        for name in ("ks",):
-            vals = getattr(self, name)
-            if not vals or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in vals):
-                raise ValueError(f"{name} must be a non-empty tuple of integers >= 1, got {vals!r}")
+        if not self.ks or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                              for v in self.ks):
+            raise ValueError(f"ks must be a non-empty tuple of integers >= 1, got {self.ks!r}")
         bad = [d for d in self.drafters if d not in DRAFTER_KINDS]
         if bad:
             raise ValueError(f"drafters must be among {DRAFTER_KINDS}, got {bad}")
@@ -195,73 +194,14 @@ def _predict(E, k, fit_t, fit_d, cfg_t, cfg_d, context):
 
 
 # ---- the pipeline ----------------------------------------------------------------------------
-def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None] = print,
-             progress: bool = True, target=None, draft_model=None) -> DemoResult:
-    """Run the whole experiment; write ``settings.out_dir``; return a `DemoResult`."""
-    import jax
+def _time_generation(target, drafters: dict, prompts: dict, settings: DemoSettings,
+                    S: int, log, progress: bool):
+    """Run and time every (temperature, drafter, K) on every kind of work; one row
+    per run with its timings (medians over the rounds) and acceptance statistics."""
     import pandas as pd
 
-    from specsim import bench, decode, fit, models, workloads
+    from specsim import decode
 
-    settings = settings or DemoSettings()
-    t_start = time.perf_counter()
-    if target is None:
-        target = models.load(settings.target)
-    if settings.layer_loop:
-        target = target.with_layer_loop(settings.layer_loop)
-    if draft_model is None and settings.draft:
-        draft_model = models.load(settings.draft)
-    if draft_model is not None and settings.layer_loop:
-        draft_model = draft_model.with_layer_loop(settings.layer_loop)
-    drafters = build_drafters(target, settings, draft_model)
-    env = bench.environment(model=target.cfg.name, dtype=target.cfg.dtype, seed=settings.seed,
-                            layer_loop=target.cfg.layer_loop, demo=dataclasses.asdict(settings))
-    log(f"specsim demo: target {target.cfg.name} ({target.cfg.n_params() / 1e6:.0f}M params, "
-        f"{target.cfg.dtype}, layer loop {target.cfg.layer_loop}) on {env['devices']}; "
-        f"drafters {list(drafters)}")
-
-    # Prompts, and the cache size every run will use (so the sweep measures that context).
-    tok = target.tokenizer
-    prompts = {}
-    for kind in settings.kinds:
-        text = workloads.prompt_text(kind, tok)
-        prompts[kind] = tok.encode(text) if tok is not None else list(
-            np.random.default_rng(len(kind)).integers(3, target.cfg.vocab_size, 48))
-    k_max = max(settings.ks)
-    P = decode.bucket(max(len(p) for p in prompts.values()))
-    S = decode.bucket(P + settings.max_new_tokens + k_max + 1)
-    S = min(S, target.cfg.max_seq_len)
-
-    # 1. ceilings, sweeps, fits --------------------------------------------------------------
-    log("1/4 measuring the machine's ceilings and forward sweeps ...")
-    ceilings = bench.measure_ceilings(matmul_size=1024 if settings.quick else 2048,
-                                      copy_mib=128 if settings.quick else 256)
-    base_ns = {1, 4, 16, 64} if settings.quick else {1, 2, 4, 8, 16, 32, 64}
-    ns = sorted(base_ns | {k + 1 for k in settings.ks})
-    points = [(n, 1, S) for n in ns] + [(1, 1, c) for c in (S // 2, 2 * S) if c >= 1]
-    points += [(8, b, S) for b in ((2, 4) if settings.quick else (2, 4, 8))]
-    sweep_models = {target.cfg.name: target}
-    for name, (_, m) in drafters.items():
-        if m is not None:
-            sweep_models[m.cfg.name] = m
-    sweeps, fits = [], {}
-    for name, m in sweep_models.items():
-        df = bench.sweep_forward(m, points, repeats=settings.sweep_repeats, warmup=1,
-                                 progress=progress)
-        sweeps.append(df)
-        both = {kind: fit.fit_sweep(df, kind=kind, holdout=0.25, seed=settings.seed)
-                for kind in fit.KINDS}
-        for kind, f in both.items():
-            log(f"    {name} ({kind}): t0 {f.t0 * 1e3:.2f} ms, P {f.peak_flops / 1e9:.1f} "
-                f"GFLOP/s, W {f.bandwidth / 1e9:.1f} GB/s, R2 {f.r2:.3f}, held-out MAPE "
-                f"{f.mape_heldout:.1f}%")
-        # The prediction uses the form that predicts the held-out points better.
-        fits[name] = min(both.values(), key=lambda f: f.mape_heldout)
-    sweeps = pd.concat(sweeps, ignore_index=True)
-    fit_t = fits[target.cfg.name]
-
-    # 2. generation runs --------------------------------------------------------------------
-    log("2/4 running autoregressive and speculative generation ...")
     rows = []
     prefill_cache: dict = {}
 
@@ -343,10 +283,15 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
                        mean_overlap=res.stats.mean_overlap,
                        per_position=json.dumps([round(float(r), 4) for r in rates]))
         rows.append(row)
-    runs = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
 
-    # 3. predictions -------------------------------------------------------------------------
-    log("3/4 predicting speedups from measured acceptance and fitted costs ...")
+
+def _add_predictions(runs, target, drafters: dict, sweeps, fits: dict):
+    """Each speculative run's predicted speedups (fitted and swept costs) beside its
+    measured speedup against the autoregressive baseline at its temperature."""
+    import pandas as pd
+
+    fit_t = fits[target.cfg.name]
     # The baseline's work does not depend on the text (same shapes, same number of
     # passes), so one baseline per temperature, the median decode time per token over
     # every kind and round, carries less of this machine's noise than one per kind.
@@ -385,7 +330,77 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
                           pred_speedup_constant_cost=float(analytic.speedup(r["alpha"], k, c)),
                           measured_speedup=measured,
                           loop_overhead_ratio=r["decode_s"] / accounted))
-    runs = pd.concat([runs, pd.DataFrame(preds, index=runs.index)], axis=1)
+    return pd.concat([runs, pd.DataFrame(preds, index=runs.index)], axis=1)
+
+
+def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None] = print,
+             progress: bool = True, target=None, draft_model=None) -> DemoResult:
+    """Run the whole experiment; write ``settings.out_dir``; return a `DemoResult`."""
+    import pandas as pd
+
+    from specsim import bench, decode, fit, models, workloads
+
+    settings = settings or DemoSettings()
+    t_start = time.perf_counter()
+    if target is None:
+        target = models.load(settings.target)
+    if settings.layer_loop:
+        target = target.with_layer_loop(settings.layer_loop)
+    if draft_model is None and settings.draft:
+        draft_model = models.load(settings.draft)
+    if draft_model is not None and settings.layer_loop:
+        draft_model = draft_model.with_layer_loop(settings.layer_loop)
+    drafters = build_drafters(target, settings, draft_model)
+    env = bench.environment(model=target.cfg.name, dtype=target.cfg.dtype, seed=settings.seed,
+                            layer_loop=target.cfg.layer_loop, demo=dataclasses.asdict(settings))
+    log(f"specsim demo: target {target.cfg.name} ({target.cfg.n_params() / 1e6:.0f}M params, "
+        f"{target.cfg.dtype}, layer loop {target.cfg.layer_loop}) on {env['devices']}; "
+        f"drafters {list(drafters)}")
+
+    # Prompts, and the cache size every run will use (so the sweep measures that context).
+    tok = target.tokenizer
+    prompts = {}
+    for kind in settings.kinds:
+        text = workloads.prompt_text(kind, tok)
+        prompts[kind] = tok.encode(text) if tok is not None else list(
+            np.random.default_rng(len(kind)).integers(3, target.cfg.vocab_size, 48))
+    k_max = max(settings.ks)
+    P = decode.bucket(max(len(p) for p in prompts.values()))
+    S = decode.bucket(P + settings.max_new_tokens + k_max + 1)
+    S = min(S, target.cfg.max_seq_len)
+
+    # 1. ceilings, sweeps, fits --------------------------------------------------------------
+    log("1/4 measuring the machine's ceilings and forward sweeps ...")
+    ceilings = bench.measure_ceilings(matmul_size=1024 if settings.quick else 2048,
+                                      copy_mib=128 if settings.quick else 256)
+    base_ns = {1, 4, 16, 64} if settings.quick else {1, 2, 4, 8, 16, 32, 64}
+    ns = sorted(base_ns | {k + 1 for k in settings.ks})
+    points = [(n, 1, S) for n in ns] + [(1, 1, c) for c in (S // 2, 2 * S) if c >= 1]
+    points += [(8, b, S) for b in ((2, 4) if settings.quick else (2, 4, 8))]
+    sweep_models = {target.cfg.name: target}
+    for name, (_, m) in drafters.items():
+        if m is not None:
+            sweep_models[m.cfg.name] = m
+    sweeps, fits = [], {}
+    for name, m in sweep_models.items():
+        df = bench.sweep_forward(m, points, repeats=settings.sweep_repeats, warmup=1,
+                                 progress=progress)
+        sweeps.append(df)
+        both = {kind: fit.fit_sweep(df, kind=kind, holdout=0.25, seed=settings.seed)
+                for kind in fit.KINDS}
+        for kind, f in both.items():
+            log(f"    {name} ({kind}): t0 {f.t0 * 1e3:.2f} ms, P {f.peak_flops / 1e9:.1f} "
+                f"GFLOP/s, W {f.bandwidth / 1e9:.1f} GB/s, R2 {f.r2:.3f}, held-out MAPE "
+                f"{f.mape_heldout:.1f}%")
+        # The prediction uses the form that predicts the held-out points better.
+        fits[name] = min(both.values(), key=lambda f: f.mape_heldout)
+    sweeps = pd.concat(sweeps, ignore_index=True)
+
+    # 2-3. generation, then predictions -----------------------------------------------------
+    log("2/4 running autoregressive and speculative generation ...")
+    runs = _time_generation(target, drafters, prompts, settings, S, log, progress)
+    log("3/4 predicting speedups from measured acceptance and fitted costs ...")
+    runs = _add_predictions(runs, target, drafters, sweeps, fits)
 
     # 4. other hardware -----------------------------------------------------------------------
     log("4/4 predicting the same acceptance on datasheet hardware ...")

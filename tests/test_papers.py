@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
