@@ -126,8 +126,6 @@ def build_drafters(target, settings: DemoSettings, draft_model=None) -> dict:
     (None for n-gram lookup, whose proposals are a few gathers inside the loop)."""
     from specsim import drafters as dr
     from specsim.models import Model
-    from specsim.models.transformer import select_layers
-
     out = {}
     for kind in settings.drafters:
         if kind == "ngram":
@@ -136,8 +134,8 @@ def build_drafters(target, settings: DemoSettings, draft_model=None) -> dict:
         elif kind == "layer-skip":
             layers = settings.layer_skip or default_layer_skip(target.cfg.n_layers)
             d = dr.layer_skip_drafter(target, layers)
-            params, cfg = select_layers(target.params, target.cfg, layers)
-            out[d.name] = (d, Model(cfg, params, None, f"layer-skip of {target.source}"))
+            # the drafter's own gathered layers, as a Model for sweeping its cost
+            out[d.name] = (d, Model(d.cfg, d.params, None, f"layer-skip of {target.source}"))
     if draft_model is not None:
         d = dr.model_drafter(draft_model, target)
         out[d.name] = (d, draft_model)
