@@ -1,0 +1,42 @@
+"""Draft proposers for speculative decoding, as pure functions over pytrees.
+
+A drafter is a pytree (its arrays are children, its configuration is static aux data),
+so it is passed straight into the compiled loop of `specsim.decode` and a second call
+with an equal drafter hits the compile cache. The interface has three methods:
+
+    state = drafter.init_state(prompts [B, P], prompt_lens [B], cache_len S)
+    state, draft = drafter.propose(state, context, k, key, sampling)
+    state = drafter.commit(state, n_accepted [B], active [B])
+
+``context`` is the loop's token buffer: ``Context(tokens [B, N], length [B])``, holding
+prompt + output so far; ``length[b]`` counts the valid tokens of row b and is >= 2
+whenever `propose` is called (the first new token comes from the target's prefill).
+``draft`` is ``Draft(tokens [B, K] int32, probs [B, K, V] fp32)``: the proposed tokens and
+the distribution each was drawn from, after the same temperature/top-k/top-p
+processing as the target. A row of zeros in ``probs`` means "no proposal at this
+position": the verifier rejects it and samples from the target itself, so a drafter may
+propose fewer than K tokens (the n-gram drafter does when there is no match) and stay
+exact. A deterministic drafter has a one-hot ``probs``; rejection sampling with a one-hot
+draft distribution is still exact.
+
+Model drafters keep a KV cache holding all but the last TWO tokens of the context. Their
+first draft step runs the last two tokens (re-writing the second-to-last, which may be a
+draft the cache has not seen when every draft was accepted), the other K−1 steps run one
+token each (a `lax.scan`). `propose` returns the cache with its length set back to where
+it started; `commit` advances it by the n_accepted + 1 tokens the row kept (rolling back
+the rejected drafts is just not counting them).
+
+Drafters: `ModelDrafter` (a small model sharing the target's vocabulary; also the
+layer-skip self-draft, see `layer_skip_drafter`) and `NGramDrafter` (prompt lookup).
+A new drafter (a trained head, a tree) implements the same three methods, in a module of
+its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
+"""
+
+from __future__ import annotations
+
+from specsim.drafters.base import Context, Draft, Drafter, check_drafter, gather_last
+from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_drafter
+from specsim.drafters.ngram import NGramDrafter
+
+__all__ = ["Context", "Draft", "Drafter", "ModelDrafter", "NGramDrafter", "model_drafter",
+           "layer_skip_drafter", "check_drafter", "gather_last"]

@@ -1,0 +1,60 @@
+"""The drafter interface: the context a drafter sees, the draft it returns, and the
+protocol the speculative loop calls (see `specsim.drafters` for the contract)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+
+from specsim.sampling import SamplingParams
+
+__all__ = ["Context", "Draft", "Drafter", "check_drafter", "gather_last"]
+
+
+class Context(NamedTuple):
+    tokens: jax.Array  # [B, N] int32: prompt + output so far, garbage past `length`
+    length: jax.Array  # [B] int32: valid tokens per row
+
+
+class Draft(NamedTuple):
+    tokens: jax.Array  # [B, K] int32
+    probs: jax.Array   # [B, K, V] fp32; a zero row = no proposal
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """What the speculative loop needs from a drafter (all methods are traced)."""
+    vocab_size: int
+    name: str
+
+    def init_state(self, prompts: jax.Array, prompt_lens: jax.Array, cache_len: int) -> Any: ...
+
+    def propose(self, state: Any, context: Context, k: int, key: jax.Array,
+                sampling: SamplingParams) -> tuple[Any, Draft]: ...
+
+    def commit(self, state: Any, n_accepted: jax.Array, active: jax.Array) -> Any: ...
+
+    def passes_per_iteration(self, k: int) -> int: ...
+
+    def max_cache_len(self) -> int | None: ...
+
+
+def gather_last(tokens: jax.Array, length: jax.Array, back: int) -> jax.Array:
+    """tokens[b, length[b] - back] for each row → [B]."""
+    idx = jnp.clip(length - back, 0, tokens.shape[1] - 1)
+    return jnp.take_along_axis(tokens, idx[:, None], axis=1)[:, 0]
+
+
+def check_drafter(drafter, vocab_size: int) -> None:
+    """Eager compatibility checks between a drafter and a target vocabulary."""
+    missing = [m for m in ("init_state", "propose", "commit", "passes_per_iteration",
+                           "max_cache_len") if not callable(getattr(drafter, m, None))]
+    if missing:
+        raise ValueError(f"drafter must implement the Drafter interface; missing {missing}")
+    if int(drafter.vocab_size) != int(vocab_size):
+        raise ValueError(
+            f"drafter vocabulary ({drafter.vocab_size} tokens, {drafter.name}) does not match "
+            f"the target's ({vocab_size} tokens); a draft model must share the target's "
+            f"tokenizer")
