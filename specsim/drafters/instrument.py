@@ -278,9 +278,12 @@ def _cost_model(target, layers, head: bool):
     return params, sub.replace(name=f"{sub.name}{'' if head else '-smallhead'}")
 
 
-def reference_tokens(target, prompts, n_new: int) -> tuple[np.ndarray, np.ndarray]:
+def reference_tokens(target, prompts, n_new: int, *, cache_len: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """The target's greedy continuation of each prompt (no stop at end-of-sequence):
-    ([B, N] int32 prompt + continuation per row, zero padded; [B] prompt lengths)."""
+    ([B, N] int32 prompt + continuation per row, zero padded; [B] prompt lengths).
+    ``cache_len``: as `decode.generate_autoregressive` (the baseline's, to share its
+    compiled program)."""
     from specsim import decode
 
     if isinstance(prompts, str) or (prompts and isinstance(prompts[0], (int, np.integer))):
@@ -288,7 +291,7 @@ def reference_tokens(target, prompts, n_new: int) -> tuple[np.ndarray, np.ndarra
     rows = [list(target.tokenizer.encode(p)) if isinstance(p, str) else
             [int(t) for t in np.asarray(p).reshape(-1)] for p in prompts]
     res = decode.generate_autoregressive(target, rows, int(n_new), temperature=0.0,
-                                         eos_token_id=None)
+                                         eos_token_id=None, cache_len=cache_len)
     full = [p + t for p, t in zip(rows, res.tokens)]
     out = np.zeros((len(full), max(map(len, full))), np.int32)
     for b, r in enumerate(full):
