@@ -45,6 +45,9 @@ def parse(argv=None):
                     help="draft cost per step: target layers, '+head' for the full head")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--prompt-tokens", type=int, default=28,
+                    help="keep the first N tokens of each workload prompt (0: all); a short "
+                         "prompt keeps the prefill, which is subtracted, small")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4, help="iterations per pass-program call")
     ap.add_argument("--quick", action="store_true", help="batch 1, K 4, one round less")
@@ -60,16 +63,25 @@ def _cost(text: str) -> tuple[int, bool]:
     return int(layers), head == "head"
 
 
-def _prompts(target, batch: int) -> list[list[int]]:
+def _prompts(target, batch: int, keep: int) -> list[list[int]]:
     kinds = workloads.KINDS
-    return [target.tokenizer.encode(workloads.prompt_text(kinds[b % len(kinds)],
-                                                          target.tokenizer))
-            for b in range(batch)]
+    out = [target.tokenizer.encode(workloads.prompt_text(kinds[b % len(kinds)],
+                                                         target.tokenizer))
+           for b in range(batch)]
+    return [p[:keep] if keep else p for p in out]
+
+
+def short_tokens(max_new: int) -> int:
+    """The fewest new tokens that run the same compiled loop (same iteration bucket)."""
+    b, n = decode.bucket(max_new), max_new
+    while n > 2 and decode.bucket(n - 1) == b:
+        n -= 1
+    return n
 
 
 def _setup_batch(target, batch, args, log):
     """Reference, drafters, compiled calls for one batch size → dict of jobs."""
-    prompts = _prompts(target, batch)
+    prompts = _prompts(target, batch, args.prompt_tokens)
     k_max = max(args.ks)
     P = decode.bucket(max(map(len, prompts)), 8)
     S = decode.bucket(P + args.max_new + k_max + 1)
@@ -78,6 +90,10 @@ def _setup_batch(target, batch, args, log):
     log(f"  batch {batch}: P {P}, S {S}; reference run {time.perf_counter() - t0:.0f} s")
     jobs = {("ar",): lambda: decode.generate_autoregressive(
         target, prompts, args.max_new, eos_token_id=None, cache_len=S)}
+    # the same program over fewer tokens: the slope gives the in-run step, the intercept
+    # the in-run prefill and per-call overhead (compared with the bare prefill below)
+    jobs[("ar_short",)] = lambda: decode.generate_autoregressive(
+        target, prompts, short_tokens(args.max_new), eos_token_id=None, cache_len=S)
     pre, _ = bench.make_forward_call(target, P, batch, S)
     jobs[("prefill",)] = pre
     for n in sorted({1} | {k + 1 for k in args.ks}):
@@ -99,7 +115,7 @@ def _setup_batch(target, batch, args, log):
             jobs[("target_1",)] = calls.target_1
     t0 = time.perf_counter()
     for key, job in jobs.items():          # compile outside the timed rounds
-        if key[0] in ("ar", "spec"):
+        if key[0] in ("ar", "spec", "ar_short"):
             job()
     log(f"  batch {batch}: {len(jobs)} jobs compiled/warmed in {time.perf_counter() - t0:.0f} s")
     return jobs
@@ -115,7 +131,7 @@ def _time_rounds(jobs: dict, rounds: int, seed: int):
             key = keys[i]
             t0 = time.perf_counter()
             out = jobs[key]()
-            if key[0] not in ("ar", "spec"):   # generation returns host values already
+            if key[0] not in ("ar", "spec", "ar_short"):   # generation returns host values already
                 jax.block_until_ready(out)
             times[key].append(time.perf_counter() - t0)
             if key[0] == "spec":
@@ -148,7 +164,11 @@ def _row(key, res, times, args, batch, steps):
     ar, sp, pr = (np.asarray(times[x]) for x in (("ar",), key, ("prefill",)))
     per_round = (np.median(ar) - pr) / (sp - pr)
     measured = (med[("ar",)] - pre) / (med[key] - pre)
+    n_short = short_tokens(args.max_new) - 1
+    t1_slope = (med[("ar",)] - med[("ar_short",)]) / (n - n_short)
     row = dict(batch=batch, cost=cost, alpha=a, k=k, alpha_hat=alpha_hat, iters=I,
+               prefill_bare_s=pre, prefill_run_s=med[("ar",)] - n * t1_slope,
+               measured_int=n * t1_slope / (med[key] - (med[("ar",)] - n * t1_slope)),
                c=td / t1, measured=measured, meas_lo=float(per_round.min()),
                meas_hi=float(per_round.max()), t1_ms=1e3 * t1, tv_ms=1e3 * tv,
                td_ms=1e3 * td)
@@ -198,7 +218,7 @@ def report(rows, log):
     df = pd.DataFrame(rows)
     pd.set_option("display.width", 250)
     cols = ["batch", "cost", "alpha", "k", "alpha_hat", "iters", "c", "measured", "meas_lo",
-            "meas_hi", "pred_eff", "pred_tpi", "pred_iid", "pred_set_finite", "pred_bare",
+            "meas_hi", "measured_int", "prefill_bare_s", "prefill_run_s", "pred_eff", "pred_tpi", "pred_iid", "pred_set_finite", "pred_bare",
             "err_accept_iid", "err_t1", "err_iter", "err_bare_t1", "err_bare_iter"]
     log(df[cols].round(3).to_string(index=False))
     for name in ("eff", "tpi", "iid", "pos", "set_finite", "bare"):
