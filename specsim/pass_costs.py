@@ -26,8 +26,9 @@ step does the same work (attention reads all S slots whatever the length).
 
 Time these calls in the same interleaved rounds as the generation runs they predict
 (`specsim.bench.time_calls` for a single series); `PassCosts.from_times` turns per-call
-times into per-pass medians with their spread. The per-iteration bodies mirror
-`specsim.decode`'s loop body and must follow it when it changes.
+times into per-pass medians with their spread. The verify program calls the loop's own
+acceptance, non-finite policy and statistics steps (``decode._verify``,
+``_nonfinite_policy``, ``_record_stats``); the autoregressive step mirrors the loop's.
 
 Finite runs: a run of n decode tokens at batch B takes the iterations its slowest row
 needs, so its effective tokens per iteration is n / E[max_b I_b], below E;
@@ -46,13 +47,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim import analytic
+from specsim.errors import InvalidArgument
+from specsim import analytic, decode
 from specsim.bench import TimingStats, stats_from_times
-from specsim.drafters.base import Context
+from specsim.drafters.base import Context, Draft
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
-from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
-                              sample_residual)
+from specsim.sampling import SamplingParams, is_finite_row
 
 __all__ = ["TRACE_COUNTS", "PassCalls", "PassCosts", "pass_calls", "predict_speedup",
            "expected_iterations"]
@@ -101,35 +102,22 @@ def _verify_program(params, sp: SamplingParams, tokens, length, cache, key, *,
     overlap and statistics, as `specsim.decode`'s loop body does them."""
     TRACE_COUNTS["verify"] += 1
     B, K, V = tokens.shape[0], k, cfg.vocab_size
-    rows = jnp.arange(B)
     start = cache.length
-    stats = (jnp.zeros((steps, B), jnp.int32), jnp.zeros((steps, B, K), jnp.float32))
+    stats = decode._SpecStatsBuf(jnp.full((steps, B), -1, jnp.int32),
+                                 jnp.full((steps, B), -1, jnp.int32),
+                                 jnp.full((steps, B, K), jnp.nan, jnp.float32))
 
     def body(i, carry):
         tokens, cache, key, stats = carry
         key, k_accept, k_resid = jax.random.split(key, 3)
         window = _gather(tokens, length - 1, K + 1)                             # [B, K+1]
-        drafts = window[:, 1:]                                                   # [B, K]
-        draft_probs = jax.nn.one_hot(drafts, V, dtype=jnp.float32)               # [B, K, V]
+        draft = Draft(window[:, 1:], jax.nn.one_hot(window[:, 1:], V, dtype=jnp.float32))
         logits, cache = forward(params, cfg, window, cache)                      # [B, K+1, V]
         target_probs = sp.probs(logits)
-        accepted = accept_drafts(k_accept, drafts, draft_probs, target_probs[:, :K],
-                                 greedy=sp.greedy)
-        n_acc = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32), axis=1), axis=1)  # [B]
-        p_next = target_probs[rows, n_acc]
-        q_next = jnp.where((n_acc < K)[:, None], draft_probs[rows, jnp.minimum(n_acc, K - 1)],
-                           0.0)
-        extra = sample_residual(k_resid, p_next, q_next, greedy=sp.greedy)       # [B]
-        pos = jnp.arange(K + 1, dtype=jnp.int32)[None]
-        drafts_ext = jnp.concatenate([drafts, jnp.zeros((B, 1), jnp.int32)], 1)
-        new = jnp.where(pos < n_acc[:, None], drafts_ext, extra[:, None])        # [B, K+1]
-        bad = ~is_finite_row(target_probs)
-        bad = bad.at[:, :K].set(bad[:, :K] | ~is_finite_row(draft_probs))
-        first_bad = jnp.min(jnp.where(bad, pos, K + 1), axis=1)
-        n_acc = jnp.where(first_bad > n_acc, n_acc, -1)
-        proposed = jnp.sum(draft_probs, -1) > 0
-        beta = jnp.where(proposed, overlap(target_probs[:, :K], draft_probs), jnp.nan)
-        stats = (stats[0].at[i].set(n_acc), stats[1].at[i].set(beta))
+        # the loop's own steps 3-5 (acceptance, residual/bonus, non-finite policy, stats)
+        n_acc, new = decode._verify(k_accept, k_resid, draft, target_probs, sp)
+        finite, _ = decode._nonfinite_policy(draft.probs, target_probs, n_acc)
+        stats = decode._record_stats(stats, i, finite, n_acc, draft, target_probs)
         # the kept tokens become the next step's last token and drafts
         tokens = _append(tokens, length - 1, new)
         return tokens, cache._replace(length=start), key, stats
@@ -184,12 +172,12 @@ def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
     slots, as in the loop)."""
     for name, v in (("batch", batch), ("cache_len", cache_len), ("k", k), ("steps", steps)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
     cfg = target.cfg
     S, K = int(cache_len), int(k)
     ctx = S // 2
     if ctx + steps * (K + 1) + K + 1 > S or ctx < 2:
-        raise ValueError(f"cache_len ({S}) too small for k ({K}) and steps ({steps}): need "
+        raise InvalidArgument(f"cache_len ({S}) too small for k ({K}) and steps ({steps}): need "
                          f"S/2 + steps*(k+1) + k + 1 <= S")
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     rng = np.random.default_rng(seed)
@@ -250,7 +238,7 @@ def predict_speedup(expected_tokens, k: int, t_target_1: float, t_verify: float,
     `analytic.speedup_from_costs` with the verify pass carrying the iteration's
     residual loop overhead (seconds, >= 0)."""
     if not np.all(np.asarray(residual) >= 0):
-        raise ValueError(f"residual must be >= 0 seconds, got {residual!r}")
+        raise InvalidArgument(f"residual must be >= 0 seconds, got {residual!r}")
     return analytic.speedup_from_costs(expected_tokens, k, t_draft, t_target_1,
                                        np.asarray(t_verify) + residual)
 
@@ -261,10 +249,10 @@ def expected_iterations(pmf, n_tokens: int, batch: int = 1) -> float:
     (j = 1..K+1). The batched loop runs until its slowest row is done."""
     pmf = np.asarray(pmf, float).reshape(-1)
     if pmf.size < 1 or np.any(pmf < 0) or not np.isclose(pmf.sum(), 1.0):
-        raise ValueError("pmf must be a probability vector over 1..K+1 tokens")
+        raise InvalidArgument("pmf must be a probability vector over 1..K+1 tokens")
     for name, v in (("n_tokens", n_tokens), ("batch", batch)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
     mass = np.zeros(n_tokens)          # P(not done, m tokens so far), m < n
     mass[0] = 1.0
     survival = [1.0]                   # P(I > i)

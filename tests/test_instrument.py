@@ -94,6 +94,10 @@ def test_markov_measured(tiny, prompts, reference):
     # after an accepted draft the next one is accepted with p11 (not alpha)
     acc, reached = _pooled(stats, first=1)
     _within_binomial(acc, reached, float(p11))
+    # the first draft of an iteration: p11 after an accepting start state, else p01
+    pi1 = float(analytic.markov_start_probability(alpha, rho, K))
+    a0 = stats.accepted[stats.active]
+    _within_binomial(int((a0 > 0).sum()), a0.size, (1 - pi1) * float(p01) + pi1 * float(p11))
     assert abs(acc / reached - alpha) > 6 * np.sqrt(alpha * (1 - alpha) / reached)  # not i.i.d.
     a = stats.accepted[stats.active]
     E = float(analytic.expected_tokens_markov(alpha, rho, K))

@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim.errors import InvalidArgument
 from specsim.drafters.base import Context, Draft, gather_last
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import KVCache, forward, init_cache, select_layers
@@ -115,7 +116,7 @@ class InstrumentDrafter:
         """Refuse temperature > 0: the target's token is then random and no α can be
         promised (see the module docstring)."""
         if not (isinstance(temperature, (int, float, np.number)) and float(temperature) == 0):
-            raise ValueError(
+            raise InvalidArgument(
                 f"temperature must be 0 for the instrument drafter (got {temperature!r}): "
                 f"above 0 the target samples its token, so the set acceptance rate cannot "
                 f"be promised")
@@ -127,21 +128,21 @@ class InstrumentDrafter:
         self._check_k(k)
         need = int(max_new_tokens) + int(k) - 1
         if self.spec.covers < need:
-            raise ValueError(
+            raise InvalidArgument(
                 f"reference too short: it holds {self.spec.covers} new tokens per prompt but "
                 f"max_new_tokens ({max_new_tokens}) + k ({k}) - 1 = {need} are needed; build "
                 f"it with max_new_tokens >= {max_new_tokens} and k_max >= {k}")
 
     def _check_k(self, k: int) -> None:
         if self.spec.form == "positional" and int(k) != self.spec.k:
-            raise ValueError(f"k ({k}) must equal the length of the per-position profile "
+            raise InvalidArgument(f"k ({k}) must equal the length of the per-position profile "
                              f"alphas ({self.spec.k})")
 
     # ---- the drafter protocol ---------------------------------------------------------------
     def init_state(self, prompts, prompt_lens, cache_len: int) -> InstrumentState:
         B = prompts.shape[0]
         if B != self.reference.shape[0]:
-            raise ValueError(f"the instrument's reference has {self.reference.shape[0]} rows "
+            raise InvalidArgument(f"the instrument's reference has {self.reference.shape[0]} rows "
                              f"but the run has {B} prompts; build it from the same prompts")
         cache = init_cache(self.spec.draft_cfg, B, cache_len) if self.has_work else ()
         minus = jnp.full((B,), -1, jnp.int32)
@@ -150,7 +151,7 @@ class InstrumentDrafter:
     def propose(self, state: InstrumentState, context: Context, k: int, key,
                 sampling: SamplingParams):
         if not sampling.greedy:
-            raise ValueError("temperature must be 0 for the instrument drafter (the "
+            raise InvalidArgument("temperature must be 0 for the instrument drafter (the "
                              "target samples its token above 0; see check_sampling)")
         self._check_k(k)
         B, N = self.reference.shape
@@ -224,7 +225,7 @@ class InstrumentDrafter:
 def _check_rate(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
             or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+        raise InvalidArgument(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
 
@@ -233,14 +234,14 @@ def _rates(alpha, alphas, rho) -> tuple[str, np.ndarray, int | None]:
     from specsim import analytic
 
     if (alpha is None) == (alphas is None):
-        raise ValueError("give exactly one of alpha (i.i.d. or, with rho, Markov) and alphas "
+        raise InvalidArgument("give exactly one of alpha (i.i.d. or, with rho, Markov) and alphas "
                          "(a per-position profile)")
     if alphas is not None:
         if rho is not None:
-            raise ValueError("rho applies to alpha (the Markov form), not to alphas")
+            raise InvalidArgument("rho applies to alpha (the Markov form), not to alphas")
         arr = np.asarray(alphas, dtype=float).reshape(-1)
         if arr.size < 1:
-            raise ValueError("alphas must hold one rate per draft position (K >= 1 values)")
+            raise InvalidArgument("alphas must hold one rate per draft position (K >= 1 values)")
         for j, a in enumerate(arr):
             _check_rate(f"alphas[{j}]", float(a))
         return "positional", arr, arr.size
@@ -249,7 +250,7 @@ def _rates(alpha, alphas, rho) -> tuple[str, np.ndarray, int | None]:
         return "iid", np.asarray([a]), None
     if isinstance(rho, bool) or not isinstance(rho, (int, float, np.number)) \
             or not math.isfinite(float(rho)):
-        raise ValueError(f"rho must be a finite number, got {rho!r}")
+        raise InvalidArgument(f"rho must be a finite number, got {rho!r}")
     p01, p11 = analytic.markov_transitions(a, float(rho))   # raises naming rho's range
     return "markov", np.asarray([float(p01), float(p11)]), None
 
@@ -260,14 +261,14 @@ def _cost_model(target, layers, head: bool):
     cfg = target.cfg
     if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)) \
             or not 0 <= layers <= cfg.n_layers:
-        raise ValueError(f"layers (the draft step's cost) must be an integer in "
+        raise InvalidArgument(f"layers (the draft step's cost) must be an integer in "
                          f"[0, {cfg.n_layers}] (target layers run per draft step), got "
                          f"{layers!r}")
     if not isinstance(head, bool):
-        raise ValueError(f"head must be True or False, got {head!r}")
+        raise InvalidArgument(f"head must be True or False, got {head!r}")
     if layers == 0:
         if head:
-            raise ValueError("head=True needs layers >= 1 (layers=0 means no work at all)")
+            raise InvalidArgument("head=True needs layers >= 1 (layers=0 means no work at all)")
         return None, None
     params, sub = select_layers(target.params, cfg, range(int(layers)))
     if not head:
@@ -311,10 +312,10 @@ def instrument_drafter(target, prompts, max_new_tokens: int, *, k_max: int, alph
     run between drafters; default: run it here (max_new_tokens + k_max + 1 tokens)."""
     form, rates, k_profile = _rates(alpha, alphas, rho)
     if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
-        raise ValueError(f"k_max must be an integer >= 1, got {k_max!r}")
+        raise InvalidArgument(f"k_max must be an integer >= 1, got {k_max!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
             or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        raise InvalidArgument(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     if k_profile is not None and k_max < k_profile:
         k_max = k_profile
     params, dcfg = _cost_model(target, layers, head)
@@ -334,17 +335,17 @@ def _check_reference(reference, vocab_size: int, need: int):
     try:
         ref, plens = reference
     except (TypeError, ValueError):
-        raise ValueError("reference must be a pair (tokens [B, N], prompt lengths [B]) as "
+        raise InvalidArgument("reference must be a pair (tokens [B, N], prompt lengths [B]) as "
                          "reference_tokens returns") from None
     ref, plens = np.asarray(ref), np.asarray(plens)
     if ref.ndim != 2 or ref.dtype.kind not in "iu" or plens.shape != (ref.shape[0],):
-        raise ValueError(f"reference must be integer tokens [B, N] with prompt lengths [B]; "
+        raise InvalidArgument(f"reference must be integer tokens [B, N] with prompt lengths [B]; "
                          f"got shapes {ref.shape}, {plens.shape}")
     if ref.size and (ref.min() < 0 or ref.max() >= vocab_size):
-        raise ValueError(f"reference token ids must lie in [0, {vocab_size - 1}]")
+        raise InvalidArgument(f"reference token ids must lie in [0, {vocab_size - 1}]")
     # every row holds the same number of new tokens; rows are padded to the longest
     covers = int(ref.shape[1] - plens.max())
     if covers < need:
-        raise ValueError(f"reference too short: it holds {covers} new tokens per prompt, "
+        raise InvalidArgument(f"reference too short: it holds {covers} new tokens per prompt, "
                          f"max_new_tokens + k_max - 1 = {need} are needed")
     return ref.astype(np.int32), plens.astype(np.int32), covers
