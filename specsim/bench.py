@@ -110,6 +110,34 @@ def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -
     return time_calls(lambda: fn(*args, **kwargs), repeats=repeats, warmup=warmup)
 
 
+def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, *,
+                       warmup: int = 0, on_call: Callable[[int], None] | None = None
+                       ) -> tuple[list[list[float]], list]:
+    """Time already compiled zero-argument ``calls`` in ``rounds`` rounds, each round
+    every call once in a fresh order drawn from ``rng`` (a `numpy.random.Generator`), and
+    drop the first ``warmup`` rounds. On a shared machine a burst of load then falls on
+    every call alike, so ratios between calls stay fair.
+
+    Returns ``(samples, outputs)``: ``samples[i]`` the seconds of call i in the kept
+    rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
+    ``on_call(i)`` runs after every call (a progress bar, say)."""
+    rounds, warmup = _check_counts(rounds, warmup)
+    if warmup >= rounds:
+        raise ValueError(f"warmup must be below rounds ({rounds}), got {warmup}")
+    samples: list[list[float]] = [[] for _ in calls]
+    outputs: list = [None] * len(calls)
+    for r in range(rounds):
+        for i in rng.permutation(len(calls)):
+            t0 = time.perf_counter()
+            outputs[i] = _block(calls[i]())
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                samples[i].append(dt)
+            if on_call is not None:
+                on_call(int(i))
+    return samples, outputs
+
+
 # ---- metadata ------------------------------------------------------------------------
 def _git_commit(repo: Path = DATA_DIR.parent) -> str:
     try:
@@ -316,17 +344,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
                 compile_times.append(compile_s)
                 if bar is not None:
                     bar.update(1)
-            samples = [[] for _ in pts]
-            order_rng = np.random.default_rng(seed)
-            for r in range(warmup + repeats):
-                for i in order_rng.permutation(len(pts)):
-                    t0 = time.perf_counter()
-                    _block(calls[i]())
-                    dt = time.perf_counter() - t0
-                    if r >= warmup:
-                        samples[i].append(dt)
-                    if bar is not None:
-                        bar.update(1)
+            tick = None if bar is None else (lambda i: bar.update(1))
+            samples, _ = interleaved_rounds(calls, warmup + repeats,
+                                            np.random.default_rng(seed), warmup=warmup,
+                                            on_call=tick)
             del calls
             stats = [stats_from_times(s, warmup) for s in samples]
         else:

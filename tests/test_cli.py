@@ -98,3 +98,14 @@ def test_help_on_every_theory_subcommand(command, capsys):
         build_parser().parse_args([command, "--help"])
     assert exit_info.value.code == 0
     assert f"usage: specsim {command}" in capsys.readouterr().out
+
+
+def test_demo_lists_its_parts_and_refuses_unknown_ones(capsys):
+    from specsim.experiment.parts import PARTS
+
+    assert main(["demo", "--list-parts"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(PARTS)
+    assert main(["demo", "--parts", "fidelity", "astrology", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsim demo: error: parts must") and "astrology" in err
