@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from specsim import schema
 from specsim.roofline import DATA_DIR, forward_cost
 
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
@@ -362,10 +363,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
     rows = []
     for (n, b, c), st, compile_s in zip(pts, stats, compile_times):
         cost = forward_cost(model.cfg, b, n, c)
-        rows.append({"model": model.cfg.name, "dtype": model.cfg.dtype, "n_tokens": n,
-                     "batch": b, "context": c, "time_s": st.median, **st.as_dict("time_"),
-                     "compile_s": compile_s, "flops": cost.flops, "bytes": cost.bytes,
-                     "interleaved": bool(interleave)})
+        rows.append({schema.MODEL: model.cfg.name, "dtype": model.cfg.dtype, schema.N_TOKENS: n,
+                     schema.BATCH: b, schema.CONTEXT: c, schema.TIME_S: st.median,
+                     **st.as_dict("time_"), "compile_s": compile_s, schema.FLOPS: cost.flops,
+                     schema.BYTES: cost.bytes, "interleaved": bool(interleave)})
     return pd.DataFrame(rows).drop(columns=["time_median"])
 
 
