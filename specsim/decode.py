@@ -43,6 +43,8 @@ import numpy as np
 from specsim.drafters import Context, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
+from specsim.errors import InvalidArgument
+from specsim.validation import choice, integer, positive_int
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
                               sample_residual)
 
@@ -156,12 +158,6 @@ def bucket(n: int, minimum: int = 16) -> int:
     return -(-n // 256) * 256
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 def _encode_prompts(prompts, model, cfg: ModelConfig) -> list[list[int]]:
     if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
                                     and isinstance(prompts[0], (int, np.integer))):
@@ -195,10 +191,11 @@ def _resolve_eos(eos_token_id, cfg: ModelConfig) -> int:
         eos_token_id = cfg.eos_token_id
     if eos_token_id is None:
         return -1
-    if isinstance(eos_token_id, bool) or not isinstance(eos_token_id, (int, np.integer)) \
+    if isinstance(eos_token_id, (bool, np.bool_)) \
+            or not isinstance(eos_token_id, (int, np.integer)) \
             or not 0 <= eos_token_id < cfg.vocab_size:
-        raise ValueError(f"eos_token_id must be None, 'auto' or a token id in "
-                         f"[0, {cfg.vocab_size - 1}], got {eos_token_id!r}")
+        raise InvalidArgument(f"eos_token_id must be None, 'auto' or a token id in "
+                              f"[0, {cfg.vocab_size - 1}] (got {eos_token_id!r})")
     return int(eos_token_id)
 
 
@@ -210,7 +207,7 @@ def _plan(prompts: list[list[int]], max_new: int, k_extra: int, caps: list[tuple
     need = longest + max_new + k_extra
     cap, cap_what = min(caps, key=lambda c: c[0])
     if cache_len is not None:
-        cache_len = _positive_int(cache_len, "cache_len")
+        cache_len = positive_int("cache_len", cache_len)
         if cache_len > cap:
             raise ValueError(f"cache_len ({cache_len}) exceeds {cap_what} ({cap})")
         cap, cap_what = cache_len, "cache_len"
@@ -417,14 +414,11 @@ def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields
 
 
 def _check_on_nonfinite(on_nonfinite):
-    if on_nonfinite not in ("raise", "report"):
-        raise ValueError(f"on_nonfinite must be 'raise' or 'report', got {on_nonfinite!r}")
+    choice("on_nonfinite", on_nonfinite, ("raise", "report"))
 
 
 def _seed_key(seed):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    return jax.random.PRNGKey(int(seed))
+    return jax.random.PRNGKey(integer("seed", seed))
 
 
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
@@ -437,7 +431,7 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
     max_seq_len)."""
     cfg = model.cfg
-    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
     key = _seed_key(seed)
@@ -467,8 +461,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
     target and draft distributions after the same temperature/top-k/top-p processing.
     Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
     cfg = target.cfg
-    k = _positive_int(k, "k")
-    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    k = positive_int("k", k)
+    max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
     if hasattr(drafter, "cfg") and hasattr(drafter, "params") and \
