@@ -26,6 +26,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from specsim.errors import InvalidArgument
+
 # ---- table names (files under results/demo/) ------------------------------------------------
 RUNS = "runs"
 SWEEPS = "sweeps"
@@ -143,7 +145,7 @@ def require(df: pd.DataFrame, columns, what: str = "runs") -> None:
     """Raise a ValueError naming the columns ``df`` lacks."""
     missing = sorted(set(columns) - set(df.columns))
     if missing:
-        raise ValueError(f"{what} lacks columns {missing} (expected the demo's {what} table)")
+        raise InvalidArgument(f"{what} lacks columns {missing} (expected the demo's {what} table)")
 
 
 def upgrade_runs(runs: pd.DataFrame) -> pd.DataFrame:

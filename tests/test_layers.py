@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1] / "specsim"
 
 LAYERS = {
     "theory": {"analytic", "simulate", "roofline", "fit", "batching", "papers", "validation",
-               "_validate", "errors", "schema"},
+               "errors", "schema"},
     "models": {"models"},
     "engine": {"sampling", "drafters", "decode", "policies", "policy_engine", "train",
                "results", "sharding"},

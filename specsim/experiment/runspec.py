@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from specsim import schema
+from specsim import schema, validation
+from specsim.errors import InvalidArgument
 from specsim.experiment.settings import DemoSettings
 
 AUTOREGRESSIVE = schema.AUTOREGRESSIVE
@@ -27,11 +28,11 @@ class RunSpec:
 
     def __post_init__(self):
         if (self.drafter == AUTOREGRESSIVE) != (self.k == 0):
-            raise ValueError(f"k must be 0 exactly for the autoregressive baseline, got "
+            raise InvalidArgument(f"k must be 0 exactly for the autoregressive baseline, got "
                              f"drafter {self.drafter!r} with k={self.k}")
-        if self.k < 0 or self.batch < 1:
-            raise ValueError(f"k must be >= 0 and batch >= 1, got k={self.k}, "
-                             f"batch={self.batch}")
+        validation.nonnegative_int("k", self.k)
+        validation.positive_int("batch", self.batch)
+        validation.nonnegative_float("temperature", self.temperature)
 
     @property
     def is_baseline(self) -> bool:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from specsim import validation
+from specsim.errors import InvalidArgument
 from specsim.workloads import KINDS
 
 DRAFTER_KINDS = ("ngram", "layer-skip")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
 DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,20 +41,22 @@ class DemoSettings:
     quick: bool = False
 
     def __post_init__(self):
-        if not self.ks or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
-                              for v in self.ks):
-            raise ValueError(f"ks must be a non-empty tuple of integers >= 1, got {self.ks!r}")
-        bad = [d for d in self.drafters if d not in DRAFTER_KINDS]
-        if bad:
-            raise ValueError(f"drafters must be among {DRAFTER_KINDS}, got {bad}")
-        bad = [k for k in self.kinds if k not in KINDS]
-        if bad or not self.kinds:
-            raise ValueError(f"kinds must be a non-empty subset of {KINDS}, got {self.kinds!r}")
-        if not self.temperatures or any(not (t >= 0 and math.isfinite(t))
-                                        for t in self.temperatures):
-            raise ValueError(f"temperatures must be finite numbers >= 0, got {self.temperatures!r}")
+        if not self.ks:
+            raise InvalidArgument("ks must be a non-empty tuple of integers >= 1 (got ())")
+        for k in self.ks:
+            validation.positive_int("ks", k)
+        for name in self.drafters:
+            validation.choice("drafters", name, DRAFTER_KINDS)
+        if not self.kinds:
+            raise InvalidArgument(f"kinds must be a non-empty subset of {KINDS} (got ())")
+        for kind in self.kinds:
+            validation.choice("kinds", kind, KINDS)
+        if not self.temperatures:
+            raise InvalidArgument("temperatures must be finite numbers >= 0 (got ())")
+        for t in self.temperatures:
+            validation.nonnegative_float("temperatures", t)
         for name in ("max_new_tokens", "repeats", "sweep_repeats"):
-            _positive_int(name, getattr(self, name))
+            validation.positive_int(name, getattr(self, name))
         from specsim.experiment.parts import check_parts
         check_parts(self.parts)
 

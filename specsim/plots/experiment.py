@@ -12,6 +12,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim import schema as S
+from specsim.errors import InvalidArgument
 
 __all__ = ["speculative_runs", "speedup_predicted_vs_measured", "acceptance_by_position",
            "alpha_by_kind", "predicted_vs_measured", "demo_figures"]
@@ -23,7 +24,7 @@ def speculative_runs(runs: pd.DataFrame) -> pd.DataFrame:
     S.require(runs, {S.DRAFTER, S.K, S.KIND, S.TEMPERATURE, S.ALPHA})
     d = S.speculative(S.upgrade_runs(runs)).copy()
     if d.empty:
-        raise ValueError("runs has no speculative rows")
+        raise InvalidArgument("runs has no speculative rows")
     d["T"] = d[S.TEMPERATURE].map(lambda t: f"T = {t:g}")
     return d
 
@@ -103,7 +104,7 @@ def predicted_vs_measured(runs: pd.DataFrame, columns=(S.PRED_IID, S.PRED_POSITI
     d = speculative_runs(runs)
     cols = [c for c in columns if c in d.columns]
     if S.MEASURED_SPEEDUP not in d.columns or not cols:
-        raise ValueError("runs lacks measured_speedup or the prediction columns")
+        raise InvalidArgument("runs lacks measured_speedup or the prediction columns")
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(4.8 * len(cols), 4.4), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(cols), sharey=True))

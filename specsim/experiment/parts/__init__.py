@@ -5,6 +5,7 @@ To add a part: write ``parts/<name>.py`` defining ``PART = Part(...)`` (see
 
 from __future__ import annotations
 
+from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
 from specsim.experiment.parts import fidelity, hardware, roofline
 
@@ -20,7 +21,7 @@ def check_parts(names) -> tuple[str, ...]:
     names = tuple(names)
     bad = [n for n in names if n not in PARTS]
     if bad or not names:
-        raise ValueError(f"parts must be a non-empty selection of {tuple(PARTS)}, got {names!r}")
+        raise InvalidArgument(f"parts must be a non-empty selection of {tuple(PARTS)}, got {names!r}")
     return names
 
 
