@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from specsim import analytic
 from specsim import schema as S
 from specsim.experiment.prediction import mape
 
@@ -39,7 +40,7 @@ def _fmt(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
 
 
 def _runs(result_or_runs) -> pd.DataFrame:
-    runs = getattr(result_or_runs, "runs", result_or_runs)
+    runs = result_or_runs if isinstance(result_or_runs, pd.DataFrame) else result_or_runs.runs
     return S.upgrade_runs(runs)
 
 
@@ -73,6 +74,45 @@ def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
     worst = spec.reindex(spec["err_%"].abs().sort_values(ascending=False).index).head(n)
     return worst[[S.DRAFTER, S.TEMPERATURE, S.K, S.KIND, S.ALPHA, S.MEASURED_SPEEDUP,
                   S.PRED_IID, S.PRED_POSITIONAL, "err_%"]]
+
+
+def alpha_by_kind(result_or_runs) -> pd.DataFrame:
+    """Mean α per (drafter, temperature) by kind of work (one column per kind)."""
+    spec = S.speculative(_runs(result_or_runs))
+    return spec.pivot_table(index=[S.DRAFTER, S.TEMPERATURE], columns=S.KIND, values=S.ALPHA,
+                            aggfunc="mean").reset_index()
+
+
+def acceptance_table(result_or_runs) -> pd.DataFrame:
+    """The runs at each drafter's largest K: α, E under the i.i.d. model, the measured
+    tokens per iteration, and the per-position rates α_j with their sample counts."""
+    spec = S.speculative(_runs(result_or_runs))
+    top = spec[spec[S.K] == spec.groupby(S.DRAFTER)[S.K].transform("max")]
+    out = top.assign(**{S.E_IID: analytic.expected_tokens(top[S.ALPHA].to_numpy(),
+                                                          top[S.K].to_numpy())})
+    positions = [c for j in S.position_columns(out) for c in (S.alpha_pos(j), S.alpha_pos_count(j))
+                 if c in out]
+    return out[[S.DRAFTER, S.KIND, S.TEMPERATURE, S.K, S.ALPHA, S.E_IID,
+                S.TOKENS_PER_ITERATION, *positions]].dropna(axis=1, how="all")
+
+
+def hardware_table(result_or_hardware) -> pd.DataFrame:
+    """Datasheet predictions, one column per hardware row."""
+    hw = (result_or_hardware if isinstance(result_or_hardware, pd.DataFrame)
+          else result_or_hardware.hardware)
+    return hw.pivot_table(index=[S.DRAFTER, S.TEMPERATURE, S.K, S.ALPHA],
+                          columns=S.HARDWARE_NAME, values=S.PRED_SPEEDUP).reset_index()
+
+
+def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
+    """Every table a demo wrote to ``folder`` (runs upgraded to today's schema)."""
+    folder = Path(folder)
+    tables = {name: pd.read_csv(folder / f"{name}.csv")
+              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE)
+              if (folder / f"{name}.csv").exists()}
+    if S.RUNS in tables:
+        tables[S.RUNS] = S.upgrade_runs(tables[S.RUNS])
+    return tables
 
 
 def _mape_line(runs: pd.DataFrame) -> str:
@@ -124,9 +164,6 @@ def _machine_section(result) -> list[str]:
 def _fidelity_section(result) -> list[str]:
     if result.runs.empty:
         return []
-    spec = S.speculative(result.runs)
-    by_kind = spec.pivot_table(index=[S.DRAFTER, S.TEMPERATURE], columns=S.KIND, values=S.ALPHA,
-                               aggfunc="mean").reset_index()
     return ["## 2–3. Speculative decoding: predicted against measured", "",
             "α: accepted drafts per draft slot; measured speedup: autoregressive decode time "
             "per token over speculative decode time per token (prefill removed), mean over "
@@ -140,14 +177,13 @@ def _fidelity_section(result) -> list[str]:
             f"**MAPE** over every run: {_mape_line(result.runs)}.", "",
             "Largest misses (i.i.d. prediction):", "", _fmt(worst_runs(result), ".2f"), "",
             "![speedup](speedup_vs_k.png)", "", "![acceptance](acceptance_by_position.png)", "",
-            "α by kind of work (mean over K):", "", _fmt(by_kind, ".2f"), ""]
+            "α by kind of work (mean over K):", "", _fmt(alpha_by_kind(result), ".2f"), ""]
 
 
 def _hardware_section(result) -> list[str]:
     if result.hardware.empty:
         return []
-    hw = result.hardware.pivot_table(index=[S.DRAFTER, S.TEMPERATURE, S.K, S.ALPHA],
-                                     columns=S.HARDWARE_NAME, values=S.PRED_SPEEDUP).reset_index()
+    hw = hardware_table(result)
     return ["## 4. The same acceptance on other hardware", "",
             "Speedup from the roofline of the model's FLOPs and bytes in "
             f"{result.settings.hardware_dtype} on datasheet rows (no launch overhead, so small "
