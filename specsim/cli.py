@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     # --- hardware (specsim.bench, specsim.fit) -------------------------------------------
     _add_hardware_commands(sub)
     # --- the main job (specsim.experiment) -----------------------------------------------
+    _add_demo_command(sub)
+    return parser
+
+
+def _add_demo_command(sub) -> None:
     p = sub.add_parser(
         "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
         description="Measures this machine's ceilings and forward sweeps of the target and "
@@ -92,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--c", type=float, default=0.05,
                    help="cost ratio for --analytic-only (default 0.05)")
     p.set_defaults(func=_cmd_demo)
-    return parser
 
 
 # --- theory -------------------------------------------------------------------------------
