@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from specsim import analytic, experiment, models, report, schema
-from specsim.experiment import DemoSettings, RunSpec, default_layer_skip, warmup_tokens
+from specsim.decode import warmup_tokens
+from specsim.experiment import DemoSettings, RunSpec, default_layer_skip
 from specsim.experiment import parts as registry
 from specsim.experiment.runspec import BASELINE_REPEATS, programs, run_specs, timing_jobs
 from specsim.plots.experiment import demo_figures

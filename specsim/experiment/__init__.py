@@ -33,8 +33,7 @@ from specsim.experiment.pipeline import prepare, run_demo
 from specsim.experiment.runspec import RunSpec, run_specs
 from specsim.experiment.settings import DEFAULT_HARDWARE, DRAFTER_KINDS, DemoSettings
 from specsim.experiment.state import DemoResult, DemoState
-from specsim.experiment.timing import warmup_tokens
 
 __all__ = ["DemoSettings", "DemoResult", "DemoState", "DraftSetup", "Part", "RunSpec",
            "run_demo", "prepare", "run_specs", "build_drafters", "default_layer_skip",
-           "enable_compilation_cache", "warmup_tokens", "DRAFTER_KINDS", "DEFAULT_HARDWARE"]
+           "enable_compilation_cache", "DRAFTER_KINDS", "DEFAULT_HARDWARE"]

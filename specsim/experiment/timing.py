@@ -25,18 +25,6 @@ class TimedRun:
     times: tuple[float, ...]
 
 
-def warmup_tokens(max_new_tokens: int) -> int:
-    """The fewest new tokens that still use the same iteration buffer (the engine pads
-    max_new_tokens to `decode.bucket`), so a warm-up compiles the same program cheaply."""
-    from specsim.decode import bucket
-
-    b = bucket(max_new_tokens)
-    n = max_new_tokens
-    while n > 1 and bucket(n - 1) == b:
-        n -= 1
-    return n
-
-
 def make_call(state: DemoState, spec: RunSpec, max_new: int) -> Callable[[], object]:
     """A zero-argument call that runs ``spec`` once (compiling on first use)."""
     from specsim import decode
@@ -55,11 +43,13 @@ def make_call(state: DemoState, spec: RunSpec, max_new: int) -> Callable[[], obj
 def compile_programs(state: DemoState, specs: list[RunSpec]) -> None:
     """One untimed, shorter call per distinct program (same padded prompt, cache and
     iteration buffer as the timed runs), so no timed call compiles."""
+    from specsim import decode
+
     progs = programs(specs)
     if state.progress:
         from tqdm.auto import tqdm
         progs = tqdm(progs, desc="generation", unit="config")
-    warm_new = warmup_tokens(state.settings.max_new_tokens)
+    warm_new = decode.warmup_tokens(state.settings.max_new_tokens)
     t0 = time.perf_counter()
     for spec in progs:
         make_call(state, spec, warm_new)()
@@ -87,34 +77,13 @@ def time_runs(state: DemoState, specs: list[RunSpec]) -> list[TimedRun]:
     return [TimedRun(spec, last[spec], tuple(pooled[spec])) for spec in specs]
 
 
-def shape_plan(result) -> tuple[int, int]:
-    """(padded prompt, cache slots) a run compiled for, from decode's shape plan."""
-    plan = getattr(result, "plan", None)
-    if plan is not None:
-        return int(plan.padded_prompt), int(plan.cache_len)
-    return int(result.meta["padded_prompt"]), int(result.meta["cache_len"])
-
-
-def acceptance_fields(stats, k: int) -> dict[str, float]:
-    """The runs table's acceptance columns of one speculative run (`SpeculativeStats`)."""
-    if not hasattr(stats, "alpha_per_slot"):          # until decode's results carry them
-        return _acceptance_fields_from_counts(stats, k)
-    rates, counts = stats.per_position_acceptance, stats.per_position_counts
+def acceptance_fields(stats) -> dict[str, float]:
+    """The runs table's acceptance columns of one speculative run (`SpeculativeStats`):
+    α and the per-position rates per draft slot, with each position's sample count."""
+    rates, counts = stats.per_position_per_slot, stats.per_position_counts
     return {schema.ALPHA: stats.alpha_per_slot, schema.ALPHA_PROPOSED: stats.alpha_per_proposal,
             schema.TOKENS_PER_ITERATION: stats.tokens_per_iteration,
             schema.MEAN_OVERLAP: stats.mean_overlap, **schema.position_fields(rates, counts)}
-
-
-def _acceptance_fields_from_counts(stats, k: int) -> dict[str, float]:
-    a = stats.accepted[stats.accepted >= 0].astype(float)               # [N]
-    reached = np.array([(a >= j).sum() for j in range(k)], float)       # [K]
-    passed = np.array([(a >= j + 1).sum() for j in range(k)], float)    # [K]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rates = passed / reached
-    alpha = float(a.sum() / (k * a.size)) if a.size else float("nan")
-    return {schema.ALPHA: alpha, schema.ALPHA_PROPOSED: stats.alpha,
-            schema.TOKENS_PER_ITERATION: stats.tokens_per_iteration,
-            schema.MEAN_OVERLAP: stats.mean_overlap, **schema.position_fields(rates, reached)}
 
 
 class PrefillTimer:
@@ -140,7 +109,7 @@ class PrefillTimer:
 def run_row(state: DemoState, run: TimedRun, prefill: PrefillTimer) -> dict:
     """One row of the runs table: the spec, timings (median over rounds) and acceptance."""
     res, times = run.result, np.asarray(run.times)
-    padded, cache_len = shape_plan(res)
+    padded, cache_len = res.plan.padded_prompt, res.plan.cache_len
     t_run = float(np.median(times))
     t_pre = prefill(state.target, padded, cache_len, run.spec.batch)
     draft_m = state.cost_model(run.spec.drafter)
@@ -153,7 +122,7 @@ def run_row(state: DemoState, run: TimedRun, prefill: PrefillTimer) -> dict:
            schema.DECODE_S: t_run - t_pre, schema.PADDED_PROMPT: padded,
            schema.CACHE_LEN: cache_len, schema.TEXT: res.text[0] if res.text else ""}
     if res.stats is not None:
-        row.update(acceptance_fields(res.stats, run.spec.k))
+        row.update(acceptance_fields(res.stats))
     return row
 
 
