@@ -10,7 +10,7 @@ from specsim.workloads import KINDS
 
 DRAFTER_KINDS = ("ngram", "layer-skip")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
-DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
+DEFAULT_PARTS = ("instrument", "fidelity", "batch")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +39,16 @@ class DemoSettings:
     seed: int = 0
     out_dir: str = "results/demo"
     quick: bool = False
+    # ---- the in-run cost model (parts instrument, batch, fidelity) -------------------
+    clock: str = "wall"
+    pass_steps: int = 4
+    prompt_tokens: int = 28
+    instrument_alphas: tuple[float, ...] = (0.3, 0.5, 0.7, 0.9)
+    instrument_ks: tuple[int, ...] = (1, 2, 4, 8)
+    instrument_costs: tuple[float, ...] = (0.0, 0.25)
+    batches: tuple[int, ...] = (1, 4, 16)
+    batch_alphas: tuple[float, ...] = (0.7, 0.9)
+    batch_ks: tuple[int, ...] = (2, 4)
 
     def __post_init__(self):
         if not self.ks:
@@ -55,10 +65,29 @@ class DemoSettings:
             raise InvalidArgument("temperatures must be finite numbers >= 0 (got ())")
         for t in self.temperatures:
             validation.nonnegative_float("temperatures", t)
-        for name in ("max_new_tokens", "repeats", "sweep_repeats"):
+        for name in ("max_new_tokens", "repeats", "sweep_repeats", "pass_steps"):
             validation.positive_int(name, getattr(self, name))
+        self._check_inrun()
         from specsim.experiment.parts import check_parts
         check_parts(self.parts)
+
+    def _check_inrun(self) -> None:
+        validation.choice("clock", self.clock, ("wall", "cpu"))
+        validation.nonnegative_int("prompt_tokens", self.prompt_tokens)
+        for name in ("instrument_alphas", "batch_alphas"):
+            for a in getattr(self, name):
+                if not 0.0 <= float(a) <= 1.0:
+                    raise InvalidArgument(f"{name} must hold numbers in [0, 1], got {a!r}")
+        for name in ("instrument_ks", "batch_ks", "batches"):
+            if not getattr(self, name):
+                raise InvalidArgument(f"{name} must be a non-empty tuple of integers >= 1")
+            for v in getattr(self, name):
+                validation.positive_int(name, v)
+        for c in self.instrument_costs:
+            if not 0.0 <= float(c) <= 1.0:
+                raise InvalidArgument(f"instrument_costs must hold fractions of the target's "
+                                      f"layers in [0, 1] (a negative cost is meaningless), "
+                                      f"got {c!r}")
 
     @classmethod
     def quick_settings(cls, **changes) -> "DemoSettings":
