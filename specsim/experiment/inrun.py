@@ -160,6 +160,7 @@ def run_row(state: DemoState, group: Group, i: int, times: dict, last: dict) -> 
                     t_verify=med[("verify", run.k)] / steps, t_draft=t_draft)
     ar = np.median(times[("ar", run.rows)])
     per_round = (ar - pre) / (np.asarray(times[("spec", i)]) - pre_spec)
+    row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
     row.update(acceptance_fields(res.stats))
     row.update(acceptance_variants(row, res.stats, run.k))
     row.update({schema.TEMPERATURE: group.temperature, schema.DRAFTER: run.name,

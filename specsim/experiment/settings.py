@@ -10,7 +10,10 @@ from specsim.workloads import KINDS
 
 DRAFTER_KINDS = ("ngram", "layer-skip")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
-DEFAULT_PARTS = ("instrument", "fidelity", "batch")
+DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
+DEMO_PARTS = ("instrument", "fidelity", "batch")
+"""What ``specsim demo`` runs by default (`DemoSettings.demo`): the central check,
+predicted against measured speedup from in-run pass times."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +91,20 @@ class DemoSettings:
                 raise InvalidArgument(f"instrument_costs must hold fractions of the target's "
                                       f"layers in [0, 1] (a negative cost is meaningless), "
                                       f"got {c!r}")
+
+    @classmethod
+    def demo(cls, *, quick: bool = False, **changes) -> "DemoSettings":
+        """What ``specsim demo`` runs (``quick``: ``--quick``), sized for the budget of a
+        2-core CPU (full ≤ 10 min, quick ≤ 3 min, compiles included; compile count
+        dominates, so the grids reuse programs across α): the instrument over
+        α × K × cost, the real drafters at K 2 and 4 (temperature 0), and the batch part."""
+        base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=3)
+        if quick:
+            base.update(ks=(4,), drafters=("ngram",), kinds=("code", "prose"), quick=True,
+                        sweep_repeats=5, instrument_alphas=(0.5, 0.9), instrument_ks=(2, 4),
+                        batches=(1, 4), batch_alphas=(0.9,), batch_ks=(4,))
+        base.update(changes)
+        return cls(**base)
 
     @classmethod
     def quick_settings(cls, **changes) -> "DemoSettings":
