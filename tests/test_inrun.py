@@ -120,7 +120,7 @@ def test_parts_write_the_contract(demo_dir):
     # instrument: 2 α x 2 K at batch 1 (reused by the batch part); batch 2: 2 α x 2 K
     assert len(spec) == len(runs) == 8
     assert sorted(spec[S.BATCH].unique()) == [1, 2]
-    terms = spec[list(S.DECOMPOSITION)].sum(axis=1)
+    terms = spec[list(S.DECOMPOSITION)].sum(axis=1, skipna=False)
     ok = spec[S.ERR_TOTAL].notna() & terms.notna()
     np.testing.assert_allclose(terms[ok], spec.loc[ok, S.ERR_TOTAL], atol=1e-6)
     assert (spec[S.MEASURED_INPUTS] == "t_target_1;t_verify;t_draft").all()
