@@ -27,7 +27,9 @@ it started; `commit` advances it by the n_accepted + 1 tokens the row kept (roll
 the rejected drafts is just not counting them).
 
 Drafters: `ModelDrafter` (a small model sharing the target's vocabulary; also the
-layer-skip self-draft, see `layer_skip_drafter`) and `NGramDrafter` (prompt lookup).
+layer-skip self-draft, see `layer_skip_drafter`), `NGramDrafter` (prompt lookup) and
+`DistilledDrafter` (a draft trained by `specsim.train`, its head restricted to the most
+frequent tokens; see `distilled_drafter`).
 A new drafter (a trained head, a tree) implements the same three methods, in a module of
 its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
 """
