@@ -175,13 +175,18 @@ def test_drafts_stay_inside_the_head(target, small_head):
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_greedy_speculative_equals_autoregressive(target, small_head, batch):
-    drafter, _ = small_head
+def test_greedy_speculative_equals_autoregressive(target, batch):
     prompts = _prompts(11, batch)
     ref = generate_autoregressive(target, prompts, 20)
+    # greedy decoding of the random tiny target repeats a token; the head leaves out the
+    # commonest one, so drafts there are rejected and the target supplies it
+    common = np.bincount(np.concatenate(ref.tokens)).argmax()
+    head = np.setdiff1d(np.arange(TARGET_CFG.vocab_size), [common])
+    trainable, frozen = init_draft(target, (0, 1))
+    drafter = drafters.distilled_drafter(_model_of(trainable, frozen, 2), target, head_ids=head)
     res = generate_speculative(target, drafter, prompts, 20, 3)
     assert res.tokens == ref.tokens
-    assert 0 < res.stats.alpha < 1
+    assert res.stats.alpha < 1 and common in np.concatenate(res.tokens)
 
 
 V_SMALL = 12
