@@ -1,6 +1,6 @@
 """Distillation: samples → head vocabulary → draft init → optax AdamW loop → saved folder.
 
-    result = train_draft(target, out, DistillConfig(layers=4, head_vocab=8192, steps=300))
+    result = train_draft(target, out, DistillConfig(layers=2, head_vocab=8192, steps=300))
 
 Interruptible: the state (trainable parameters, optimiser state, step, loss curve) and
 the target's samples live in ``<out>.partial/``, rewritten atomically (temp file +

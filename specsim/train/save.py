@@ -108,11 +108,13 @@ def save_draft(target, out: Path, dcfg, state: dict, frozen: dict, head_ids: np.
                      "generated_tokens": int(samples.n_valid.sum()),
                      "sampling": "target samples, alternate rows greedy / temperature 1",
                      "teacher": f"target top-{cfg.teacher_top_k} log-probs at temperature 1",
-                     "loss": "KL(target || draft) on the head vocabulary, renormalised"},
+                     "loss": ("KL(target || draft) over the teacher top-k + a rest bucket, "
+                              "on the head vocabulary, renormalised")},
             "seed": cfg.seed, "commit": _commit(), "jax": jax.__version__}
         if evaluate is not None:
             meta["alpha"] = evaluate(model, head_ids)
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=1))
+        os.chmod(tmp, 0o755)                    # mkdtemp's 0700 would outlive the rename
         os.replace(tmp, out)
     finally:
         if tmp.exists():
