@@ -110,6 +110,16 @@ def test_notebook_matches_its_percent_script(path):
         f"{path.name} differs from {path.with_suffix('.py').name}: run jupytext --sync on it"
 
 
+def _expected_06():
+    """Notebook 06 fits the sweep chosen on purpose (not the alphabetically first file),
+    bounded by its ceilings, and says which one it used."""
+    from specsim import bench
+    return ["using " + bench.choose_sweep().describe(), "measured ceilings: matmul"]
+
+
+EXPECTED_OUTPUT = {"06_fit_to_hardware": _expected_06}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSIM_QUICK", "1")
@@ -121,6 +131,9 @@ def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, mo
         if cell.cell_type == "code":
             for o in cell.outputs:
                 assert o.get("output_type") != "error", f"{path.name}: {o.get('ename')}: {o.get('evalue')}"
+    text = "".join(_stream_text(c) for c in out.cells if c.cell_type == "code")
+    for expected in EXPECTED_OUTPUT.get(path.stem, lambda: ())():
+        assert expected in text, f"{path.name} does not say {expected!r}"
     # every figure the notebook saves is regenerated into the scratch folder
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     for paper_id, name in re.findall(SAVE_FIGURE, source):
@@ -169,3 +182,31 @@ def test_running_a_paper_notebook_leaves_papers_unchanged(kernel_spec_manager, m
     _execute(nbformat.read(path, as_version=4), kernel_spec_manager, NOTEBOOK_DIR)
     assert _tracked_papers() == before
     assert target.exists() and target.stat().st_size > 1000
+
+
+def test_notebook_06_chooses_its_sweep_on_purpose():
+    source = _code(NOTEBOOK_DIR / "06_fit_to_hardware.ipynb")
+    assert "bench.choose_sweep(name=SWEEP_NAME)" in source
+    assert "fitting.ceiling_bounds(ceilings)" in source and "**bounds" in source
+    assert "MEASUREMENTS_DIR.glob" not in source          # no "first file found" choice
+
+
+def test_notebook_05_uses_the_presets():
+    source = _code(NOTEBOOK_DIR / "05_width_vs_depth.ipynb")
+    assert "config.LLAMA31_8B" in source and "config.LLAMA32_1B" in source
+    assert "ModelConfig(" not in source                   # no hand-copied, tied-head shapes
+
+
+@pytest.mark.parametrize("stem, controls", [
+    ("01_speedup_explorer", ("alpha=", "k=", "c=")),
+    ("05_width_vs_depth", ("hardware=", "batch=", "context=")),
+    ("06_fit_to_hardware", ("sweep=", "form=")),
+])
+def test_exploring_notebooks_have_guarded_widgets(stem, controls):
+    """Widgets where a user explores, behind an ImportError guard so a headless run
+    without ipywidgets still works."""
+    source = _code(NOTEBOOK_DIR / f"{stem}.ipynb")
+    assert re.search(r"try:\n\s+import ipywidgets as widgets\nexcept ImportError:", source)
+    call = source[source.index("widgets.interact("):]
+    for control in controls:
+        assert control in call, f"{stem}: no {control} control"
