@@ -49,9 +49,11 @@ def integer_axis(ax, which: str = "x") -> None:
 
 def tick_labels(ax, which: str = "x") -> list[str]:
     """The non-empty major tick labels of an axis as drawn (draws the figure)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     fig = ax.figure
-    if fig.canvas is None or not hasattr(fig.canvas, "draw"):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
+    if type(fig.canvas) is FigureCanvasBase:      # a pyplot-free Figure: draw with Agg
         FigureCanvasAgg(fig)
     fig.canvas.draw()
     ticks = _axis(ax, which).get_majorticklabels()
