@@ -17,7 +17,7 @@ MAX_NEW, K, ROWS = 60, 3, 32
 @pytest.fixture(scope="module")
 def tiny():
     m = models.load("tiny-llama", seed=3)
-    return m.replace(cfg=m.cfg.replace(layer_loop="scan"))
+    return m.with_layer_loop("scan")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ B, S, K, STEPS = 3, 64, 3, 2
 @pytest.fixture(scope="module")
 def tiny():
     m = models.load("tiny-llama", seed=5)
-    return m.replace(cfg=m.cfg.replace(layer_loop="scan"))
+    return m.with_layer_loop("scan")
 
 
 @pytest.fixture(scope="module")

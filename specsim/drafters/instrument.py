@@ -45,7 +45,7 @@ import numpy as np
 from specsim.errors import InvalidArgument
 from specsim.drafters.base import Context, Draft, gather_last
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import KVCache, forward, init_cache, select_layers
+from specsim.models.transformer import forward, init_cache, select_layers
 from specsim.sampling import SamplingParams
 
 __all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "reference_tokens",
