@@ -106,7 +106,9 @@ PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline
 ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
 MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round speedup
 MEASURED_HI = "measured_speedup_hi"        # max over rounds
-CLOCK = "clock"                            # wall or cpu (process CPU time)
+CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
+MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
+"""The measured speedup by each clock (every call is timed by both at once)."""
 MEASURED_INPUTS = "measured_inputs"
 DECOMPOSITION = (ERR_ACCEPTANCE, ERR_COST, ERR_OVERHEAD)
 """The three log-percent terms; they add up to ERR_TOTAL exactly."""

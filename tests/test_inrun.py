@@ -118,12 +118,15 @@ def test_parts_write_the_contract(demo_dir):
     S.require(runs, S.CONTRACT)
     spec = S.speculative(runs)
     # instrument: 2 α x 2 K at batch 1 (reused by the batch part); batch 2: 2 α x 2 K
-    assert len(spec) == len(runs) == 8
+    assert len(spec) == 8 and len(runs) == 10          # one baseline per batch
     assert sorted(spec[S.BATCH].unique()) == [1, 2]
     terms = spec[list(S.DECOMPOSITION)].sum(axis=1, skipna=False)
     ok = spec[S.ERR_TOTAL].notna() & terms.notna()
     np.testing.assert_allclose(terms[ok], spec.loc[ok, S.ERR_TOTAL], atol=1e-6)
     assert (spec[S.MEASURED_INPUTS] == "t_target_1;t_verify;t_draft").all()
+    by_clock = spec[S.MEASURED_BY_CLOCK["wall"]]           # the default clock drives the row
+    np.testing.assert_allclose(by_clock, spec[S.MEASURED_SPEEDUP], rtol=1e-9)
+    assert spec[S.MEASURED_BY_CLOCK["cpu"]].notna().all()
     f = json.loads((out / "fidelity.json").read_text())
     assert f["n_runs"] == 8 and set(f["by_batch"]) == {"1", "2"}
     assert {"mape_pct", "max_abs_error_pct"} <= set(f["by_drafter"]["instrument"])

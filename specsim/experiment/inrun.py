@@ -61,8 +61,9 @@ class Group:
         return len(self.runs[0].rows)
 
 
-def _clock(name: str) -> Callable[[], float]:
-    return time.process_time if name == "cpu" else time.perf_counter
+def _both_clocks() -> np.ndarray:
+    """[wall, cpu] seconds now: every call is timed by both clocks at once."""
+    return np.array([time.perf_counter(), time.process_time()])
 
 
 def _gen_call(target, run: SpecRun | None, rows, group: Group, seed: int, max_new: int):
@@ -111,7 +112,8 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
 
 
 def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
-    """Build, compile and time one group: (key -> list of seconds, key -> last output)."""
+    """Build, compile and time one group: (key -> [samples, 2] seconds by the wall and
+    the CPU clock, key -> last output)."""
     from specsim import bench
 
     s = state.settings
@@ -121,7 +123,7 @@ def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     t1 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds([jobs[k] for k in keys], s.repeats,
                                                 np.random.default_rng(s.seed),
-                                                clock=_clock(s.clock))
+                                                clock=_both_clocks)
     state.log(f"    batch {group.batch}, T {group.temperature:g}: {len(group.runs)} runs, "
               f"{len(jobs)} calls compiled in {t1 - t0:.0f} s, {s.repeats} rounds timed in "
               f"{time.perf_counter() - t1:.0f} s")
@@ -130,7 +132,7 @@ def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     for key, ts, out in zip(keys, samples, outputs):
         times.setdefault(key, []).extend(ts)
         last.setdefault(key, out)
-    return times, last
+    return {k: np.asarray(v, float).reshape(-1, 2) for k, v in times.items()}, last
 
 
 def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
@@ -143,9 +145,20 @@ def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
     return finite_run_tokens(pmf, n, batch)
 
 
-def run_row(state: DemoState, group: Group, i: int, times: dict, last: dict) -> dict:
-    """One row of the runs table for run ``i`` of ``group``."""
+def _speedup(times: dict, run: SpecRun, i: int, pre_keys: tuple, col: int) -> float:
+    """Measured speedup of run ``i`` by one clock (column ``col`` of the samples)."""
+    med = {key: float(np.median(v[:, col])) for key, v in times.items()}
+    pre = med[pre_keys[0]]
+    pre_spec = pre + (med[pre_keys[1]] if pre_keys[1] else 0.0)
+    return (med[("ar", run.rows)] - pre) / (med[("spec", i)] - pre_spec)
+
+
+def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict) -> dict:
+    """One row of the runs table for run ``i`` of ``group`` (times by ``settings.clock``;
+    the measured speedup by the other clock is kept beside it)."""
     run, s = group.runs[i], state.settings
+    col = CLOCKS.index(s.clock)
+    times = {key: v[:, col] for key, v in all_times.items()}
     med = {key: float(np.median(v)) for key, v in times.items()}
     res = last[("spec", i)]
     P, steps = res.plan.padded_prompt, s.pass_steps
@@ -161,6 +174,10 @@ def run_row(state: DemoState, group: Group, i: int, times: dict, last: dict) -> 
     ar = np.median(times[("ar", run.rows)])
     per_round = (ar - pre) / (np.asarray(times[("spec", i)]) - pre_spec)
     row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
+    pre_keys = (("prefill", state.target.cfg.name, P),
+                ("prefill", run.cost_model.cfg.name, P) if run.cost_model else None)
+    for c, name in enumerate(CLOCKS):
+        row[schema.MEASURED_BY_CLOCK[name]] = _speedup(all_times, run, i, pre_keys, c)
     row.update(acceptance_fields(res.stats))
     row.update(acceptance_variants(row, res.stats, run.k))
     row.update({schema.TEMPERATURE: group.temperature, schema.DRAFTER: run.name,
@@ -183,10 +200,33 @@ def _measured_inputs(run: SpecRun) -> list[str]:
     return acc + [schema.T_TARGET_1, schema.T_VERIFY, schema.T_DRAFT]
 
 
+def baseline_rows(state: DemoState, group: Group, all_times: dict, last: dict) -> list[dict]:
+    """One runs-table row per autoregressive baseline of the group (decode time per new
+    token is what report's headline reads)."""
+    col = CLOCKS.index(state.settings.clock)
+    rows = []
+    for key, res in last.items():
+        if key[0] != "ar":
+            continue
+        run = next(r for r in group.runs if r.rows == key[1])
+        P = res.plan.padded_prompt
+        t = float(np.median(all_times[key][:, col]))
+        pre = float(np.median(all_times[("prefill", state.target.cfg.name, P)][:, col]))
+        rows.append({schema.TEMPERATURE: group.temperature, schema.DRAFTER: schema.AUTOREGRESSIVE,
+                     schema.DRAFTER_KIND: schema.AUTOREGRESSIVE, schema.K: 0,
+                     schema.KIND: run.kind, schema.BATCH: group.batch,
+                     schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
+                     schema.TIME_S: t, schema.PREFILL_S: pre, schema.DECODE_S: t - pre,
+                     schema.PADDED_PROMPT: P, schema.CACHE_LEN: group.cache_len,
+                     schema.CLOCK: state.settings.clock})
+    return rows
+
+
 def measure(state: DemoState, group: Group) -> list[dict]:
-    """Time one group and return one runs-table row per speculative run."""
+    """Time one group; one runs-table row per baseline and per speculative run."""
     times, last = time_group(state, group)
-    return [run_row(state, group, i, times, last) for i in range(len(group.runs))]
+    return baseline_rows(state, group, times, last) + \
+        [run_row(state, group, i, times, last) for i in range(len(group.runs))]
 
 
 def add_runs(state: DemoState, rows: list[dict]) -> None:
