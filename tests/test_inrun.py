@@ -123,7 +123,9 @@ def test_parts_write_the_contract(demo_dir):
     terms = spec[list(S.DECOMPOSITION)].sum(axis=1, skipna=False)
     ok = spec[S.ERR_TOTAL].notna() & terms.notna()
     np.testing.assert_allclose(terms[ok], spec.loc[ok, S.ERR_TOTAL], atol=1e-6)
-    assert (spec[S.MEASURED_INPUTS] == "t_target_1;t_verify;t_draft").all()
+    assert (spec[S.MEASURED_INPUTS].str.endswith("t_target_1;t_verify;t_draft")).all()
+    assert (spec[S.MEASURED_INPUTS].str.startswith("alpha_pos_1;alpha_pos_2")).all()
+    assert spec[S.PRED_SET_ALPHA].notna().all()
     by_clock = spec[S.MEASURED_BY_CLOCK["wall"]]           # the default clock drives the row
     np.testing.assert_allclose(by_clock, spec[S.MEASURED_SPEEDUP], rtol=1e-9)
     assert spec[S.MEASURED_BY_CLOCK["cpu"]].notna().all()

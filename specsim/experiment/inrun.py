@@ -80,7 +80,9 @@ def _gen_call(target, run: SpecRun | None, rows, group: Group, seed: int, max_ne
 
 def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     """Every call of one group's rounds, compiled and warmed: ("ar", rows), ("spec", i),
-    ("prefill", model name, P), ("target_1",), ("verify", K), ("draft", cost_key, K)."""
+    ("ar1", rows) (the same rows with one new token: the prefill and the per-call host
+    work, measured in-run), ("prefill", draft model name, P) (a drafter's own prefill),
+    ("target_1",), ("verify", K), ("draft", cost_key, K)."""
     from specsim import bench, decode, pass_costs
 
     target, seed = state.target, state.settings.seed
@@ -91,10 +93,12 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
             _gen_call(target, None, run.rows, group, seed, warm)()
             jobs[("ar", run.rows)] = _gen_call(target, None, run.rows, group, seed,
                                                group.max_new_tokens)
+            jobs[("ar1", run.rows)] = _gen_call(target, None, run.rows, group, seed, 1)
+            jobs[("ar1", run.rows)]()
         res = _gen_call(target, run, run.rows, group, seed, warm)()
         jobs[("spec", i)] = _gen_call(target, run, run.rows, group, seed, group.max_new_tokens)
         P = res.plan.padded_prompt
-        for m in (target, run.cost_model):
+        for m in (run.cost_model,):
             if m is not None and ("prefill", m.cfg.name, P) not in jobs:
                 with warnings.catch_warnings():
                     warnings.filterwarnings("ignore", message=".*donated buffers.*")
@@ -119,7 +123,7 @@ def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     s = state.settings
     t0 = time.perf_counter()
     jobs = build_jobs(state, group)
-    keys = list(jobs) + [k for k in jobs if k[0] == "ar"] * (BASELINE_REPEATS - 1)
+    keys = list(jobs) + [k for k in jobs if k[0] in ("ar", "ar1")] * (BASELINE_REPEATS - 1)
     t1 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds([jobs[k] for k in keys], s.repeats,
                                                 np.random.default_rng(s.seed),
@@ -135,14 +139,33 @@ def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     return {k: np.asarray(v, float).reshape(-1, 2) for k, v in times.items()}, last
 
 
+def _e_finite(pmf, n: int, batch: int) -> float:
+    return finite_run_tokens(pmf, n, batch)
+
+
 def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
-    """E of the headline: the set acceptance (instrument) or the run's measured α under
-    the i.i.d. model, for a finite run of n tokens whose slowest of ``batch`` rows ends it."""
+    """E of the headline for a finite run of n tokens whose slowest of ``batch`` rows ends
+    it, from the run's measured per-position rates α_j per slot
+    (`simulate.tokens_pmf_positional`): the prediction checks the cost model given the
+    acceptance the run had (one run's acceptance is a random draw: 47 tokens at α = 0.5
+    hold about 20 iterations, a standard error near 10% on tokens per iteration)."""
     from specsim import simulate
 
-    alpha = run.acceptance[1] if run.acceptance else stats.alpha_per_slot
-    pmf = simulate.tokens_pmf(min(max(float(alpha), 0.0), 1.0), run.k)
-    return finite_run_tokens(pmf, n, batch)
+    rates = np.clip(np.nan_to_num(stats.per_position_per_slot, nan=0.0), 0.0, 1.0)
+    return _e_finite(simulate.tokens_pmf_positional(rates), n, batch)
+
+
+def _set_alpha_columns(run: SpecRun, row: dict, n: int, batch: int) -> dict:
+    """The instrument's prediction from its set α alone (no measured acceptance)."""
+    from specsim import analytic, simulate
+
+    if not run.acceptance:
+        return {schema.PRED_SET_ALPHA: math.nan, schema.ERR_ACCEPT_SET: math.nan}
+    e = _e_finite(simulate.tokens_pmf(float(run.acceptance[1]), run.k), n, batch)
+    pred = float(analytic.speedup_from_costs(e, run.k, row[schema.T_DRAFT],
+                                             row[schema.T_TARGET_1], row[schema.T_VERIFY]))
+    return {schema.PRED_SET_ALPHA: pred,
+            schema.ERR_ACCEPT_SET: 100 * math.log(e / row[schema.E_EFFECTIVE])}
 
 
 def _speedup(times: dict, run: SpecRun, i: int, pre_keys: tuple, col: int) -> float:
@@ -162,7 +185,7 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
     med = {key: float(np.median(v)) for key, v in times.items()}
     res = last[("spec", i)]
     P, steps = res.plan.padded_prompt, s.pass_steps
-    pre = med[("prefill", state.target.cfg.name, P)]
+    pre = med[("ar1", run.rows)]
     pre_spec = pre + (med[("prefill", run.cost_model.cfg.name, P)] if run.cost_model else 0.0)
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
     t_draft = med[("draft", run.cost_key, run.k)] / (steps * run.k)
@@ -174,7 +197,8 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
     ar = np.median(times[("ar", run.rows)])
     per_round = (ar - pre) / (np.asarray(times[("spec", i)]) - pre_spec)
     row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
-    pre_keys = (("prefill", state.target.cfg.name, P),
+    row.update(_set_alpha_columns(run, row, n, group.batch))
+    pre_keys = (("ar1", run.rows),
                 ("prefill", run.cost_model.cfg.name, P) if run.cost_model else None)
     for c, name in enumerate(CLOCKS):
         row[schema.MEASURED_BY_CLOCK[name]] = _speedup(all_times, run, i, pre_keys, c)
@@ -196,7 +220,7 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
 
 def _measured_inputs(run: SpecRun) -> list[str]:
     """The columns the headline prediction took from measurement in this run."""
-    acc = [] if run.acceptance else [schema.ALPHA]
+    acc = [schema.alpha_pos(j) for j in range(1, run.k + 1)]
     return acc + [schema.T_TARGET_1, schema.T_VERIFY, schema.T_DRAFT]
 
 
@@ -206,12 +230,12 @@ def baseline_rows(state: DemoState, group: Group, all_times: dict, last: dict) -
     col = CLOCKS.index(state.settings.clock)
     rows = []
     for key, res in last.items():
-        if key[0] != "ar":
+        if key[0] != "ar":         # ("ar1", rows) is the prefill, not a baseline
             continue
         run = next(r for r in group.runs if r.rows == key[1])
         P = res.plan.padded_prompt
         t = float(np.median(all_times[key][:, col]))
-        pre = float(np.median(all_times[("prefill", state.target.cfg.name, P)][:, col]))
+        pre = float(np.median(all_times[("ar1", key[1])][:, col]))
         rows.append({schema.TEMPERATURE: group.temperature, schema.DRAFTER: schema.AUTOREGRESSIVE,
                      schema.DRAFTER_KIND: schema.AUTOREGRESSIVE, schema.K: 0,
                      schema.KIND: run.kind, schema.BATCH: group.batch,
