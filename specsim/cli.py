@@ -112,8 +112,9 @@ def _add_demo_command(sub) -> None:
 def _add_inrun_arguments(p) -> None:
     """The demo's options for the instrument and batch parts and the in-run timing."""
     p.add_argument("--clock", choices=["wall", "cpu"], default=None,
-                   help="timer of the rounds: wall (default) or cpu (this process's CPU time, "
-                        "which other jobs on a shared machine do not inflate)")
+                   help="clock the predictions and speedups use: cpu (default: this process's "
+                        "CPU time, which other jobs on a shared machine do not inflate) or wall; "
+                        "both are recorded")
     p.add_argument("--repeats", type=int, default=None, help="timing rounds (default 2)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")

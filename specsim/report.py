@@ -301,7 +301,8 @@ def _inrun_section(result) -> list[str]:
              "`err_total_pct`: acceptance model (E_model vs n/I), cost model (pass program vs "
              "the step inside the autoregressive run), residual loop overhead (the iteration "
              "inside the run vs K·t_draft + t_verify).", "",
-             _fmt(pd.DataFrame([{"group": g, **v} for key in ("by_drafter", "by_batch")
+             _fmt(pd.DataFrame([{"group": g, **v} for key in ("by_drafter", "by_batch",
+                                                                "by_clock")
                                 for g, v in ((f"{key[3:]} {k}", v)
                                              for k, v in f[key].items())]), ".1f"), "",
              "Error decomposition by drafter and batch (log-percent):", "",

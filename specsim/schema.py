@@ -110,7 +110,9 @@ MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round sp
 MEASURED_HI = "measured_speedup_hi"        # max over rounds
 CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
 MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
-"""The measured speedup by each clock (every call is timed by both at once)."""
+PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedup_cpu"}
+"""The measured and predicted speedup by each clock (every call is timed by both at once;
+CLOCK says which one the row's other columns use)."""
 MEASURED_INPUTS = "measured_inputs"
 DECOMPOSITION = (ERR_ACCEPTANCE, ERR_COST, ERR_OVERHEAD)
 """The three log-percent terms; they add up to ERR_TOTAL exactly."""

@@ -126,11 +126,13 @@ def test_parts_write_the_contract(demo_dir):
     assert (spec[S.MEASURED_INPUTS].str.endswith("t_target_1;t_verify;t_draft")).all()
     assert (spec[S.MEASURED_INPUTS].str.startswith("alpha_pos_1;alpha_pos_2")).all()
     assert spec[S.PRED_SET_ALPHA].notna().all()
-    by_clock = spec[S.MEASURED_BY_CLOCK["wall"]]           # the default clock drives the row
-    np.testing.assert_allclose(by_clock, spec[S.MEASURED_SPEEDUP], rtol=1e-9)
-    assert spec[S.MEASURED_BY_CLOCK["cpu"]].notna().all()
+    clock = spec[S.CLOCK].iloc[0]                           # the demo's clock drives the row
+    np.testing.assert_allclose(spec[S.MEASURED_BY_CLOCK[clock]], spec[S.MEASURED_SPEEDUP])
+    np.testing.assert_allclose(spec[S.PREDICTED_BY_CLOCK[clock]], spec[S.PREDICTED_SPEEDUP])
+    assert spec[[*S.MEASURED_BY_CLOCK.values(), *S.PREDICTED_BY_CLOCK.values()]].notna().all().all()
     f = json.loads((out / "fidelity.json").read_text())
     assert f["n_runs"] == 8 and set(f["by_batch"]) == {"1", "2"}
+    assert set(f["by_clock"]) == {"wall", "cpu"} and f["clock"] == "cpu"
     assert {"mape_pct", "max_abs_error_pct"} <= set(f["by_drafter"]["instrument"])
     files = {p.name for p in out.iterdir()}
     assert {"speedup_surface.png", "predicted_vs_measured_band.png", "break_even.csv",

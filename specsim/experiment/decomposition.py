@@ -91,14 +91,14 @@ def acceptance_variants(row: dict, stats, k: int) -> dict[str, float]:
 
 def fidelity_summary(runs) -> dict:
     """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction over
-    the speculative runs, overall, ``by_drafter`` (kind of drafter) and ``by_batch``
-    (relative error |predicted − measured| / measured, in per cent)."""
+    the speculative runs, overall, ``by_drafter`` (kind of drafter), ``by_batch`` and
+    ``by_clock`` (each clock's own prediction against its own measurement); relative
+    error |predicted − measured| / measured, in per cent."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
 
-    def score(d) -> dict:
-        err = 100 * (d[schema.PREDICTED_SPEEDUP] - d[schema.MEASURED_SPEEDUP]).abs() \
-            / d[schema.MEASURED_SPEEDUP]
+    def score(d, pred=schema.PREDICTED_SPEEDUP, meas=schema.MEASURED_SPEEDUP) -> dict:
+        err = 100 * (d[pred] - d[meas]).abs() / d[meas]
         return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
                 "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
                 "n_runs": int(len(d))}
@@ -106,4 +106,9 @@ def fidelity_summary(runs) -> dict:
     out = score(spec)
     out["by_drafter"] = {str(k): score(g) for k, g in spec.groupby(schema.DRAFTER_KIND)}
     out["by_batch"] = {str(int(k)): score(g) for k, g in spec.groupby(schema.BATCH)}
+    if schema.CLOCK in spec and len(spec):
+        out["clock"] = str(spec[schema.CLOCK].iloc[0])
+    out["by_clock"] = {name: score(spec, schema.PREDICTED_BY_CLOCK[name], col)
+                       for name, col in schema.MEASURED_BY_CLOCK.items()
+                       if col in spec and schema.PREDICTED_BY_CLOCK[name] in spec}
     return out

@@ -168,40 +168,42 @@ def _set_alpha_columns(run: SpecRun, row: dict, n: int, batch: int) -> dict:
             schema.ERR_ACCEPT_SET: 100 * math.log(e / row[schema.E_EFFECTIVE])}
 
 
-def _speedup(times: dict, run: SpecRun, i: int, pre_keys: tuple, col: int) -> float:
-    """Measured speedup of run ``i`` by one clock (column ``col`` of the samples)."""
-    med = {key: float(np.median(v[:, col])) for key, v in times.items()}
-    pre = med[pre_keys[0]]
-    pre_spec = pre + (med[pre_keys[1]] if pre_keys[1] else 0.0)
-    return (med[("ar", run.rows)] - pre) / (med[("spec", i)] - pre_spec)
-
-
-def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict) -> dict:
-    """One row of the runs table for run ``i`` of ``group`` (times by ``settings.clock``;
-    the measured speedup by the other clock is kept beside it)."""
-    run, s = group.runs[i], state.settings
-    col = CLOCKS.index(s.clock)
+def _by_clock(state: DemoState, group: Group, i: int, all_times: dict, res, col: int) -> dict:
+    """Prediction and decomposition of run ``i`` from the samples of one clock (column
+    ``col``), with the per-round range of the measured speedup."""
+    run, steps = group.runs[i], state.settings.pass_steps
     times = {key: v[:, col] for key, v in all_times.items()}
     med = {key: float(np.median(v)) for key, v in times.items()}
-    res = last[("spec", i)]
-    P, steps = res.plan.padded_prompt, s.pass_steps
+    P = res.plan.padded_prompt
     pre = med[("ar1", run.rows)]
     pre_spec = pre + (med[("prefill", run.cost_model.cfg.name, P)] if run.cost_model else 0.0)
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
-    t_draft = med[("draft", run.cost_key, run.k)] / (steps * run.k)
     row = decompose(e_model=_e_model(run, res.stats, n, group.batch), n_tokens=n,
                     iterations=res.n_iterations, k=run.k, t_ar=med[("ar", run.rows)],
                     t_spec=med[("spec", i)], prefill=pre, prefill_spec=pre_spec,
                     t_target_1=med[("target_1",)] / steps,
-                    t_verify=med[("verify", run.k)] / steps, t_draft=t_draft)
-    ar = np.median(times[("ar", run.rows)])
-    per_round = (ar - pre) / (np.asarray(times[("spec", i)]) - pre_spec)
+                    t_verify=med[("verify", run.k)] / steps,
+                    t_draft=med[("draft", run.cost_key, run.k)] / (steps * run.k))
+    per_round = (med[("ar", run.rows)] - pre) / (times[("spec", i)] - pre_spec)
+    row.update({schema.MEASURED_LO: float(per_round.min()),
+                schema.MEASURED_HI: float(per_round.max()), schema.TIME_S: med[("spec", i)],
+                schema.PREFILL_S: pre_spec, schema.DECODE_S: med[("spec", i)] - pre_spec})
+    return row
+
+
+def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict) -> dict:
+    """One row of the runs table for run ``i`` of ``group``: timings, prediction and
+    decomposition by ``settings.clock``; measured and predicted speedup by each clock."""
+    run, s = group.runs[i], state.settings
+    res = last[("spec", i)]
+    n = group.max_new_tokens - 1
+    rows = {name: _by_clock(state, group, i, all_times, res, c) for c, name in enumerate(CLOCKS)}
+    row = dict(rows[s.clock])
+    for name, r in rows.items():
+        row[schema.MEASURED_BY_CLOCK[name]] = r[schema.MEASURED_SPEEDUP]
+        row[schema.PREDICTED_BY_CLOCK[name]] = r[schema.PREDICTED_SPEEDUP]
     row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
     row.update(_set_alpha_columns(run, row, n, group.batch))
-    pre_keys = (("ar1", run.rows),
-                ("prefill", run.cost_model.cfg.name, P) if run.cost_model else None)
-    for c, name in enumerate(CLOCKS):
-        row[schema.MEASURED_BY_CLOCK[name]] = _speedup(all_times, run, i, pre_keys, c)
     row.update(acceptance_fields(res.stats))
     row.update(acceptance_variants(row, res.stats, run.k))
     row.update({schema.TEMPERATURE: group.temperature, schema.DRAFTER: run.name,
@@ -209,11 +211,8 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
                 schema.BATCH: group.batch, schema.ALPHA_SET: run.acceptance[1]
                 if run.acceptance else math.nan,
                 schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
-                schema.TIME_S: med[("spec", i)], schema.PREFILL_S: pre_spec,
-                schema.DECODE_S: med[("spec", i)] - pre_spec, schema.PADDED_PROMPT: P,
-                schema.CACHE_LEN: group.cache_len, schema.CLOCK: s.clock,
-                schema.MEASURED_LO: float(per_round.min()),
-                schema.MEASURED_HI: float(per_round.max()),
+                schema.PADDED_PROMPT: res.plan.padded_prompt, schema.CACHE_LEN: group.cache_len,
+                schema.CLOCK: s.clock,
                 schema.MEASURED_INPUTS: ";".join(_measured_inputs(run)), **run.extra})
     return row
 
