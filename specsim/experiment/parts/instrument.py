@@ -15,11 +15,25 @@ from specsim.experiment.state import DemoState
 
 
 def prompt_rows(state: DemoState, batch: int) -> tuple:
-    """``batch`` prompt rows, the kinds of work cycled, each cut to ``prompt_tokens``
-    tokens (a short prompt keeps the prefill, which is subtracted, small)."""
-    kinds, keep = state.settings.kinds, state.settings.prompt_tokens
-    return tuple(tuple(state.prompts[kinds[b % len(kinds)]][:keep] if keep
-                       else state.prompts[kinds[b % len(kinds)]]) for b in range(batch))
+    """``batch`` different prompt rows of ``prompt_tokens`` tokens each (a short prompt
+    keeps the prefill small): the four kinds of work cycled, row b taking the window of
+    its kind's prompt that starts b // 4 · 5 tokens in (so no two rows are equal while
+    the prompts are long enough)."""
+    from specsim import workloads
+    from specsim.experiment.pipeline import encode_prompts
+
+    keep = state.settings.prompt_tokens
+    prompts = {**encode_prompts(state.target, workloads.KINDS), **state.prompts}
+    order = list(dict.fromkeys((*state.settings.kinds, *workloads.KINDS)))
+    rows = []
+    for b in range(batch):
+        p = prompts[order[b % len(order)]]
+        if not keep:
+            rows.append(tuple(p))
+            continue
+        start = min((b // len(order)) * 5, max(0, len(p) - keep))
+        rows.append(tuple(p[start:start + keep]))
+    return tuple(rows)
 
 
 def draft_layers(target, cost: float) -> int:
