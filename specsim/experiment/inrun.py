@@ -212,7 +212,7 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
                 if run.acceptance else math.nan,
                 schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
                 schema.PADDED_PROMPT: res.plan.padded_prompt, schema.CACHE_LEN: group.cache_len,
-                schema.CLOCK: s.clock,
+                schema.CLOCK: s.clock, schema.TEXT: res.text[0] if res.text else "",
                 schema.MEASURED_INPUTS: ";".join(_measured_inputs(run)), **run.extra})
     return row
 
@@ -241,7 +241,8 @@ def baseline_rows(state: DemoState, group: Group, all_times: dict, last: dict) -
                      schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
                      schema.TIME_S: t, schema.PREFILL_S: pre, schema.DECODE_S: t - pre,
                      schema.PADDED_PROMPT: P, schema.CACHE_LEN: group.cache_len,
-                     schema.CLOCK: state.settings.clock})
+                     schema.CLOCK: state.settings.clock,
+                     schema.TEXT: res.text[0] if res.text else ""})
     return rows
 
 

@@ -48,7 +48,8 @@ def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
                                    lo=(S.MEASURED_SPEEDUP, "min"), hi=(S.MEASURED_SPEEDUP, "max"),
                                    iid=(S.PRED_IID, "mean"),
                                    pos=(S.PRED_POSITIONAL, "mean")).reset_index()
-            ax.errorbar(g[S.K], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
+            ax.errorbar(g[S.K], g["meas"], yerr=[(g["meas"] - g["lo"]).clip(lower=0),
+                                                 (g["hi"] - g["meas"]).clip(lower=0)],
                         fmt="o", capsize=3, label="measured (mean, range over kinds)")
             ax.plot(g[S.K], g["iid"], "-", label="predicted, i.i.d. α")
             ax.plot(g[S.K], g["pos"], "--", label="predicted, per-position α")
