@@ -94,7 +94,8 @@ def acceptance_by_position(runs: pd.DataFrame, level: float = 0.95) -> Figure:
             for (kind, temp), g in d.groupby([S.KIND, "T"]):
                 g = g.sort_values("position")
                 yerr = np.vstack([g[S.ALPHA] - g["low"], g["high"] - g[S.ALPHA]])
-                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.nan_to_num(yerr), marker="o",
+                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.clip(np.nan_to_num(yerr), 0, None),
+                            marker="o",
                             ms=4, capsize=2, color=colors[kind], ls=styles[temp],
                             label=f"{kind}, {temp}")
                 ax_n.plot(g["position"], g["samples"], marker=".", color=colors[kind],
@@ -247,7 +248,11 @@ def demo_figures(result) -> dict[str, Figure]:
         figs["latency_vs_tokens.png"] = latency_vs_tokens(sweep_t, result.fits[target])
     if not result.runs.empty:
         figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)
-        figs["acceptance_by_position.png"] = acceptance_by_position(result.runs)
+        real = result.runs
+        if S.DRAFTER_KIND in real:   # the instrument's rates are set: no curve to show
+            real = real[real[S.DRAFTER_KIND] != "instrument"]
+        if not S.speculative(real).empty:
+            figs["acceptance_by_position.png"] = acceptance_by_position(real)
     if not result.runs.empty and S.PREDICTED_SPEEDUP in result.runs:
         figs["predicted_vs_measured_band.png"] = predicted_vs_measured_band(result.runs)
         spec = S.speculative(result.runs)
