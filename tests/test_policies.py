@@ -1,0 +1,218 @@
+"""Draft-length policies: NumPy semantics, closed forms (analytic) and replay on traces
+(simulate), each held against an independent oracle."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from specsim import analytic as A
+from specsim import policies as P
+from specsim import simulate as S
+
+
+def _trace(n=4000, k=6, batch=2, seed=0, **kw):
+    return S.synthetic_trace(n, k, batch=batch, rng=seed, **kw)
+
+
+# ---- validation ----------------------------------------------------------------------------
+@pytest.mark.parametrize("make, match", [
+    (lambda: P.ConfidenceThreshold(p_min=0.5, k_min=5, k_max=3), r"k_min must be <= k_max"),
+    (lambda: P.ConfidenceThreshold(p_min=-0.1, k_max=3), r"p_min must lie in \[0, 1\]"),
+    (lambda: P.ConfidenceThreshold(p_min=1.5, k_max=3), r"p_min must lie in \[0, 1\]"),
+    (lambda: P.ConfidenceThreshold(p_min=float("nan"), k_max=3), r"p_min must lie in"),
+    (lambda: P.FixedK(k=0), r"k must be an integer >= 1"),
+    (lambda: P.FixedK(k=True), r"k must be an integer >= 1"),
+    (lambda: P.Heuristic(k_init=6, k_max=4), r"k_init must lie in \[1, k_max = 4\]"),
+    (lambda: P.Costs(t_draft=-1.0, t_target=(1.0, 1.0)), r"t_draft must lie in \[0, inf\]"),
+    (lambda: P.Costs(t_draft=0.1, t_target=(1.0, -2.0)), r"t_target\[1\] must lie in"),
+    (lambda: P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 2)),
+     r"costs.t_target must give k_max \+ 1 = 5"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), decay=0.0),
+     r"decay must lie in \(0, 1\]"),
+    (lambda: A.threshold_policy([0.5], p_min=0.2, k_max=2, k_min=3), r"k_min must be <= k_max"),
+    (lambda: A.threshold_policy([0.5], p_min=1.2, k_max=2), r"p_min must lie in \[0, 1\]"),
+    (lambda: S.simulate_policy(P.FixedK(k=7), _trace(10, 6)), r"policy.k_max \(7\) must be <="),
+    (lambda: S.AcceptanceTrace(np.zeros((2, 1, 3), bool), np.full((2, 1, 3), 1.5),
+                               np.ones((2, 1), bool)), r"confidence must lie in \[0, 1\]"),
+])
+def test_bad_settings_are_clear_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_policies_are_hashable_static_configs():
+    a = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.2, 3))
+    assert hash(a) == hash(P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.2, 3)))
+    assert P.as_policy(None, 4) == P.FixedK(k=4)
+
+
+# ---- edge cases on traces ------------------------------------------------------------------
+def _fields(run):
+    return [run.k_plan, run.proposed, run.draft_steps, run.accepted]
+
+
+def test_k_min_equal_k_max_is_fixed_k():
+    tr = _trace()
+    fixed = S.simulate_policy(P.FixedK(k=3), tr)
+    thr = S.simulate_policy(P.ConfidenceThreshold(p_min=0.9, k_min=3, k_max=3), tr)
+    for a, b in zip(_fields(fixed), _fields(thr)):
+        np.testing.assert_array_equal(a, b)
+    # closed form: the threshold law with k_min = k_max is E(alpha, K), alpha = E[g(s)]
+    s = np.linspace(0.05, 1.0, 20)
+    out = A.threshold_policy(s, p_min=0.7, k_max=3, k_min=3)
+    assert out["expected_tokens"] == pytest.approx(A.expected_tokens(s.mean(), 3), rel=1e-12)
+    assert out["expected_draft_steps"] == 3 and out["expected_proposed"] == 3
+
+
+def test_p_min_zero_drafts_k_max_and_one_never_drafts():
+    tr = _trace()
+    always = S.simulate_policy(P.ConfidenceThreshold(p_min=0.0, k_max=5), tr)
+    assert (always.proposed[tr.present] == 5).all()
+    np.testing.assert_array_equal(always.accepted, S.simulate_policy(P.FixedK(k=5), tr).accepted)
+    never = S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=5), tr)
+    assert (never.proposed == 0).all() and (never.accepted == 0).all()
+    assert never.tokens_per_iteration == 1.0
+    # a one-hot drafter (confidence exactly 1) is still stopped by p_min = 1
+    one_hot = S.AcceptanceTrace(np.ones((3, 1, 4), bool), np.ones((3, 1, 4)),
+                                np.ones((3, 1), bool))
+    assert (S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=4), one_hot).proposed
+            == 0).all()
+    out = A.threshold_policy([0.3, 0.8, 1.0], p_min=1.0, k_max=4)
+    assert out["expected_tokens"] == 1.0 and out["expected_proposed"] == 0.0
+
+
+def test_heuristic_schedule_by_hand():
+    # row accepts everything for 4 iterations, then rejects everything
+    acc = np.zeros((8, 1, 6), bool)
+    acc[:4] = True
+    tr = S.AcceptanceTrace(acc, np.full((8, 1, 6), 0.5), np.ones((8, 1), bool))
+    run = S.simulate_policy(P.Heuristic(k_init=2, k_max=5), tr)
+    assert run.k_plan[:, 0].tolist() == [2, 4, 5, 5, 5, 4, 3, 2]
+    assert run.accepted[:, 0].tolist() == [2, 4, 5, 5, 0, 0, 0, 0]
+
+
+def test_absent_rows_do_not_move_state():
+    acc = np.ones((4, 2, 4), bool)
+    present = np.array([[1, 1], [1, 0], [1, 0], [1, 1]], bool)
+    tr = S.AcceptanceTrace(acc, np.full((4, 2, 4), 0.5), present)
+    run = S.simulate_policy(P.Heuristic(k_init=1, k_max=4), tr)
+    assert run.k_plan[:, 0].tolist() == [1, 3, 4, 4]
+    assert run.k_plan[[0, 3], 1].tolist() == [1, 3]
+    assert (run.tokens[~present] == 0).all()
+
+
+# ---- goodput -------------------------------------------------------------------------------
+def test_goodput_plan_matches_reference_and_turns_off_when_costly():
+    rng = np.random.default_rng(3)
+    reached = rng.integers(0, 50, (64, 5)).astype(np.float32)
+    acc = np.floor(reached * rng.random((64, 5))).astype(np.float32)
+    for c, slope in [(0.05, 0.0), (0.3, 0.1), (0.6, 0.3)]:
+        costs = P.Costs.from_ratio(c, 5, verify_slope=slope)
+        pol = P.Goodput(k_max=5, costs=costs)
+        alpha = pol.alpha_estimate((acc, reached))
+        k_ref, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
+        np.testing.assert_array_equal(pol.plan((acc, reached), 64), k_ref)
+    off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
+    assert (off.plan((acc, reached), 64) == 0).all()
+    # replayed: a large cost ratio never speculates, a cheap drafter always does
+    tr = _trace(500, 5)
+    assert (S.simulate_policy(off, tr).proposed == 0).all()
+    cheap = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5)), tr)
+    assert (cheap.proposed[tr.present] == 5).all()
+
+
+def test_goodput_turns_off_at_a_batch_where_verify_grows():
+    # batch-size effect: at a large batch verifying K + 1 tokens costs ~ (K + 1) steps
+    alphas = np.full(4, 0.7)
+    k_small, _ = A.goodput_k(alphas, 0.05, [1.0, 1.02, 1.04, 1.06, 1.08])
+    k_big, rate = A.goodput_k(alphas, 0.05, [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert k_small == 4 and k_big == 0 and rate == 1.0
+
+
+def test_goodput_finds_the_best_fixed_k_on_iid_trace():
+    alpha, c = 2 / 3, 0.2
+    k_star, best = A.optimal_k(alpha, c, k_max=6)
+    tr = _trace(20000, 6, batch=1, seed=1)
+    costs = P.Costs.from_ratio(c, 6)
+    run = S.simulate_policy(P.Goodput(k_max=6, costs=costs), tr, costs=costs)
+    fixed = S.simulate_policy(P.FixedK(k=int(k_star)), tr, costs=costs)
+    assert fixed.speedup == pytest.approx(best, rel=0.02)
+    assert run.speedup > 0.98 * fixed.speedup
+    assert np.mean(run.k_plan[tr.present] == k_star) > 0.6
+
+
+# ---- closed forms against simulation -------------------------------------------------------
+@pytest.mark.parametrize("p_min, k_max, k_min, calib", [
+    (0.5, 5, 0, None), (0.3, 4, 2, None), (0.7, 6, 1, lambda s: 0.9 * s ** 2)])
+def test_threshold_simulation_matches_closed_form(p_min, k_max, k_min, calib):
+    a, b = 2.0, 1.2
+    tr = _trace(60000, k_max, batch=1, seed=7, confidence_a=a, confidence_b=b,
+                calibration=calib)
+    run = S.simulate_policy(P.ConfidenceThreshold(p_min=p_min, k_max=k_max, k_min=k_min), tr)
+    # the law on a fine grid: Beta(a, b) density times the bin width
+    from scipy import stats
+    edges = np.linspace(0, 1, 20001)
+    s = 0.5 * (edges[1:] + edges[:-1])
+    w = np.diff(stats.beta(a, b).cdf(edges))
+    g = s if calib is None else calib(s)
+    out = A.threshold_policy(s, g, w, p_min=p_min, k_max=k_max, k_min=k_min)
+    for name, sim in [("expected_tokens", run.tokens[:, 0]),
+                      ("expected_proposed", run.proposed[:, 0]),
+                      ("expected_draft_steps", run.draft_steps[:, 0])]:
+        se = sim.std() / np.sqrt(sim.size)
+        assert abs(sim.mean() - out[name]) < 4 * se + 1e-9, (name, sim.mean(), out[name], se)
+    pmf = np.bincount(run.proposed[:, 0], minlength=k_max + 1) / run.proposed.shape[0]
+    np.testing.assert_allclose(pmf, out["proposed_pmf"], atol=0.01)
+
+
+def test_simulated_speedup_matches_closed_form():
+    tr = _trace(60000, 4, batch=1, seed=11)
+    costs = P.Costs(t_draft=0.15, t_target=(1.0, 1.05, 1.1, 1.2, 1.3))
+    s = np.random.default_rng(5).beta(2.0, 1.0, 400000)        # the same law, sampled
+    for pol, kw in [(P.FixedK(k=4), dict(p_min=0.0, k_max=4, k_min=4)),
+                    (P.ConfidenceThreshold(p_min=0.6, k_max=4), dict(p_min=0.6, k_max=4))]:
+        run = S.simulate_policy(pol, tr, costs=costs)
+        want = A.speedup_threshold(s, p_min=kw["p_min"], k_max=4, k_min=kw.get("k_min", 0),
+                                   c=0.15, verify_cost=costs.t_target)
+        assert run.speedup == pytest.approx(want, rel=0.01)
+
+
+def test_optimal_fixed_vs_dynamic():
+    # informative confidence: a draft is either sure (accepted 95%) or lost (10%)
+    s, w = np.array([0.1, 0.95]), np.array([0.35, 0.65])
+    res = A.optimal_fixed_vs_dynamic(s, s, w, c=0.1, k_max=8)
+    alpha = float(np.sum(s * w))
+    k_ref, sp_ref = A.optimal_k(alpha, 0.1, k_max=8)
+    assert res["fixed_k"] == k_ref and res["fixed_speedup"] == pytest.approx(sp_ref, rel=1e-12)
+    assert 0.1 <= res["p_min"] < 0.95 and res["gain"] > 1.1
+    # uninformative (acceptance does not depend on s): thresholding cannot help
+    flat = A.optimal_fixed_vs_dynamic(s, [0.6, 0.6], w, c=0.1, k_max=8)
+    assert flat["gain"] == pytest.approx(1.0, abs=1e-12)
+
+
+# ---- traces from engine statistics ---------------------------------------------------------
+def test_trace_from_stats():
+    acc = np.array([[[1, 0, 1]], [[0, 0, 0]]], bool)
+    stats = SimpleNamespace(k=3, accept_mask=acc, confidence=np.full((2, 1, 3), 0.4),
+                            drafted=np.array([[3], [-1]]))
+    tr = S.AcceptanceTrace.from_stats(stats)
+    assert tr.present.tolist() == [[True], [False]] and tr.k == 3
+    run = S.simulate_policy(P.FixedK(k=3), tr)
+    assert run.accepted[:, 0].tolist() == [1, 0]
+    with pytest.raises(ValueError, match="must propose all k = 3"):
+        S.AcceptanceTrace.from_stats(SimpleNamespace(**{**vars(stats),
+                                                        "drafted": np.array([[2], [3]])}))
+    with pytest.raises(ValueError, match="stats has no 'confidence'"):
+        S.AcceptanceTrace.from_stats(SimpleNamespace(k=3, accept_mask=acc, confidence=None,
+                                                     drafted=stats.drafted))
+
+
+def test_policies_import_without_jax():
+    code = ("import sys, specsim.policies, specsim.simulate; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
