@@ -216,3 +216,73 @@ def test_policies_import_without_jax():
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---- engine: the early-stopping draft loop -------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    import jax
+
+    from specsim import models
+    from specsim.drafters import model_drafter
+    from specsim.models.config import TINY_LLAMA
+    from specsim.models.transformer import init_params, select_layers
+    cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=None)
+    scale = lambda p, f: jax.tree_util.tree_map_with_path(                # noqa: E731
+        lambda path, a: a if "norm" in str(path[-1]) else a * f, p)
+    target = models.Model(cfg, scale(init_params(jax.random.PRNGKey(0), cfg), 12.0))
+    sub, sub_cfg = select_layers(target.params, cfg, [0, 1])
+    small = models.Model(sub_cfg.replace(name="tiny-small"), scale(sub, 0.6))
+    return target, model_drafter(small, target)
+
+
+def _propose_both(drafter, policy, k, k_plan, temperature, conf=None):
+    import jax
+    import jax.numpy as jnp
+
+    from specsim import policy_engine as pe
+    from specsim.drafters import Context
+    from specsim.sampling import SamplingParams
+    sp = SamplingParams.make(temperature, vocab_size=drafter.vocab_size)
+    prompts = jnp.asarray([[1, 5, 7, 9, 11, 2], [3, 3, 4, 8, 15, 16]], jnp.int32)
+    lens = jnp.asarray([6, 4], jnp.int32)
+    state = jax.jit(drafter.init_state, static_argnums=2)(prompts, lens, 32)
+    ctx = Context(jnp.zeros((2, 32), jnp.int32).at[:, :6].set(prompts), lens)
+    key = jax.random.PRNGKey(3)
+    _, full = jax.jit(lambda s: drafter.propose(s, ctx, k, key, sp))(state)
+    st, got = jax.jit(lambda s: drafter.propose_policy(s, ctx, k, key, sp, policy,
+                                                       jnp.asarray(k_plan, jnp.int32)))(state)
+    want = pe.masked_draft(policy, full.tokens, full.probs, jnp.asarray(k_plan, jnp.int32),
+                           sp.greedy, k, conf)
+    return full, got, want, st, state
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_model_draft_loop_stops_early_with_the_same_drafts(tiny, temperature):
+    _, drafter = tiny
+    k = 5
+    # FixedK: the while loop drafts exactly what the scan drafts
+    full, got, _, st, state = _propose_both(drafter, P.FixedK(k=k), k, [k, k], temperature)
+    np.testing.assert_array_equal(got.tokens, full.tokens)
+    np.testing.assert_allclose(got.probs, full.probs, atol=1e-6)
+    assert int(got.steps) == k and np.asarray(got.proposed).all()
+    np.testing.assert_array_equal(st.length, state.length)
+    # a threshold in the middle of the confidences: rows stop, the loop ends early
+    conf = np.asarray(got.confidence)                 # every slot reached: all confidences
+    pol = P.ConfidenceThreshold(p_min=float(np.median(conf[:, 1:])), k_max=k)
+    full, got, want, _, _ = _propose_both(drafter, pol, k, [k, k], temperature, conf)
+    prop = np.asarray(want.proposed)
+    assert 0 < prop.sum() < prop.size
+    np.testing.assert_array_equal(got.proposed, prop)
+    np.testing.assert_allclose(got.probs, want.probs, atol=1e-6)
+    np.testing.assert_allclose(got.confidence, want.confidence, atol=1e-6)
+    np.testing.assert_array_equal(np.where(prop, got.tokens, -1), np.where(prop, full.tokens, -1))
+    reached = np.isfinite(np.asarray(want.confidence))
+    assert int(got.steps) == reached.sum(1).max() < k
+    # per-row plans, and p_min = 1: one pass (the catch-up), nothing proposed
+    _, got, want, _, _ = _propose_both(drafter, P.FixedK(k=k), k, [2, 0], temperature)
+    assert np.asarray(got.proposed).sum(1).tolist() == [2, 0] and int(got.steps) == 2
+    _, got, _, _, _ = _propose_both(drafter, P.ConfidenceThreshold(p_min=1.0, k_max=k), k,
+                                    [k, k], temperature)
+    assert not np.asarray(got.proposed).any() and int(got.steps) == 1
+    assert (np.asarray(got.probs).sum(-1) == 0).all() if temperature == 0 else True
