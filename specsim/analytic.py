@@ -7,8 +7,8 @@ One iteration drafts K tokens, verifies them in one target pass, keeps the accep
 prefix and adds one token from the target, so it yields between 1 and K+1 tokens.
 
 Every function broadcasts its array arguments against each other (grids of alpha, K, c)
-and validates them eagerly: bad values raise ``ValueError`` naming the argument and the
-allowed range. Scalars in give NumPy scalars out; arrays in give arrays of the
+and validates them eagerly: bad values raise ``InvalidArgument`` (a ``ValueError``)
+naming the argument and the allowed range. Scalars in give NumPy scalars out; arrays in give arrays of the
 broadcast shape.
 
 References: Leviathan, Kalman & Matias, "Fast Inference from Transformers via
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim._validate import (
+from specsim.errors import InvalidArgument
+from specsim.validation import (
     as_float_array,
     broadcast,
     check_distribution,
@@ -61,8 +62,8 @@ def _shape(**named) -> tuple[int, ...]:
         return np.broadcast_shapes(*(np.shape(v) for v in named.values()))
     except ValueError:
         shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
-        raise ValueError(f"{', '.join(named)} must broadcast against each other "
-                         f"(got shapes {shapes})") from None
+        raise InvalidArgument(f"{', '.join(named)} must broadcast against each other "
+                              f"(got shapes {shapes})") from None
 
 
 def _out(x: np.ndarray):
@@ -116,8 +117,8 @@ def expected_tokens_positional(alphas):
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
-        raise ValueError("alphas must have a last axis of length K >= 1 "
-                         f"(got shape {alphas.shape})")
+        raise InvalidArgument("alphas must have a last axis of length K >= 1 "
+                              f"(got shape {alphas.shape})")
     return _out(1.0 + np.cumprod(alphas, axis=-1).sum(axis=-1))
 
 
@@ -147,7 +148,7 @@ def markov_transitions(alpha, rho):
     bad = ~((rho >= lower) & (rho < 1.0))
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise ValueError(
+        raise InvalidArgument(
             f"rho must lie in [max(-alpha/(1-alpha), -(1-alpha)/alpha), 1) = "
             f"[{lower.ravel()[i]:.6g}, 1) for alpha = {alpha.ravel()[i]:.6g} "
             f"(got {rho.ravel()[i]!r})")
@@ -219,8 +220,8 @@ def speedup_from_costs(expected_tokens, k, t_draft, t_target_1, t_target_verify)
            t_target_verify=t_target_verify)
     bad = ~((e >= 1.0) & (e <= k + 1))
     if bad.any():
-        raise ValueError("expected_tokens must lie in [1, k + 1] "
-                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+        raise InvalidArgument("expected_tokens must lie in [1, k + 1] "
+                              f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
     return _out(e * t_target_1 / (k * t_draft + t_target_verify))
 
 
@@ -327,8 +328,8 @@ def alpha_from_expected_tokens(expected_tokens, k):
     _shape(expected_tokens=e, k=k)
     bad = ~((e >= 1.0) & (e <= k + 1))
     if bad.any():
-        raise ValueError("expected_tokens must lie in [1, k + 1] "
-                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+        raise InvalidArgument("expected_tokens must lie in [1, k + 1] "
+                              f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
     return _out(_invert_expected_tokens(e, k))
 
 
@@ -366,7 +367,7 @@ def implied_cost_ratio(alpha, k, speedup):
     bad = s > e * (1.0 + 1e-12)
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise ValueError(
+        raise InvalidArgument(
             "speedup must lie in (0, expected_tokens(alpha, k)] = "
             f"(0, {np.broadcast_to(e, bad.shape).ravel()[i]:.6g}] "
             f"(got {np.broadcast_to(s, bad.shape).ravel()[i]!r})")
@@ -399,7 +400,7 @@ def acceptance_rate(target_probs, draft_probs, *, lenience=1.0):
     _shape(target_probs=target, draft_probs=draft)
     l = as_float_array("lenience", lenience)
     if l.ndim or not (0.0 < l <= 1.0):
-        raise ValueError(f"lenience must be a scalar in (0, 1] (got {lenience!r})")
+        raise InvalidArgument(f"lenience must be a scalar in (0, 1] (got {lenience!r})")
     if l == 1.0:
         beta = np.minimum(target, draft).sum(axis=-1)
     else:

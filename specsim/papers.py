@@ -24,6 +24,8 @@ import pandas as pd
 from scipy import optimize
 
 from specsim import analytic
+from specsim.errors import InvalidArgument
+from specsim.validation import choice, probability
 
 __all__ = [
     "PAPER_IDS",
@@ -63,8 +65,7 @@ def papers_dir(root: str | os.PathLike | None = None) -> Path:
 
 
 def _check_paper(paper_id: str) -> None:
-    if paper_id not in PAPER_IDS:
-        raise ValueError(f"paper_id must be one of {PAPER_IDS}, got {paper_id!r}")
+    choice("paper_id", paper_id, PAPER_IDS)
 
 
 def _raw(paper_id: str, root=None) -> pd.DataFrame:
@@ -308,9 +309,9 @@ def argmax_lenient_accepts(target_probs, draft_probs, lenience: float) -> np.nda
     l = 1 is exact greedy verification (x must be the target's argmax, up to ties).
     Returns a float array of 0/1 of shape [...]; its mean is α for that lenience.
     """
-    lenience = float(lenience)
-    if not 0.0 < lenience <= 1.0:
-        raise ValueError(f"lenience must be in (0, 1], got {lenience!r}")
+    lenience = probability("lenience", lenience)
+    if lenience == 0.0:
+        raise InvalidArgument(f"lenience must be in (0, 1], got {lenience!r}")
     target = np.asarray(target_probs, dtype=float)
     draft = np.asarray(draft_probs, dtype=float)
     x = np.argmax(draft, axis=-1)[..., None]

@@ -41,6 +41,8 @@ from typing import Mapping
 
 import numpy as np
 
+from specsim.validation import choice, positive_int
+
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HARDWARE_CSV = DATA_DIR / "hardware.csv"
 
@@ -177,12 +179,6 @@ class ForwardCost:
         return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
                  activations: bool = True) -> ForwardCost:
@@ -198,14 +194,13 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
     arithmetic intensity to a few hundred FLOPs/byte however large the batch.
     """
-    B = _positive_int(batch, "batch")
-    T = _positive_int(n_tokens, "n_tokens")
-    S = _positive_int(T if context is None else context, "context")
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    S = positive_int("context", T if context is None else context)
     if S < T:
         raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
                          f"written into the cache")
-    if cache_update not in ("inplace", "copy"):
-        raise ValueError(f"cache_update must be 'inplace' or 'copy', got {cache_update!r}")
+    choice("cache_update", cache_update, ("inplace", "copy"))
     dt = canonical_dtype(dtype or cfg.dtype)
     w = _DTYPE_BYTES[dt]
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim._validate import (
+from specsim.errors import InvalidArgument
+from specsim.validation import (
     check_draft_length,
     check_nonnegative,
     check_positive,
@@ -63,13 +64,13 @@ def _rng(rng) -> np.random.Generator:
 def _check_count(name: str, n) -> int:
     value = check_draft_length(name, n, minimum=1)
     if value.ndim:
-        raise ValueError(f"{name} must be a single integer >= 1 (got shape {value.shape})")
+        raise InvalidArgument(f"{name} must be a single integer >= 1 (got shape {value.shape})")
     return int(value)
 
 
 def _scalar(name: str, arr: np.ndarray) -> float:
     if arr.ndim:
-        raise ValueError(f"{name} must be a scalar here (got shape {arr.shape})")
+        raise InvalidArgument(f"{name} must be a scalar here (got shape {arr.shape})")
     return float(arr)
 
 
@@ -92,11 +93,11 @@ def replay_masks(accept_masks) -> np.ndarray:
     """
     masks = np.asarray(accept_masks)
     if masks.ndim != 2 or masks.shape[1] < 1:
-        raise ValueError("accept_masks must be a 2-D [iterations, K] array with K >= 1 "
-                         f"(got shape {masks.shape})")
+        raise InvalidArgument("accept_masks must be a 2-D [iterations, K] array with K >= 1 "
+                              f"(got shape {masks.shape})")
     if masks.dtype != bool:
         if masks.dtype.kind not in "iu" or not np.isin(masks, (0, 1)).all():
-            raise ValueError("accept_masks must be boolean or hold only 0 and 1")
+            raise InvalidArgument("accept_masks must be boolean or hold only 0 and 1")
         masks = masks.astype(bool)
     return 1 + _leading_accepts(masks)
 
@@ -134,7 +135,7 @@ def simulate_positional(alphas, n_iterations, *, rng=None) -> np.ndarray:
     Returns int64 [n_iterations]."""
     alphas = check_probability("alphas", alphas)
     if alphas.ndim != 1 or alphas.shape[0] < 1:
-        raise ValueError(f"alphas must be a 1-D array of K >= 1 rates (got shape {alphas.shape})")
+        raise InvalidArgument(f"alphas must be a 1-D array of K >= 1 rates (got shape {alphas.shape})")
     n = _check_count("n_iterations", n_iterations)
     return _simulate_bernoulli(alphas, n, _rng(rng))
 
@@ -158,7 +159,7 @@ def simulate_markov(alpha, rho, k, n_iterations, *, rng=None) -> np.ndarray:
     """
     p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
     if np.ndim(alpha) or np.ndim(rho):
-        raise ValueError("alpha and rho must be scalars here")
+        raise InvalidArgument("alpha and rho must be scalars here")
     k = _check_count("k", k)
     n = _check_count("n_iterations", n_iterations)
     rng = _rng(rng)
@@ -209,7 +210,7 @@ def tokens_pmf_positional(alphas) -> np.ndarray:
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
-        raise ValueError(f"alphas must have a last axis of length K >= 1 (got shape {alphas.shape})")
+        raise InvalidArgument(f"alphas must have a last axis of length K >= 1 (got shape {alphas.shape})")
     survive = np.concatenate([np.ones(alphas.shape[:-1] + (1,)),
                               np.cumprod(alphas, axis=-1)], axis=-1)   # [..., K+1] P_0..P_K
     pmf = survive.copy()
@@ -227,7 +228,7 @@ def tokens_pmf_markov(alpha, rho, k) -> np.ndarray:
     alpha, rho: scalars; k integer >= 1. Returns float64 [K+1].
     """
     if np.ndim(alpha) or np.ndim(rho):
-        raise ValueError("alpha and rho must be scalars here")
+        raise InvalidArgument("alpha and rho must be scalars here")
     p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
     k = _check_count("k", k)
     pi1 = float(_markov_start_weights(p01, p11, k))
@@ -269,18 +270,18 @@ def wall_time(tokens_per_iteration, n_tokens, k, *, t_draft, t_target_1,
     """
     tokens = np.asarray(tokens_per_iteration)
     if tokens.ndim == 0 or tokens.dtype.kind not in "iu" or tokens.dtype == bool:
-        raise ValueError("tokens_per_iteration must be an integer array [..., iterations]")
+        raise InvalidArgument("tokens_per_iteration must be an integer array [..., iterations]")
     n_tokens = _check_count("n_tokens", n_tokens)
     k = _check_count("k", k)
     if tokens.size and (tokens.min() < 1 or tokens.max() > k + 1):
-        raise ValueError(f"tokens_per_iteration must lie in [1, k + 1] = [1, {k + 1}]")
+        raise InvalidArgument(f"tokens_per_iteration must lie in [1, k + 1] = [1, {k + 1}]")
     t_draft = _scalar("t_draft", check_nonnegative("t_draft", t_draft))
     t_target_1 = _scalar("t_target_1", check_positive("t_target_1", t_target_1))
     t_verify = _scalar("t_target_verify", check_positive("t_target_verify", t_target_verify))
     total = np.cumsum(tokens, axis=-1)                       # [..., iterations]
     if (total[..., -1] < n_tokens).any():
-        raise ValueError(f"tokens_per_iteration has too few iterations to reach "
-                         f"n_tokens = {n_tokens} in every run")
+        raise InvalidArgument(f"tokens_per_iteration has too few iterations to reach "
+                              f"n_tokens = {n_tokens} in every run")
     iterations = (total < n_tokens).sum(axis=-1) + 1         # first index reaching n_tokens
     produced = np.take_along_axis(total, (iterations - 1)[..., None], axis=-1)[..., 0]
     time = iterations * (k * t_draft + t_verify)
