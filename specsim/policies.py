@@ -43,33 +43,25 @@ No JAX here: this module belongs to the theory side and is imported by the engin
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from specsim.errors import InvalidArgument
+from specsim.validation import (nonnegative_float, nonnegative_int, positive_float,
+                                positive_int, probability)
 
 __all__ = ["Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
            "n_proposed", "draft_steps", "as_policy"]
 
 
 # ---- validation ---------------------------------------------------------------------------
-def _int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
-    return int(value)
-
-
-def _real(name: str, value, lo: float, hi: float, *, lo_open=False, hi_open=False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number (got {value!r})")
-    v = float(value)
-    ok = math.isfinite(v) if math.isinf(hi) else True
-    ok &= (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok or math.isnan(v):
-        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} must lie in {rng} (got {value!r})")
-    return v
+def _decay(value) -> float:
+    d = positive_float("decay", value)
+    if d > 1.0:
+        raise InvalidArgument(f"decay must be a number in (0, 1] (got {d!r})")
+    return d
 
 
 def _set(obj, **values):
@@ -109,7 +101,7 @@ class FixedK(_Stateless):
     k: int
 
     def __post_init__(self):
-        _set(self, k=_int("k", self.k, 1))
+        _set(self, k=positive_int("k", self.k))
 
     @property
     def k_max(self) -> int:
@@ -127,11 +119,11 @@ class ConfidenceThreshold(_Stateless):
     k_min: int = 0
 
     def __post_init__(self):
-        k_max = _int("k_max", self.k_max, 1)
-        k_min = _int("k_min", self.k_min, 0)
+        k_max = positive_int("k_max", self.k_max)
+        k_min = nonnegative_int("k_min", self.k_min)
         if k_min > k_max:
-            raise ValueError(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
-        _set(self, p_min=_real("p_min", self.p_min, 0.0, 1.0), k_max=k_max, k_min=k_min)
+            raise InvalidArgument(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
+        _set(self, p_min=probability("p_min", self.p_min), k_max=k_max, k_min=k_min)
 
     def keep(self, j, confidence, xp=np):
         return (confidence > self.p_min) | (j < self.k_min)
@@ -144,10 +136,10 @@ class Heuristic:
     k_max: int
 
     def __post_init__(self):
-        k_max = _int("k_max", self.k_max, 1)
-        k_init = _int("k_init", self.k_init, 1)
+        k_max = positive_int("k_max", self.k_max)
+        k_init = positive_int("k_init", self.k_init)
         if k_init > k_max:
-            raise ValueError(f"k_init must lie in [1, k_max = {k_max}] (got {k_init})")
+            raise InvalidArgument(f"k_init must lie in [1, k_max = {k_max}] (got {k_init})")
         _set(self, k_init=k_init, k_max=k_max)
 
     def init(self, batch: int, xp=np) -> tuple:
@@ -174,18 +166,18 @@ class Costs:
     t_target: tuple
 
     def __post_init__(self):
-        t_target = tuple(_real(f"t_target[{i}]", t, 0.0, math.inf, lo_open=True)
+        t_target = tuple(positive_float(f"t_target[{i}]", float(t))
                          for i, t in enumerate(np.atleast_1d(np.asarray(self.t_target))))
         if not t_target:
-            raise ValueError("t_target must hold at least one pass time (got none)")
-        _set(self, t_draft=_real("t_draft", self.t_draft, 0.0, math.inf), t_target=t_target)
+            raise InvalidArgument("t_target must hold at least one pass time (got none)")
+        _set(self, t_draft=nonnegative_float("t_draft", self.t_draft), t_target=t_target)
 
     @classmethod
     def from_ratio(cls, c: float, k_max: int, verify_slope: float = 0.0) -> "Costs":
         """Constant costs in target-step units: t_draft = c, t_target(n) = 1 +
         verify_slope·(n − 1) (slope 0: verifying K + 1 tokens costs one step)."""
-        k_max = _int("k_max", k_max, 1)
-        slope = _real("verify_slope", verify_slope, 0.0, math.inf)
+        k_max = positive_int("k_max", k_max)
+        slope = nonnegative_float("verify_slope", verify_slope)
         return cls(t_draft=c, t_target=tuple(1.0 + slope * n for n in range(k_max + 1)))
 
     def iteration_time(self, k, xp=np):
@@ -203,17 +195,16 @@ class Goodput:
     decay: float = 0.98
 
     def __post_init__(self):
-        k_max = _int("k_max", self.k_max, 1)
+        k_max = positive_int("k_max", self.k_max)
         if not isinstance(self.costs, Costs):
-            raise ValueError(f"costs must be a specsim.policies.Costs (got {self.costs!r})")
+            raise InvalidArgument(f"costs must be a specsim.policies.Costs (got {self.costs!r})")
         if len(self.costs.t_target) < k_max + 1:
-            raise ValueError(f"costs.t_target must give k_max + 1 = {k_max + 1} pass times "
+            raise InvalidArgument(f"costs.t_target must give k_max + 1 = {k_max + 1} pass times "
                              f"(got {len(self.costs.t_target)})")
         _set(self, k_max=k_max,
-             prior_alpha=_real("prior_alpha", self.prior_alpha, 0.0, 1.0),
-             prior_weight=_real("prior_weight", self.prior_weight, 0.0, math.inf,
-                                lo_open=True),
-             decay=_real("decay", self.decay, 0.0, 1.0, lo_open=True))
+             prior_alpha=probability("prior_alpha", self.prior_alpha),
+             prior_weight=positive_float("prior_weight", self.prior_weight),
+             decay=_decay(self.decay))
 
     def init(self, batch: int, xp=np) -> tuple:
         zeros = xp.zeros((batch, self.k_max), xp.float32)
@@ -257,7 +248,7 @@ def as_policy(policy, k: int | None = None):
         return FixedK(k=k)
     if not isinstance(policy, (FixedK, ConfidenceThreshold, Heuristic, Goodput)) and \
             not isinstance(policy, Policy):
-        raise ValueError(f"policy must be None or a specsim.policies policy (got {policy!r})")
+        raise InvalidArgument(f"policy must be None or a specsim.policies policy (got {policy!r})")
     return policy
 
 
