@@ -39,7 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim.drafters import Context, check_drafter, model_drafter
+from specsim import policies, policy_engine
+from specsim.drafters import Context, Draft, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
 from specsim.errors import InvalidArgument
@@ -361,6 +362,81 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
     return common, stats
 
 
+class _PolicyStatsBuf(NamedTuple):
+    k_used: jax.Array       # [I, B] int32 planned K (−1 where the row had finished)
+    confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
+    accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
+    draft_steps: jax.Array  # [] int32: draft passes run by the loop
+
+
+def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
+    """Step 1 under a policy: plan each row's K and draft (stopping early)."""
+    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
+    dstate, pd = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length), K, key,
+                                     sp, policy, k_plan)
+    return dstate, pd, k_plan
+
+
+def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
+                   accepted):
+    """Policy statistics of iteration ``it``; `drafted` counts proposals and `overlap`
+    is kept at proposed slots only (the slot that stopped a row holds a thresholded
+    row that was never proposed)."""
+    n_prop = jnp.sum(pd.proposed, 1)
+    stats = stats._replace(
+        drafted=stats.drafted.at[it].set(jnp.where(ok, n_prop, -1)),
+        overlap=stats.overlap.at[it].set(jnp.where(pd.proposed, stats.overlap[it], jnp.nan)))
+    pstats = _PolicyStatsBuf(
+        pstats.k_used.at[it].set(jnp.where(ok, k_plan, -1)),
+        pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
+        pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
+        pstats.draft_steps + pd.steps)
+    return stats, pstats
+
+
+@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
+def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
+                    key, *, cfg: ModelConfig, policy, S: int, I: int):
+    """`_speculative_program` with a draft-length policy: per-row K within a
+    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop."""
+    TRACE_COUNTS["speculative-policy"] += 1
+    B, K = prompts.shape[0], policy.k_max
+    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    dstate = drafter.init_state(prompts, prompt_lens, S)
+    stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
+                          jnp.full((I, B, K), jnp.nan, jnp.float32))
+    pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
+                             jnp.full((I, B, K), jnp.nan, jnp.float32),
+                             jnp.zeros((I, B, K), bool), jnp.int32(0))
+
+    def body(carry):
+        c, cache, dstate, pstate, stats, pstats = carry
+        key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
+        dstate, pd, k_plan = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy, pstate)
+        draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
+        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
+        start = cache.length                                                     # [B]
+        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        target_probs = sp.probs(logits)                                          # [B, K+1, V]
+        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+        finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
+        ok = ~c.done & finite                                                    # [B]
+        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        dstate = drafter.commit(dstate, n_acc, ok)
+        pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
+        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                                 greedy=sp.greedy)       # the test _verify ran (same key)
+        stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
+        stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
+        c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
+        return c, cache, dstate, pstate, stats, pstats
+
+    carry = (common, cache, dstate, policy.init(B, jnp), stats, pstats)
+    common, _, _, _, stats, pstats = jax.lax.while_loop(
+        lambda carry: _running(carry[0], I), body, carry)
+    return common, stats, pstats
+
+
 # ---- public entry points -------------------------------------------------------------------------
 def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields):
     tokens = np.asarray(common.tokens)
@@ -434,18 +510,37 @@ def _as_drafter(drafter, target):
     return drafter
 
 
-def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
+def _resolve_policy(k, policy):
+    """(K, policy or None): k alone is today's fixed-K program; a policy sets K = its
+    k_max (k, if also given, must agree)."""
+    if policy is None:
+        return positive_int("k", 4 if k is None else k), None
+    policy = policies.as_policy(policy)
+    if k is not None and positive_int("k", k) != policy.k_max:
+        raise InvalidArgument(f"k must be None or equal to policy.k_max = {policy.k_max} "
+                              f"when a policy is given (got {k!r})")
+    return policy.k_max, policy
+
+
+def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise") -> GenerationResult:
+                         on_nonfinite: str = "raise", policy=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
     ``k`` drafts per iteration, in one compiled
     loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
     target and draft distributions after the same temperature/top-k/top-p processing.
-    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
+    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`.
+
+    ``k``: drafts per iteration (default 4). ``policy``: a draft-length policy of
+    `specsim.policies` (FixedK, ConfidenceThreshold, Heuristic, Goodput): each row drafts
+    its own number of tokens per iteration within a K = policy.k_max buffer, a model
+    drafter's loop stops when every row has stopped, and the stats also record each
+    row's planned K, the draft confidences and the per-slot accept outcomes. None (the
+    default) runs the fixed-K program unchanged."""
     cfg = target.cfg
-    k = positive_int("k", k)
+    k, policy = _resolve_policy(k, policy)
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
@@ -458,14 +553,24 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
         caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
     plan = plan_shapes(encoded, max_new, k, caps, cache_len)
     arr, lens = _pad(encoded, plan.padded_prompt)
-    common, stats = _speculative_program(target.params, drafter, sp, jnp.asarray(arr),
-                                         jnp.asarray(lens), jnp.int32(max_new), jnp.int32(eos),
-                                         key, cfg=cfg, k=k, S=plan.cache_len, I=plan.iterations)
-    n_it = int(common.it)
-    st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
-                          np.asarray(stats.overlap)[:n_it])
+    args = (target.params, drafter, sp, jnp.asarray(arr), jnp.asarray(lens),
+            jnp.int32(max_new), jnp.int32(eos), key)
+    shapes = dict(cfg=cfg, S=plan.cache_len, I=plan.iterations)
     dp = drafter.passes_per_iteration(k)
+    if policy is None:
+        common, stats = _speculative_program(*args, k=k, **shapes)
+        pstats, more = None, {}
+    else:
+        common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
+        more = dict(policy=repr(policy))
+    n_it = int(common.it)
+    extra = {} if pstats is None else dict(
+        k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],
+        accept_mask=np.asarray(pstats.accept_mask)[:n_it])
+    st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
+                          np.asarray(stats.overlap)[:n_it], **extra)
+    loop_passes = n_it * dp if pstats is None else int(pstats.draft_steps)
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0), stats=st,
-                   plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
-                                         drafter=drafter.name))
+                   target_passes=n_it + 1, draft_passes=loop_passes + (1 if dp else 0),
+                   stats=st, plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
+                                                   drafter=drafter.name, **more))

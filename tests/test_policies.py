@@ -288,3 +288,90 @@ def test_model_draft_loop_stops_early_with_the_same_drafts(tiny, temperature):
                                     [k, k], temperature)
     assert not np.asarray(got.proposed).any() and int(got.steps) == 1
     assert (np.asarray(got.probs).sum(-1) == 0).all() if temperature == 0 else True
+
+
+# ---- engine: generate_speculative(policy=...) ----------------------------------------------
+PROMPTS = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny):
+    from specsim.decode import generate_autoregressive
+    return generate_autoregressive(tiny[0], PROMPTS, 24)
+
+
+GREEDY_POLICIES = {
+    "fixed": P.FixedK(k=4),
+    "threshold": P.ConfidenceThreshold(p_min=0.3, k_max=5, k_min=1),
+    "heuristic": P.Heuristic(k_init=2, k_max=5),
+    "goodput": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05)),
+}
+
+
+@pytest.mark.parametrize("name", list(GREEDY_POLICIES))
+def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, name):
+    from specsim.decode import generate_speculative
+    target, drafter = tiny
+    pol = GREEDY_POLICIES[name]
+    res = generate_speculative(target, drafter, PROMPTS, 24, policy=pol)
+    assert res.tokens == reference.tokens and res.finish_reason == reference.finish_reason
+    st = res.stats
+    a = st.active
+    K = pol.k_max
+    assert st.k == K and st.k_used.shape == st.accepted.shape and st.confidence.shape[2] == K
+    assert ((st.accepted <= st.drafted) & (st.drafted <= st.k_used) & (st.k_used <= K))[a].all()
+    np.testing.assert_array_equal(st.accept_mask.sum(2) >= st.accepted, a | ~a)
+    assert np.isfinite(st.confidence[a][:, 0][st.k_used[a] > 0]).all()
+    # draft passes: the catch-up pass, then one per slot while any row still drafts
+    reached = np.isfinite(st.confidence).sum(2).max(1)            # [I] slots computed
+    assert res.draft_passes == 1 + np.maximum(reached, 1).sum()
+    assert res.target_passes == res.n_iterations + 1
+    # the NumPy semantics replayed on the recorded slots give the same decisions
+    tr = S.AcceptanceTrace(st.accept_mask, np.nan_to_num(st.confidence), a)
+    if name in ("fixed", "threshold"):
+        run = S.simulate_policy(pol, tr)
+        np.testing.assert_array_equal(run.proposed[a], st.drafted[a])
+        np.testing.assert_array_equal(run.accepted[a], st.accepted[a])
+    if name == "threshold":
+        assert (st.drafted[a] < st.k_used[a]).any() and res.draft_passes < 1 + K * res.n_iterations
+    if name == "heuristic":
+        k_used = st.k_used[:, 0][a[:, 0]]
+        acc = st.accepted[:, 0][a[:, 0]]
+        want = np.where(acc[:-1] >= k_used[:-1], np.minimum(k_used[:-1] + 2, K),
+                        np.maximum(k_used[:-1] - 1, 1))
+        np.testing.assert_array_equal(k_used[1:], want)
+
+
+def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
+    from specsim.decode import generate_speculative
+    target, drafter = tiny
+    for pol in [P.ConfidenceThreshold(p_min=1.0, k_max=3),
+                P.Goodput(k_max=3, costs=P.Costs.from_ratio(2.0, 3))]:
+        res = generate_speculative(target, drafter, PROMPTS, 24, policy=pol)
+        assert res.tokens == reference.tokens
+        assert res.n_iterations == reference.n_iterations
+        assert res.target_passes == reference.target_passes
+        assert (res.stats.drafted[res.stats.active] == 0).all()
+        # one draft pass per iteration keeps the draft's cache in step (the catch-up)
+        assert res.draft_passes == res.n_iterations + 1
+
+
+def test_ngram_drafter_under_a_policy(tiny, reference):
+    from specsim.decode import generate_speculative
+    from specsim.drafters import NGramDrafter
+    target, _ = tiny
+    res = generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2), PROMPTS, 24,
+                               policy=P.Heuristic(k_init=1, k_max=3))
+    assert res.tokens == reference.tokens and res.draft_passes == 0
+
+
+def test_policy_none_is_the_fixed_k_program(tiny):
+    from specsim.decode import TRACE_COUNTS, generate_speculative
+    target, drafter = tiny
+    before = TRACE_COUNTS["speculative-policy"]
+    res = generate_speculative(target, drafter, PROMPTS[:1], 8, 3)
+    assert res.stats.k_used is None and TRACE_COUNTS["speculative-policy"] == before
+    with pytest.raises(ValueError, match=r"k must be None or equal to policy.k_max = 5"):
+        generate_speculative(target, drafter, PROMPTS, 8, 4, policy=P.FixedK(k=5))
+    with pytest.raises(ValueError, match=r"policy must be None or a specsim.policies policy"):
+        generate_speculative(target, drafter, PROMPTS, 8, policy="fast")
