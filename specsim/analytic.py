@@ -449,14 +449,14 @@ def _confidence_law(confidence, p_accept, weights):
     """Validated (s [M], g [M], w [M] summing to 1) of the draft-confidence law."""
     s = check_probability("confidence", confidence).reshape(-1)
     if s.size == 0:
-        raise ValueError("confidence must hold at least one value (got none)")
+        raise InvalidArgument("confidence must hold at least one value (got none)")
     g = s if p_accept is None else check_probability("p_accept", p_accept).reshape(-1)
     w = np.ones_like(s) if weights is None else check_nonnegative("weights", weights).reshape(-1)
     if g.shape != s.shape or w.shape != s.shape:
-        raise ValueError(f"confidence, p_accept and weights must have the same length "
+        raise InvalidArgument(f"confidence, p_accept and weights must have the same length "
                          f"(got {s.size}, {g.size}, {w.size})")
     if w.sum() <= 0:
-        raise ValueError("weights must not all be 0")
+        raise InvalidArgument("weights must not all be 0")
     return s, g, w / w.sum()
 
 
@@ -464,7 +464,7 @@ def _threshold_ks(k_max, k_min) -> tuple[int, int]:
     k_max = int(check_draft_length("k_max", k_max))
     k_min = int(check_draft_length("k_min", k_min, minimum=0))
     if k_min > k_max:
-        raise ValueError(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
+        raise InvalidArgument(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
     return k_max, k_min
 
 
@@ -524,7 +524,7 @@ def _verify_ratio(verify_cost, k_max: int) -> np.ndarray:
         return np.ones(k_max + 1)
     r = check_positive("verify_cost", verify_cost).reshape(-1)
     if r.size < k_max + 1:
-        raise ValueError(f"verify_cost must give k_max + 1 = {k_max + 1} pass times "
+        raise InvalidArgument(f"verify_cost must give k_max + 1 = {k_max + 1} pass times "
                          f"(got {r.size})")
     return r[:k_max + 1] / r[0]
 
@@ -593,13 +593,13 @@ def goodput_k(alphas, t_draft, t_target):
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
-        raise ValueError(f"alphas must have a last axis of length K_max >= 1 "
+        raise InvalidArgument(f"alphas must have a last axis of length K_max >= 1 "
                          f"(got shape {alphas.shape})")
     k_max = alphas.shape[-1]
     t_draft = float(check_nonnegative("t_draft", t_draft))
     t_target = check_positive("t_target", t_target).reshape(-1)
     if t_target.size < k_max + 1:
-        raise ValueError(f"t_target must give K_max + 1 = {k_max + 1} pass times "
+        raise InvalidArgument(f"t_target must give K_max + 1 = {k_max + 1} pass times "
                          f"(got {t_target.size})")
     surv = np.cumprod(alphas, -1)
     e = 1.0 + np.concatenate([np.zeros(alphas.shape[:-1] + (1,)), np.cumsum(surv, -1)], -1)

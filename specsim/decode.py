@@ -367,6 +367,7 @@ class _PolicyStatsBuf(NamedTuple):
     confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
     draft_steps: jax.Array  # [] int32: draft passes run by the loop
+    single: jax.Array       # [] int32: target passes over one token (nothing proposed)
 
 
 def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
@@ -390,8 +391,30 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.k_used.at[it].set(jnp.where(ok, k_plan, -1)),
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
-        pstats.draft_steps + pd.steps)
+        pstats.draft_steps + pd.steps,
+        pstats.single + (~jnp.any(pd.proposed)).astype(jnp.int32))
     return stats, pstats
+
+
+def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_proposed,
+                        cache):
+    """Step 2 under a policy: the target pass over the last token and the K drafts, or,
+    when no row proposed anything (p_min = 1, Goodput's K = 0), over the last token
+    alone (an autoregressive step), its distribution repeated over the K+1 positions
+    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache)."""
+    B, K = draft.tokens.shape
+    last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
+
+    def full(cache):
+        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        return sp.probs(logits), cache
+
+    def one(cache):
+        logits, cache = forward(params, cfg, last, cache)                        # [B, 1, V]
+        probs = sp.probs(logits)
+        return jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache
+
+    return jax.lax.cond(any_proposed, full, one, cache)
 
 
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
@@ -407,17 +430,16 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
-                             jnp.zeros((I, B, K), bool), jnp.int32(0))
+                             jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
 
     def body(carry):
         c, cache, dstate, pstate, stats, pstats = carry
         key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
         dstate, pd, k_plan = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy, pstate)
         draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
-        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length                                                     # [B]
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        target_probs = sp.probs(logits)                                          # [B, K+1, V]
+        target_probs, cache = _policy_verify_pass(params, cfg, sp, c, draft,
+                                                  jnp.any(pd.proposed), cache)    # [B, K+1, V]
         n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
         finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
         ok = ~c.done & finite                                                    # [B]
@@ -562,7 +584,7 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         pstats, more = None, {}
     else:
         common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
-        more = dict(policy=repr(policy))
+        more = dict(policy=repr(policy), single_token_target_passes=int(pstats.single))
     n_it = int(common.it)
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],

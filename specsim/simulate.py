@@ -344,14 +344,14 @@ class AcceptanceTrace:
         conf = np.asarray(self.confidence, np.float64)
         pres = np.asarray(self.present)
         if acc.ndim != 3 or acc.dtype != bool:
-            raise ValueError(f"accept must be a bool array [I, B, K] (got {acc.dtype} "
+            raise InvalidArgument(f"accept must be a bool array [I, B, K] (got {acc.dtype} "
                              f"{acc.shape})")
         if conf.shape != acc.shape or pres.shape != acc.shape[:2] or pres.dtype != bool:
-            raise ValueError(f"confidence must be [I, B, K] = {acc.shape} and present a bool "
+            raise InvalidArgument(f"confidence must be [I, B, K] = {acc.shape} and present a bool "
                              f"[I, B] (got {conf.shape}, {pres.dtype} {pres.shape})")
         bad = pres[..., None] & ~((conf >= 0) & (conf <= 1))
         if bad.any():
-            raise ValueError(f"confidence must lie in [0, 1] where present "
+            raise InvalidArgument(f"confidence must lie in [0, 1] where present "
                              f"(got {conf[bad][0]!r})")
         object.__setattr__(self, "confidence", np.where(pres[..., None], conf, 0.0))
         object.__setattr__(self, "accept", acc & pres[..., None])
@@ -367,11 +367,11 @@ class AcceptanceTrace:
         policy did not draft have no recorded outcome."""
         for name in ("accept_mask", "confidence", "drafted"):
             if getattr(stats, name, None) is None:
-                raise ValueError(f"stats has no {name!r}: record the run with an engine "
+                raise InvalidArgument(f"stats has no {name!r}: record the run with an engine "
                                  f"that stores per-slot accept outcomes and confidences")
         present = np.asarray(stats.drafted) >= 0
         if (np.asarray(stats.drafted)[present] != stats.k).any():
-            raise ValueError(f"every iteration of the run must propose all k = {stats.k} "
+            raise InvalidArgument(f"every iteration of the run must propose all k = {stats.k} "
                              f"drafts (record the trace with FixedK and a model drafter)")
         conf = np.nan_to_num(np.asarray(stats.confidence, np.float64), nan=0.0)
         return cls(np.asarray(stats.accept_mask, bool), np.clip(conf, 0.0, 1.0), present)
@@ -424,17 +424,21 @@ class PolicyRun:
         return float(self.accepted[self.present].sum() / p) if p else float("nan")
 
 
-def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None) -> PolicyRun:
+def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
+                    cost_model: str = "theory") -> PolicyRun:
     """Replay ``policy`` (a `specsim.policies` policy) on ``trace``, one batched
     iteration at a time, with the same NumPy semantics the engine traces: plan, propose
     while kept, accept the leading accepted run, update. ``costs``: a
     `specsim.policies.Costs` with at least policy.k_max + 1 pass times, for time and
-    speedup."""
+    speedup. ``cost_model``: "theory" (a batched iteration costs max_b draft_steps draft
+    passes and a verify over max_b proposed + 1 tokens) or "engine" (what
+    `specsim.decode` runs: at least one draft pass, the model drafter's catch-up, and a
+    verify over k_max + 1 tokens unless no row proposed, then over one)."""
     from specsim import policies as P                # NumPy only: theory side
 
     policy = P.as_policy(policy)
     if policy.k_max > trace.k:
-        raise ValueError(f"policy.k_max ({policy.k_max}) must be <= the trace's k "
+        raise InvalidArgument(f"policy.k_max ({policy.k_max}) must be <= the trace's k "
                          f"({trace.k}): slots past it were never drafted")
     I, B, _ = trace.accept.shape
     K = policy.k_max
@@ -455,9 +459,15 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None) -> PolicyRun:
     if costs is None:
         return run
     if len(costs.t_target) < K + 1:
-        raise ValueError(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
+        raise InvalidArgument(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
     t_target = np.asarray(costs.t_target)
-    time = run.draft_steps.max(1) * costs.t_draft + t_target[run.proposed.max(1)]
+    steps, widest = run.draft_steps.max(1), run.proposed.max(1)            # [I]
+    if cost_model == "engine":
+        steps, widest = np.maximum(steps, 1), np.where(widest > 0, K, 0)
+    elif cost_model != "theory":
+        raise InvalidArgument(f"cost_model must be one of 'theory', 'engine' "
+                              f"(got {cost_model!r})")
+    time = steps * costs.t_draft + t_target[widest]
     busy = float(np.sum(time * trace.present.sum(1)))
     speedup = float(run.tokens.sum() * t_target[0] / busy) if busy else float("nan")
     return PolicyRun(present=trace.present, time=time, speedup=speedup, **out)

@@ -326,6 +326,7 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
     reached = np.isfinite(st.confidence).sum(2).max(1)            # [I] slots computed
     assert res.draft_passes == 1 + np.maximum(reached, 1).sum()
     assert res.target_passes == res.n_iterations + 1
+    assert res.meta["single_token_target_passes"] == (st.drafted.max(1) <= 0).sum()
     # the NumPy semantics replayed on the recorded slots give the same decisions
     tr = S.AcceptanceTrace(st.accept_mask, np.nan_to_num(st.confidence), a)
     if name in ("fixed", "threshold"):
@@ -352,7 +353,9 @@ def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
         assert res.n_iterations == reference.n_iterations
         assert res.target_passes == reference.target_passes
         assert (res.stats.drafted[res.stats.active] == 0).all()
-        # one draft pass per iteration keeps the draft's cache in step (the catch-up)
+        # every target pass after the prefill is a one-token (autoregressive) pass; one
+        # draft pass per iteration keeps the draft's cache in step (the catch-up)
+        assert res.meta["single_token_target_passes"] == res.n_iterations
         assert res.draft_passes == res.n_iterations + 1
 
 
@@ -483,3 +486,28 @@ def test_chi2_catches_a_naive_threshold(chi_models, monkeypatch):
                                policy=P.ConfidenceThreshold(p_min=0.09, k_max=3, k_min=0))
     p12, _ = _exact_pairs(t, 1.0)
     assert _chi2_pvalue(_pair_counts(res.tokens, 0, 1), p12) < 1e-6
+
+
+def test_engine_cost_model_in_simulation():
+    tr = _trace(2000, 4, batch=2, seed=3)
+    costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.1, 1.2, 1.3, 1.4))
+    never = S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=4), tr, costs=costs,
+                              cost_model="engine")
+    # nothing proposed: one catch-up draft pass and a one-token verify per iteration
+    np.testing.assert_allclose(never.time, 1.1)
+    assert never.speedup == pytest.approx(1 / 1.1)
+    # p_min = 1 computes the first draft to see its confidence: 1.1 in theory too; a
+    # policy that plans K = 0 drafts nothing in theory, the engine still catches up
+    off = P.Goodput(k_max=4, costs=P.Costs.from_ratio(3.0, 4))
+    np.testing.assert_allclose(S.simulate_policy(off, tr, costs=costs).time, 1.0)
+    np.testing.assert_allclose(S.simulate_policy(off, tr, costs=costs, cost_model="engine").time,
+                               1.1)
+    theory = S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=4), tr, costs=costs)
+    np.testing.assert_allclose(theory.time, 1.1)
+    half = S.simulate_policy(P.ConfidenceThreshold(p_min=0.6, k_max=4), tr, costs=costs,
+                             cost_model="engine")
+    some = half.proposed.max(1) > 0
+    np.testing.assert_allclose(half.time[some], np.maximum(half.draft_steps.max(1), 1)[some]
+                               * 0.1 + 1.4)
+    with pytest.raises(ValueError, match="cost_model must be one of"):
+        S.simulate_policy(P.FixedK(k=2), tr, costs=costs, cost_model="gpu")
