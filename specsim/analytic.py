@@ -36,6 +36,8 @@ __all__ = [
     "expected_tokens_positional",
     "expected_tokens_markov",
     "markov_transitions",
+    "markov_start_probability",
+    "rho_bounds",
     "speedup",
     "speedup_from_costs",
     "optimal_k",
@@ -122,6 +124,22 @@ def expected_tokens_positional(alphas):
     return _out(1.0 + np.cumprod(alphas, axis=-1).sum(axis=-1))
 
 
+def rho_bounds(alpha):
+    """The admissible lag-1 correlations of the two-state Markov acceptance model at
+    stationary rate ``alpha``: ``lower <= rho < upper`` with
+    lower = max(-alpha/(1-alpha), -(1-alpha)/alpha) (0 at alpha in {0, 1}) and upper = 1
+    (excluded: rho = 1 freezes the chain). At ``lower`` itself one state is left with
+    certainty; see ``markov_transitions``.
+
+    Returns (lower, upper), float64 of alpha's shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = np.maximum(np.where(alpha < 1, -alpha / (1 - alpha), 0.0),
+                           np.where(alpha > 0, -(1 - alpha) / alpha, 0.0))
+    return _out(lower), _out(np.ones_like(lower))
+
+
 def markov_transitions(alpha, rho):
     """Transition probabilities of the two-state Markov acceptance model.
 
@@ -134,17 +152,16 @@ def markov_transitions(alpha, rho):
         p11 = alpha + rho (1 - alpha),    p01 = alpha (1 - rho).
 
     rho = 0 is i.i.d. acceptance; rho > 0 clusters rejections (hard stretches of text).
-    Valid rho: max(-alpha/(1-alpha), -(1-alpha)/alpha) <= rho < 1 (rho = 1 would freeze
-    the chain); at alpha in {0, 1} the chain is constant and rho must lie in [0, 1).
+    Valid rho (``rho_bounds``): max(-alpha/(1-alpha), -(1-alpha)/alpha) <= rho < 1
+    (rho = 1 would freeze the chain); at alpha in {0, 1} the chain is constant and rho
+    must lie in [0, 1).
 
     Returns (p01, p11), float64 arrays of the broadcast shape.
     """
     alpha = check_probability("alpha", alpha)
     rho = as_float_array("rho", rho)
     alpha, rho = broadcast(alpha=alpha, rho=rho)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = np.maximum(np.where(alpha < 1, -alpha / (1 - alpha), 0.0),
-                           np.where(alpha > 0, -(1 - alpha) / alpha, 0.0))
+    lower = np.asarray(rho_bounds(alpha)[0])
     bad = ~((rho >= lower) & (rho < 1.0))
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
@@ -158,10 +175,22 @@ def markov_transitions(alpha, rho):
 
 
 def _markov_start_weights(p01, p11, k):
-    """Stationary probability, over iterations, that the position just before an
-    iteration's first draft was an "accept" state (pi1); see ``expected_tokens_markov``."""
+    """pi1 from the transition probabilities (no validation)."""
     p11k = p11 ** k
     return p01 * p11k / (1.0 - p11k * p11 + p01 * p11k)
+
+
+def markov_start_probability(alpha, rho, k):
+    """Stationary probability pi1, over iterations, that the position just before an
+    iteration's first draft is in the "accept" state of the Markov acceptance model
+    (see ``expected_tokens_markov``): pi1 = p01 p11^K / (1 - p11^(K+1) + p01 p11^K).
+
+    Returns float64 of the broadcast shape of (alpha, rho, k).
+    """
+    p01, p11 = markov_transitions(alpha, rho)
+    k = check_draft_length("k", k)
+    _shape(alpha=p01, k=k)
+    return _out(_markov_start_weights(p01, p11, k))
 
 
 def expected_tokens_markov(alpha, rho, k):

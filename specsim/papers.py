@@ -216,7 +216,7 @@ def leviathan_table4(root=None) -> pd.DataFrame:
 
 def _best_markov_speedup(alpha: float, k: int, c: float, n: int = 400) -> float:
     """max over ρ of E_markov(α, ρ, K) / (K c + 1) (:func:`analytic.expected_tokens_markov`)."""
-    lower = max(-alpha / (1 - alpha) if alpha < 1 else 0.0, -(1 - alpha) / alpha if alpha > 0 else 0.0)
+    lower = float(analytic.rho_bounds(alpha)[0])
     rhos = np.linspace(lower, 0.999, n)[1:]          # the lower bound itself freezes a state
     return float(np.max(analytic.expected_tokens_markov(alpha, rhos, k)) / (k * c + 1.0))
 

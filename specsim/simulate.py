@@ -35,7 +35,7 @@ from specsim.validation import (
     check_positive,
     check_probability,
 )
-from specsim.analytic import _expected_tokens, _markov_start_weights, markov_transitions
+from specsim.analytic import expected_tokens, markov_start_probability, markov_transitions
 
 __all__ = [
     "replay_masks",
@@ -165,7 +165,7 @@ def simulate_markov(alpha, rho, k, n_iterations, *, rng=None) -> np.ndarray:
     rng = _rng(rng)
     if p11 == 1.0:  # alpha = 1: the chain sits in "accept" forever
         return np.full(n, k + 1, dtype=np.int64)
-    start_in_accept = rng.random() < _markov_start_weights(p01, p11, k)
+    start_in_accept = rng.random() < markov_start_probability(alpha, rho, k)
     mean_block = 1.0 + p01 / (1.0 - p11)
     chunks, have, first = [], 0, True
     while have < n:
@@ -231,7 +231,7 @@ def tokens_pmf_markov(alpha, rho, k) -> np.ndarray:
         raise InvalidArgument("alpha and rho must be scalars here")
     p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
     k = _check_count("k", k)
-    pi1 = float(_markov_start_weights(p01, p11, k))
+    pi1 = float(markov_start_probability(alpha, rho, k))
     p_first = (1.0 - pi1) * p01 + pi1 * p11            # P(first draft accepted)
     later = tokens_pmf(p11, k - 1) if k > 1 else np.ones(1)   # law of 1 + later accepts
     return np.concatenate([[1.0 - p_first], p_first * later])
@@ -301,7 +301,7 @@ def simulate_generation(alpha, k, n_tokens, *, t_draft, t_target_1, t_target_ver
     n_tokens = _check_count("n_tokens", n_tokens)
     n_runs = _check_count("n_runs", n_runs)
     rng = _rng(rng)
-    mean = float(_expected_tokens(np.float64(alpha_f), k))
+    mean = float(expected_tokens(alpha_f, k))
     # Enough iterations with overwhelming probability; each yields >= 1 token, so
     # n_tokens iterations always suffice and bound the retry.
     per_run = min(n_tokens, int(1.2 * n_tokens / mean + 8 * np.sqrt(n_tokens) + 16))
