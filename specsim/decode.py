@@ -3,7 +3,12 @@ program (a `lax.while_loop` over a state pytree with fixed-size buffers).
 
     generate_autoregressive(model, prompts, max_new_tokens, temperature, top_k, top_p, seed)
     generate_speculative(target, drafter, prompts, max_new_tokens, k, temperature, top_k,
-                         top_p, seed)
+                         top_p, seed, policy=None)
+
+With a draft-length ``policy`` (`specsim.policies`) the speculative loop is a second
+program, `_policy_program`: per-row K within a policy.k_max buffer, an early-stopping
+draft loop, and a one-token target pass in iterations where no row proposed (see
+`specsim.policy_engine` for the slots and why the verify step gets the thresholded q').
 
 Both start with a prefill of the (padded) prompts through the target, whose last-position
 logits give the first new token. Each speculative iteration then
