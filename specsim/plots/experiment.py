@@ -1,76 +1,184 @@
-"""Figures of the end-to-end check (`specsim.experiment`): predicted against measured
-speedup over K, and acceptance by draft position. Inputs are the ``runs`` DataFrame of
-a `specsim.experiment.DemoResult`; every function returns a Figure."""
+"""Figures of the demo's runs table (`specsim.schema`, `DemoResult.runs` or its CSV):
+speedup against K predicted and measured, acceptance by draft position, α by kind of
+work, and every run's measured speedup against its predictions. Autoregressive rows are
+ignored; every function returns a Figure. `demo_figures` gives the set ``specsim demo``
+writes."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-__all__ = ["speedup_predicted_vs_measured", "acceptance_by_position"]
+from specsim import schema as S
+from specsim.errors import InvalidArgument
+from specsim.plots.axes import integer_axis, plain_log
+from specsim.results import binomial_interval
+
+__all__ = ["speculative_runs", "speedup_predicted_vs_measured", "acceptance_by_position",
+           "alpha_by_kind", "predicted_vs_measured", "demo_figures"]
 
 
-def _spec(runs: pd.DataFrame) -> pd.DataFrame:
-    needed = {"drafter", "k", "temperature", "measured_speedup", "pred_speedup_iid"}
-    missing = needed - set(runs.columns)
-    if missing:
-        raise ValueError(f"runs lacks columns {sorted(missing)} (expected DemoResult.runs)")
-    spec = runs[runs["drafter"] != "autoregressive"]
-    if spec.empty:
-        raise ValueError("runs holds no speculative run")
-    return spec
+def speculative_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The speculative rows of a runs table (any version, `schema.upgrade_runs`), with a
+    readable temperature label ``T``."""
+    S.require(runs, {S.DRAFTER, S.K, S.KIND, S.TEMPERATURE, S.ALPHA})
+    d = S.speculative(S.upgrade_runs(runs)).copy()
+    if d.empty:
+        raise InvalidArgument("runs has no speculative rows")
+    d["T"] = d[S.TEMPERATURE].map(lambda t: f"T = {t:g}")
+    return d
 
 
 def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
     """Speedup against K, one panel per (drafter, temperature): measured (points, the
     mean over kinds of work with its range), predicted from one α (i.i.d.) and from the
     per-position rates, all with the fitted costs."""
-    spec = _spec(runs)
-    panels = sorted(spec.groupby(["drafter", "temperature"]).groups)
+    spec = speculative_runs(runs)
+    S.require(spec, {S.MEASURED_SPEEDUP, S.PRED_IID, S.PRED_POSITIONAL})
+    panels = sorted(spec.groupby([S.DRAFTER, S.TEMPERATURE]).groups)
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(4.2 * len(panels), 3.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
         for ax, (drafter, temp) in zip(axes, panels):
-            d = spec[(spec["drafter"] == drafter) & (spec["temperature"] == temp)]
-            g = d.groupby("k").agg(meas=("measured_speedup", "mean"),
-                                   lo=("measured_speedup", "min"),
-                                   hi=("measured_speedup", "max"),
-                                   iid=("pred_speedup_iid", "mean"),
-                                   pos=("pred_speedup_positional", "mean")).reset_index()
-            ax.errorbar(g["k"], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
+            d = spec[(spec[S.DRAFTER] == drafter) & (spec[S.TEMPERATURE] == temp)]
+            g = d.groupby(S.K).agg(meas=(S.MEASURED_SPEEDUP, "mean"),
+                                   lo=(S.MEASURED_SPEEDUP, "min"), hi=(S.MEASURED_SPEEDUP, "max"),
+                                   iid=(S.PRED_IID, "mean"),
+                                   pos=(S.PRED_POSITIONAL, "mean")).reset_index()
+            ax.errorbar(g[S.K], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
                         fmt="o", capsize=3, label="measured (mean, range over kinds)")
-            ax.plot(g["k"], g["iid"], "-", label="predicted, i.i.d. α")
-            ax.plot(g["k"], g["pos"], "--", label="predicted, per-position α")
+            ax.plot(g[S.K], g["iid"], "-", label="predicted, i.i.d. α")
+            ax.plot(g[S.K], g["pos"], "--", label="predicted, per-position α")
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set(title=f"{drafter}, T={temp:g}", xlabel="draft length K",
                    ylabel="speedup over autoregressive")
+            integer_axis(ax, "x")
         axes[0].legend(fontsize=7)
     return fig
 
 
-def acceptance_by_position(runs: pd.DataFrame) -> Figure:
-    """Per-position acceptance α_j (conditional on reaching j) for the largest K of each
-    drafter, by kind of work and temperature."""
-    spec = _spec(runs)
+def _positions_long(spec: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, draft position) for the largest K of each drafter."""
+    top = spec[spec[S.K] == spec.groupby(S.DRAFTER)[S.K].transform("max")]
     rows = []
-    for _, r in spec.iterrows():
-        if r["k"] != spec[spec["drafter"] == r["drafter"]]["k"].max():
-            continue
-        for j, a in enumerate(json.loads(r["per_position"]), start=1):
-            rows.append(dict(drafter=r["drafter"], kind=r["kind"], temperature=r["temperature"],
-                             position=j, alpha=a))
-    df = pd.DataFrame(rows)
-    drafters = sorted(df["drafter"].unique())
+    for _, r in top.iterrows():
+        for j, (a, n) in enumerate(zip(S.position_rates(r), S.position_counts(r)), start=1):
+            rows.append({S.DRAFTER: r[S.DRAFTER], S.KIND: r[S.KIND], "T": r["T"],
+                         "position": j, S.ALPHA: a, "samples": n})
+    return pd.DataFrame(rows)
+
+
+def acceptance_by_position(runs: pd.DataFrame, level: float = 0.95) -> Figure:
+    """Per-position acceptance α_j (conditional on reaching j) for the largest K of each
+    drafter, one line per kind of work and temperature, with the Wilson interval of each
+    rate at ``level`` (`specsim.results.binomial_interval`); below, the number of samples
+    that reached each position (a rate from a handful of samples is no trend)."""
+    df = _positions_long(speculative_runs(runs))
+    low, high = binomial_interval(df[S.ALPHA] * df["samples"], df["samples"], level)
+    df = df.assign(low=low, high=high)
+    drafters = sorted(df[S.DRAFTER].unique())
+    kinds = sorted(df[S.KIND].unique())
+    colors = dict(zip(kinds, sns.color_palette("tab10", len(kinds))))
+    styles = dict(zip(sorted(df["T"].unique()), ["-", "--", ":", "-."] * 4))
     with sns.axes_style("whitegrid"):
-        fig = Figure(figsize=(4.4 * len(drafters), 3.8), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
-        for ax, name in zip(axes, drafters):
-            sns.lineplot(df[df["drafter"] == name], x="position", y="alpha", hue="kind",
-                         style="temperature", markers=True, ax=ax)
-            ax.set(title=name, xlabel="draft position j", ylabel="α_j", ylim=(0, 1.02))
+        fig = Figure(figsize=(4.6 * len(drafters), 5.4), layout="constrained")
+        axes = np.array(fig.subplots(2, len(drafters), sharex="col", squeeze=False,
+                                     height_ratios=(2.2, 1)))
+        for col, name in enumerate(drafters):
+            ax, ax_n = axes[0, col], axes[1, col]
+            d = df[df[S.DRAFTER] == name]
+            for (kind, temp), g in d.groupby([S.KIND, "T"]):
+                g = g.sort_values("position")
+                yerr = np.vstack([g[S.ALPHA] - g["low"], g["high"] - g[S.ALPHA]])
+                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.nan_to_num(yerr), marker="o",
+                            ms=4, capsize=2, color=colors[kind], ls=styles[temp],
+                            label=f"{kind}, {temp}")
+                ax_n.plot(g["position"], g["samples"], marker=".", color=colors[kind],
+                          ls=styles[temp])
+            ax.set(title=name, ylabel=f"α_j ({level:.0%} interval)", ylim=(0, 1.02))
+            ax_n.set(xlabel="draft position j", ylabel="samples reaching j")
+            if (d["samples"] > 0).any():
+                plain_log(ax_n, "y")
+            else:                      # a runs table written before counts were kept
+                ax_n.text(0.5, 0.5, "sample counts not recorded in this table",
+                          transform=ax_n.transAxes, ha="center", va="center", fontsize=8)
+                ax_n.set_yticks([])
+            integer_axis(ax_n, "x")
             ax.legend(fontsize=7)
     return fig
+
+
+def alpha_by_kind(runs: pd.DataFrame) -> Figure:
+    """α (accepted drafts per draft slot, averaged over K) by kind of work, one panel per
+    drafter, one bar per temperature."""
+    d = speculative_runs(runs)
+    drafters = sorted(d[S.DRAFTER].unique())
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(4.5 * len(drafters), 3.8), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
+        for ax, name in zip(axes, drafters):
+            sns.barplot(d[d[S.DRAFTER] == name], x=S.KIND, y=S.ALPHA, hue="T", errorbar=None,
+                        ax=ax)
+            ax.set(title=name, xlabel="kind of work", ylabel="α", ylim=(0, 1))
+            ax.legend(fontsize=8)
+    return fig
+
+
+PREDICTION_NAMES = {
+    S.PRED_IID: ("one α for every draft position", "predicted speedup: E(α, K), fitted pass times"),
+    S.PRED_POSITIONAL: ("per-position α", "predicted speedup: per-position α, fitted pass times"),
+    S.PRED_SWEPT: ("per-position α, measured pass times",
+                   "predicted speedup: per-position α, swept pass times"),
+    S.PRED_CONSTANT_COST: ("constant cost ratio c (Thm 3.8)",
+                           "predicted speedup: Thm 3.8 with the fitted c"),
+}
+"""Prediction column -> (panel title, x-axis name) of `predicted_vs_measured`."""
+
+
+def predicted_vs_measured(runs: pd.DataFrame, columns=(S.PRED_IID, S.PRED_POSITIONAL)) -> Figure:
+    """Measured speedup against each prediction column, one panel per prediction (titled
+    by what it assumes, with its mean absolute error), with the line measured = predicted."""
+    d = speculative_runs(runs)
+    cols = [c for c in columns if c in d.columns]
+    if S.MEASURED_SPEEDUP not in d.columns or not cols:
+        raise InvalidArgument("runs lacks measured_speedup or the prediction columns")
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(4.8 * len(cols), 4.6), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(cols), sharey=True))
+        values = d[cols + [S.MEASURED_SPEEDUP]].to_numpy()
+        lo, hi = float(np.nanmin(values)) * 0.9, float(np.nanmax(values)) * 1.1
+        for ax, col in zip(axes, cols):
+            title, xlabel = PREDICTION_NAMES.get(col, (col.replace("_", " "),
+                                                       "predicted speedup"))
+            sns.scatterplot(d, x=col, y=S.MEASURED_SPEEDUP, hue=S.DRAFTER, style="T", ax=ax)
+            ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label="measured = predicted")
+            ax.axhline(1.0, color="grey", lw=0.8)
+            err = (d[col] - d[S.MEASURED_SPEEDUP]).abs() / d[S.MEASURED_SPEEDUP]
+            ax.set(xlabel=xlabel, ylabel="measured speedup (over autoregressive)",
+                   xlim=(lo, hi), ylim=(lo, hi),
+                   title=f"{title}\nmean abs. error {100 * float(err.mean()):.0f}%")
+            ax.legend(fontsize=7)
+    return fig
+
+
+def demo_figures(result) -> dict[str, Figure]:
+    """File name -> Figure for a `DemoResult`: the roofline and latency of the target's
+    sweep (when the roofline part ran), speedup against K and acceptance by position
+    (when the fidelity part ran)."""
+    from specsim.plots.roofline import latency_vs_tokens, roofline_plot
+
+    figs: dict[str, Figure] = {}
+    target = result.environment.get("model")
+    if not result.sweeps.empty and target in result.fits:
+        sweep_t = result.sweeps[result.sweeps[S.MODEL] == target]
+        ceilings = getattr(result, "ceilings", None)
+        figs["roofline.png"] = roofline_plot(
+            sweep_t, result.fits[target],
+            ceilings=ceilings if ceilings is not None and len(ceilings) else None)
+        figs["latency_vs_tokens.png"] = latency_vs_tokens(sweep_t, result.fits[target])
+    if not result.runs.empty:
+        figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)
+        figs["acceptance_by_position.png"] = acceptance_by_position(result.runs)
+    return figs
