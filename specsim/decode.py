@@ -621,6 +621,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
     drafter = _as_drafter(drafter, target)
+    if hasattr(drafter, "check_run"):       # a drafter's own eager limits (e.g. instrument)
+        drafter.check_run(max_new_tokens=max_new, k=k, temperature=temperature)
     key = _seed_key(seed)
     eos = _resolve_eos(eos_token_id, cfg)
     encoded = _encode_prompts(prompts, target, cfg)
