@@ -37,6 +37,7 @@ from __future__ import annotations
 from specsim.drafters.base import Context, Draft, Drafter, check_drafter, gather_last
 from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_drafter
 from specsim.drafters.ngram import NGramDrafter
+from specsim.drafters.quantized import quantized_self_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "ModelDrafter", "NGramDrafter", "model_drafter",
-           "layer_skip_drafter", "check_drafter", "gather_last"]
+           "layer_skip_drafter", "check_drafter", "gather_last", "quantized_self_drafter"]

@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.models.config import ModelConfig
+from specsim.models.quantize import QuantizedWeight, is_quantized, quantized_matmul
 
 
 class KVCache(NamedTuple):
@@ -152,7 +153,9 @@ def stack_layers(params: dict) -> dict:
     if isinstance(layers, dict):
         return params
     names = layers[0].keys()
-    return dict(params, layers={k: jnp.stack([lp[k] for lp in layers]) for k in names})
+    stack = lambda *xs: jnp.stack(xs)                                 # noqa: E731
+    return dict(params, layers={k: jax.tree_util.tree_map(stack, *[lp[k] for lp in layers])
+                                for k in names})
 
 
 def unstack_layers(params: dict) -> dict:
@@ -162,7 +165,13 @@ def unstack_layers(params: dict) -> dict:
     if isinstance(layers, tuple):
         return params
     n = next(iter(layers.values())).shape[0]
-    return dict(params, layers=tuple({k: v[i] for k, v in layers.items()} for i in range(n)))
+    return dict(params, layers=tuple(_take_layers(layers, i) for i in range(n)))
+
+
+def _take_layers(layers: dict, index) -> dict:
+    """Stacked layers indexed along L (an int or an index array); quantised weights
+    (`QuantizedWeight`: values and scales) are indexed leaf by leaf."""
+    return jax.tree_util.tree_map(lambda v: v[index], layers)
 
 
 def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
@@ -194,12 +203,19 @@ def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, Mode
     if isinstance(layers, tuple):
         sub["layers"] = tuple(layers[i] for i in ids)
     else:
-        idx = np.asarray(ids)
-        sub["layers"] = {k: v[idx] for k, v in layers.items()}
+        sub["layers"] = _take_layers(layers, np.asarray(ids))
     return sub, cfg.replace(n_layers=len(ids), name=f"{cfg.name}-layers{len(ids)}")
 
 
 # ---- building blocks -------------------------------------------------------------------
+def _mm(x, w):
+    """x [..., Din] @ w [Din, Dout]: a dense array as it is, a `QuantizedWeight`
+    dequantised inside the matmul (`specsim.models.quantize.quantized_matmul`)."""
+    if isinstance(w, QuantizedWeight):
+        return quantized_matmul(x, w)
+    return x @ w
+
+
 def _norm(x, scale, bias, cfg: ModelConfig):
     """RMSNorm (llama) or LayerNorm (gpt2), computed in fp32."""
     xf = x.astype(jnp.float32)
@@ -282,9 +298,9 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
     h = _norm(x, lp["attn_norm_scale"], lp.get("attn_norm_bias"), cfg)
-    q = h @ lp["wq"]                                                 # [B, T, H*E]
-    k = h @ lp["wk"]                                                 # [B, T, G*E]
-    v = h @ lp["wv"]
+    q = _mm(h, lp["wq"])                                             # [B, T, H*E]
+    k = _mm(h, lp["wk"])                                             # [B, T, G*E]
+    v = _mm(h, lp["wv"])
     if "bq" in lp:
         q, k, v = q + lp["bq"], k + lp["bk"], v + lp["bv"]
     q = q.reshape(B, T, cfg.n_heads, cfg.head_dim)
@@ -295,17 +311,18 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
         k = _rope(k, positions, inv_freq)
     k_all = _write_layer(k_all, k, layer, positions)
     v_all = _write_layer(v_all, v, layer, positions)
-    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg) @ lp["wo"]  # [B, T, D]
+    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
+    attn = _mm(attn, lp["wo"])                                       # [B, T, D]
     if gpt2:
         attn = attn + lp["bo"]
     x = x + attn
     h = _norm(x, lp["mlp_norm_scale"], lp.get("mlp_norm_bias"), cfg)
     if gpt2:
-        h = jax.nn.gelu(h @ lp["w_fc"] + lp["b_fc"], approximate=True)
-        x = x + (h @ lp["w_proj"] + lp["b_proj"])
+        h = jax.nn.gelu(_mm(h, lp["w_fc"]) + lp["b_fc"], approximate=True)
+        x = x + (_mm(h, lp["w_proj"]) + lp["b_proj"])
     else:
-        h = jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])         # [B, T, F]
-        x = x + h @ lp["w_down"]
+        h = jax.nn.silu(_mm(h, lp["w_gate"])) * _mm(h, lp["w_up"])   # [B, T, F]
+        x = x + _mm(h, lp["w_down"])
     return x, k_all, v_all
 
 
@@ -344,8 +361,13 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))
 
     x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
-    head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]  # [D, V]
-    logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
+    # a quantised head (`quantize_params(head=True)`) is an lm_head even when tied
+    head = params["embed"].T if cfg.tie_embeddings and "lm_head" not in params \
+        else params["lm_head"]                                        # [D, V]
+    if is_quantized(head):
+        logits = quantized_matmul(x, head, preferred_element_type=jnp.float32)
+    else:
+        logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
     return logits, KVCache(k_all, v_all, start + T)
 
 
