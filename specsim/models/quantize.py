@@ -24,10 +24,21 @@ Packed vs one int4 value per int8 byte, measured on XLA:CPU (30 matrices 576x153
 medians, 2 shared cores): 96 vs 100 ms at one token per pass, 93 vs 93 ms at two --
 the same, because XLA:CPU does not fuse the dequantisation into the dot: it writes a
 dense fp32 copy of every matrix and then calls its matmul kernel, and that write
-(plus the page faults of the fresh buffer) dominates either way. Packing halves what is
-stored and read, which is what a fused kernel (XLA:GPU, TPU) is bound by, so int4 is
-packed. The same measurement put the fp32 matmul at 5 ms and int8 at 49 ms: on XLA:CPU
-weight-only quantisation makes a pass slower, not faster (see benchmarks/bench_quantized.py).
+(plus the page faults of the fresh buffer: 26k minor faults per call, one per 4 KiB of
+the 106 MB of copies) dominates either way. Packing halves what is stored and read,
+which is what a fused kernel (XLA:GPU, TPU) is bound by, so int4 is packed. The same
+measurement put the fp32 matmul at 5 ms and int8 at 49 ms. In a whole SmolLM2-135M
+pass (benchmarks/bench_quantized.py) the copy costs least under ``layer_loop="scan"``,
+where one layer body's buffers are reused: int8 0.94x the fp32 pass (5.4x unrolled),
+int4 3.9x (its unpack and group scaling run elementwise before the dot). On XLA:CPU
+weight-only quantisation therefore buys no speed; the roofline's bytes
+(`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused kernel would read.
+
+The output head is left dense by default: quantising it (int8, SmolLM2-135M) kept α at
+temperature 0 and lowered it at temperature 1 (0.84/0.81/0.72/1.00 vs
+0.93/0.93/0.84/1.00 per slot on code/json/extraction/prose, K=4), cut the bytes of a
+pass from 0.44 to 0.29 of fp32 but measured 2.2x the fp32 pass on XLA:CPU (its 113 MB
+dequantised copy per pass).
 
 What is quantised: the projection and MLP matrices of every layer (`QUANTIZED_NAMES`);
 with ``head=True`` also the output head (for tied embeddings an ``lm_head`` is added

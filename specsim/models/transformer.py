@@ -28,7 +28,11 @@ axis, which `forward` accepts as well)::
       llama: w_gate [L, D, F]  w_up [L, D, F]  w_down [L, F, D]
       gpt2:  w_fc [L, D, F]  b_fc [L, F]  w_proj [L, F, D]  b_proj [L, D]
     final_norm_scale [D]                (+ final_norm_bias for gpt2)
-    lm_head    [D, V]                   only when not cfg.tie_embeddings
+    lm_head    [D, V]                   only when not cfg.tie_embeddings (or a quantised head)
+
+Any of the matrices wq..w_proj (and lm_head) may be a `QuantizedWeight` (weight-only
+int8/int4, `specsim.models.quantize`): `_mm` dequantises it inside the matmul; dense
+arrays take the plain ``x @ w`` path unchanged.
 
 Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
 flat in depth) or a Python loop that XLA unrolls. The loaders (`specsim.models.load`) lay
