@@ -417,3 +417,127 @@ def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, ru
         runs = [r for r in runs if r.get("run_id") == rid]
     df.attrs["runs"] = runs
     return df
+
+
+# ---- choosing data on purpose ------------------------------------------------------------
+RESULTS_DIR = DATA_DIR.parent / "results"
+REFERENCE_SWEEP = "cpu-smollm2-135m"      # the current reference sweep in data/measurements
+HISTORY_DIR = MEASUREMENTS_DIR / "history"  # past runs kept as a record, never chosen by default
+SWEEP_COLUMNS = ("n_tokens", "batch", "context", "time_s")
+
+
+@dataclass(frozen=True, eq=False)
+class ChosenSweep:
+    """One run of one model's forward sweep, where it came from, and the ceilings
+    measured with it (None when the sweep has no ceilings file beside it)."""
+    df: object              # pandas DataFrame: that run's points
+    path: Path
+    source: str             # "results" (the user's own), "reference", or "named"
+    model: str
+    run_id: str | None
+    ceilings: object = None  # pandas DataFrame of the same run's ceilings, or None
+
+    def describe(self) -> str:
+        where = {"results": "your own results", "reference": "the reference sweep",
+                 "named": "the sweep you named"}[self.source]
+        run = f", run {self.run_id}" if self.run_id else ""
+        return f"{where}: {self.path} ({len(self.df)} points of {self.model}{run})"
+
+
+def _is_sweep(path: Path) -> bool:
+    import pandas as pd
+
+    if path.name.endswith("ceilings.csv"):
+        return False
+    try:
+        return set(SWEEP_COLUMNS) <= set(pd.read_csv(path, nrows=0).columns)
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_candidates(*, results_dir: Path | str | None = None) -> list[tuple[str, Path]]:
+    """Sweep files in the order `choose_sweep` tries them: the user's own under
+    ``results_dir`` (default ``results/`` at the repository root; newest file first),
+    then the reference sweep ``data/measurements/<REFERENCE_SWEEP>.csv``. Files under
+    ``data/measurements/history/`` are never candidates."""
+    root = Path(RESULTS_DIR if results_dir is None else results_dir)
+    own = sorted((p for p in root.rglob("*.csv") if _is_sweep(p)) if root.is_dir() else (),
+                 key=lambda p: p.stat().st_mtime, reverse=True)
+    out = [("results", p) for p in own]
+    reference = measurement_paths(REFERENCE_SWEEP)[0]
+    if reference.is_file():
+        out.append(("reference", reference))
+    return out
+
+
+def _one_run(df, model: str | None):
+    """The rows of ``model`` (default: the file's first model) from the file's newest run."""
+    if "model" in df:
+        model = model or str(df["model"].iloc[0])
+        df = df[df["model"] == model]
+    run_id = None
+    if "run_id" in df and len(df):
+        run_id = str(df["run_id"].iloc[-1])
+        df = df[df["run_id"].astype(str) == run_id]
+    return df.reset_index(drop=True), model, run_id
+
+
+def _ceilings_for(path: Path, run_id: str | None):
+    import pandas as pd
+
+    for cand in (path.with_name(f"{path.stem}-ceilings.csv"), path.with_name("ceilings.csv")):
+        if cand.is_file():
+            ceil = pd.read_csv(cand)
+            if "run_id" in ceil and len(ceil):
+                rid = run_id if run_id in set(ceil["run_id"].astype(str)) else \
+                    str(ceil["run_id"].iloc[-1])
+                ceil = ceil[ceil["run_id"].astype(str) == rid].reset_index(drop=True)
+            return ceil
+    return None
+
+
+def _named_sweep(name: str, results_dir: Path | str | None) -> Path:
+    root = Path(RESULTS_DIR if results_dir is None else results_dir)
+    stem = Path(name).stem
+    for cand in (Path(name), root / "measurements" / f"{stem}.csv",
+                 MEASUREMENTS_DIR / f"{stem}.csv", HISTORY_DIR / f"{stem}.csv"):
+        if cand.is_file():
+            return cand
+    raise ValueError(f"name {name!r}: no such sweep file (looked for the path, and for "
+                     f"{stem}.csv in {root / 'measurements'}, {MEASUREMENTS_DIR} and "
+                     f"{HISTORY_DIR})")
+
+
+def choose_sweep(model: str | None = None, *, name: str | None = None,
+                 results_dir: Path | str | None = None) -> ChosenSweep:
+    """The forward sweep to fit, chosen on purpose: ``name`` (a path or a file stem,
+    which may name a historical run) when given; else the user's own newest sweep under
+    ``results/`` holding ``model``; else the reference sweep. Never a file from
+    ``data/measurements/history/`` unless named. One model and the file's newest run;
+    the ceilings measured beside it come along for `specsim.fit.ceiling_bounds`."""
+    import pandas as pd
+
+    if name is not None:
+        path = _named_sweep(name, results_dir)
+        tried = [("named", path)]
+    else:
+        tried = sweep_candidates(results_dir=results_dir)
+    for source, path in tried:
+        df, chosen_model, run_id = _one_run(pd.read_csv(path), model)
+        if len(df) and (model is None or chosen_model == model):
+            df.attrs["runs"] = [r for r in _runs(path) if run_id is None
+                                or str(r.get("run_id")) == run_id]
+            return ChosenSweep(df=df, path=path, source=source, model=chosen_model,
+                               run_id=run_id, ceilings=_ceilings_for(path, run_id))
+    looked = ", ".join(str(p) for _, p in tried) or "nothing"
+    raise ValueError(f"no sweep of model {model or 'any'!r} (looked at: {looked}); measure "
+                     f"one with `specsim bench --model {model or 'smollm2-135m'} "
+                     f"--out results/measurements`")
+
+
+def _runs(path: Path) -> list:
+    meta = path.with_suffix(".json")
+    try:
+        return json.loads(meta.read_text()) if meta.is_file() else []
+    except json.JSONDecodeError:
+        return []

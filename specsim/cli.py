@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specsim",
         description="Speculative decoding: closed-form theory, a compiled JAX engine and "
                     "roofline hardware models, held against each other.")
+    from specsim import __version__
+    parser.add_argument("--version", action="version", version=f"specsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # --- theory (specsim.analytic) -------------------------------------------------------
@@ -25,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
         "speedup", help="closed-form speedup table over alpha x K x c",
         description="Speedup S = (1 - a^(K+1)) / ((1 - a)(K c + 1)) (Leviathan et al. 2023, "
                     "Thm 3.8) for every combination; prints one row per (c, alpha), one "
-                    "column per K, the best K marked '*'.")
+                    "column per K, the best K marked '*'. When the best K up to "
+                    "specsim.analytic.DEFAULT_K_MAX lies outside the --k range, the row "
+                    "marks the edge it lies beyond with '>' or '<' and a note names it.")
     p.add_argument("--alpha", type=float, nargs="+", required=True,
                    help="acceptance rates in [0, 1], e.g. 0.6 0.8 0.9")
     p.add_argument("--k", nargs="+", default=["1-8"],
@@ -112,10 +116,37 @@ def parse_k_values(specs: list[str]) -> list[int]:
     return sorted(values)
 
 
+def _mark_optimum_outside(text: str, table: dict, ks: list[int]) -> tuple[str, list[str]]:
+    """Rows of ``format_speedup_table`` text whose best K (over 1..DEFAULT_K_MAX) lies
+    outside [min(ks), max(ks)] get '>' or '<' at the edge instead of '*', and a note."""
+    from specsim import analytic
+
+    lines, notes = text.splitlines(), []
+    row = 1
+    for c in np.unique(table["c"]):
+        for a in np.unique(table["alpha"][table["c"] == c]):
+            k_star, s_star = analytic.optimal_k(float(a), float(c))
+            k_star = int(k_star)
+            if not ks[0] <= k_star <= ks[-1]:
+                mark = ">" if k_star > ks[-1] else "<"
+                lines[row] = lines[row].replace("*", mark)
+                limit = " (the search limit)" if k_star == analytic.DEFAULT_K_MAX else ""
+                notes.append(f"  alpha {a:g}, c {c:g}: best K = {k_star}{limit} (speedup "
+                             f"{float(s_star):.3f}), outside --k {ks[0]}..{ks[-1]}")
+            row += 1
+    return "\n".join(lines), notes
+
+
 def _cmd_speedup(args) -> int:
     from specsim import analytic
-    table = analytic.speedup_table(args.alpha, parse_k_values(args.k), args.c)
-    print(analytic.format_speedup_table(table))
+    ks = parse_k_values(args.k)
+    table = analytic.speedup_table(args.alpha, ks, args.c)
+    text, notes = _mark_optimum_outside(analytic.format_speedup_table(table), table, ks)
+    print(text)
+    if notes:
+        print(f"'>' / '<': the best K (searched up to K = {analytic.DEFAULT_K_MAX}) lies "
+              f"beyond the last / before the first K shown; widen --k to see it:")
+        print("\n".join(notes))
     if args.csv:
         import csv
         from pathlib import Path

@@ -44,6 +44,9 @@ from typing import Mapping
 
 import numpy as np
 
+from specsim.errors import InvalidArgument
+from specsim.validation import choice, positive_int
+
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HARDWARE_CSV = DATA_DIR / "hardware.csv"
 
@@ -180,12 +183,6 @@ class ForwardCost:
         return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
                  activations: bool = True, weight_bits: int | None = None,
@@ -207,14 +204,13 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     ``quantized_head``). FLOPs are unchanged (the ideal dequantises on the fly); on
     XLA:CPU the dequantised matrix is written and read again, which this does not count.
     """
-    B = _positive_int(batch, "batch")
-    T = _positive_int(n_tokens, "n_tokens")
-    S = _positive_int(T if context is None else context, "context")
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    S = positive_int("context", T if context is None else context)
     if S < T:
         raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
                          f"written into the cache")
-    if cache_update not in ("inplace", "copy"):
-        raise ValueError(f"cache_update must be 'inplace' or 'copy', got {cache_update!r}")
+    choice("cache_update", cache_update, ("inplace", "copy"))
     dt = canonical_dtype(dtype or cfg.dtype)
     w = _DTYPE_BYTES[dt]
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
@@ -271,17 +267,17 @@ def _quantized_bytes_fn(weight_bits, group_size, w):
     (bits/8 per value + 4-byte scales per group of ``group_size`` rows and column)."""
     if weight_bits is None:
         if group_size is not None:
-            raise ValueError("group_size needs weight_bits (8 or 4)")
+            raise InvalidArgument("group_size needs weight_bits (8 or 4)")
         return lambda din, dout: din * dout * w
     if isinstance(weight_bits, bool) or weight_bits not in (4, 8):
-        raise ValueError(f"weight_bits must be 4, 8 or None, got {weight_bits!r}")
+        raise InvalidArgument(f"weight_bits must be 4, 8 or None, got {weight_bits!r}")
     if group_size is not None:
-        group_size = _positive_int(group_size, "group_size")
+        group_size = positive_int("group_size", group_size)
 
     def nbytes(din, dout):
         g = din if group_size is None else group_size
         if din % g:
-            raise ValueError(f"group_size {g} must divide the input dimension {din}")
+            raise InvalidArgument(f"group_size {g} must divide the input dimension {din}")
         return din * dout * weight_bits / 8 + (din // g) * dout * 4.0
     return nbytes
 

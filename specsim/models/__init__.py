@@ -105,11 +105,13 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
 
 def _check_quantize(quantize, group_size) -> int | None:
     """Bits for ``quantize`` (None, "int8", "int4"); ValueError naming the argument."""
+    from specsim.errors import InvalidArgument
+
     if quantize not in QUANTIZE:
-        raise ValueError(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
+        raise InvalidArgument(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
     if quantize is None:
         if group_size is not None:
-            raise ValueError("group_size is only meaningful with quantize='int8' or 'int4'")
+            raise InvalidArgument("group_size is only meaningful with quantize='int8' or 'int4'")
         return None
     return 8 if quantize == "int8" else 4
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from specsim.validation import choice, positive_int
+
 ARCHS = ("llama", "gpt2")
 LAYER_LOOPS = ("scan", "unroll")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -49,17 +51,12 @@ class ModelConfig:
     layer_loop: str = "unroll"
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
-        if self.layer_loop not in LAYER_LOOPS:
-            raise ValueError(f"layer_loop must be one of {LAYER_LOOPS}, got {self.layer_loop!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        choice("arch", self.arch, ARCHS)
+        choice("layer_loop", self.layer_loop, LAYER_LOOPS)
+        choice("dtype", self.dtype, DTYPES)
         for field in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                       "head_dim", "d_ff", "max_seq_len"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be a positive integer, got {value!r}")
+            object.__setattr__(self, field, positive_int(field, getattr(self, field)))
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
@@ -129,6 +126,21 @@ GPT2 = ModelConfig(
     n_kv_heads=12, head_dim=64, d_ff=3072, max_seq_len=1024, norm_eps=1e-5,
     tie_embeddings=True, bos_token_id=50256, eos_token_id=50256)
 DISTILGPT2 = GPT2.replace(name="distilgpt2", n_layers=6)
+# Llama 3 shapes (Meta's model cards and the checkpoints' config.json): the 8B model has
+# an output head of its own (untied: 8.03 B parameters, 7.50 B if it were tied), the
+# 3.2-1B shares it with the embedding (1.24 B).
+_LLAMA3_ROPE = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0),
+                ("high_freq_factor", 4.0), ("original_max_position_embeddings", 8192))
+LLAMA31_8B = ModelConfig(
+    name="llama-3.1-8b", arch="llama", vocab_size=128256, d_model=4096, n_layers=32,
+    n_heads=32, n_kv_heads=8, head_dim=128, d_ff=14336, max_seq_len=131072, norm_eps=1e-5,
+    rope_theta=500000.0, rope_scaling=_LLAMA3_ROPE, tie_embeddings=False,
+    bos_token_id=128000, eos_token_id=128001)
+LLAMA32_1B = LLAMA31_8B.replace(
+    name="llama-3.2-1b", d_model=2048, n_layers=16, head_dim=64, d_ff=8192,
+    rope_scaling=(("rope_type", "llama3"), ("factor", 32.0), ("low_freq_factor", 1.0),
+                  ("high_freq_factor", 4.0), ("original_max_position_embeddings", 8192)),
+    tie_embeddings=True)
 
 # Tiny configs for tests: every dimension different, so a transposed axis cannot pass.
 TINY_LLAMA = ModelConfig(
@@ -144,7 +156,7 @@ TINY_GPT2 = ModelConfig(
 
 PRESETS: dict[str, ModelConfig] = {
     c.name: c for c in (SMOLLM2_135M, SMOLLM2_360M, QWEN25_05B, GPT2, DISTILGPT2,
-                        TINY_LLAMA, TINY_QWEN2, TINY_GPT2)
+                        LLAMA31_8B, LLAMA32_1B, TINY_LLAMA, TINY_QWEN2, TINY_GPT2)
 }
 
 

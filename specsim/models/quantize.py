@@ -55,6 +55,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim.errors import InvalidArgument
+
 __all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "quantize_weight", "dequantize",
            "quantize_params", "dequantize_params", "is_quantized", "quantized_matmul",
            "check_quantize_args", "param_bytes"]
@@ -113,21 +115,21 @@ def check_quantize_args(bits, group_size, in_dims=()) -> int | None:
     """Validate ``bits`` (4 or 8) and ``group_size`` (None, or a positive integer dividing
     every input dimension in ``in_dims``; even for int4). Returns group_size as int."""
     if isinstance(bits, bool) or bits not in BITS:
-        raise ValueError(f"bits must be 4 or 8, got {bits!r}")
+        raise InvalidArgument(f"bits must be 4 or 8, got {bits!r}")
     if group_size is None:
         if bits == 4:
-            raise ValueError("group_size is required for bits=4 (int4 is quantised in groups "
+            raise InvalidArgument("group_size is required for bits=4 (int4 is quantised in groups "
                              "along the input dimension), e.g. 32")
         return None
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) \
             or group_size < 1:
-        raise ValueError(f"group_size must be a positive integer or None, got {group_size!r}")
+        raise InvalidArgument(f"group_size must be a positive integer or None, got {group_size!r}")
     if bits == 4 and group_size % 2:
-        raise ValueError(f"group_size must be even for bits=4 (two values per byte), "
+        raise InvalidArgument(f"group_size must be even for bits=4 (two values per byte), "
                          f"got {group_size}")
     bad = sorted({int(d) for d in in_dims if int(d) % int(group_size)})
     if bad:
-        raise ValueError(f"group_size {group_size} must divide the input dimension of every "
+        raise InvalidArgument(f"group_size {group_size} must divide the input dimension of every "
                          f"quantised matrix; it does not divide {bad}")
     return int(group_size)
 
@@ -140,7 +142,7 @@ def quantize_weight(w, bits: int = 8, group_size: int | None = None) -> Quantize
         w = dequantize(w)
     arr = np.asarray(w, np.float64)
     if arr.ndim < 2:
-        raise ValueError(f"w must be a matrix [..., Din, Dout], got shape {arr.shape}")
+        raise InvalidArgument(f"w must be a matrix [..., Din, Dout], got shape {arr.shape}")
     din, dout = arr.shape[-2:]
     g = check_quantize_args(bits, group_size, (din,)) or din
     qmax = 2 ** (bits - 1) - 1
