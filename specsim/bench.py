@@ -30,6 +30,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from specsim import schema, validation
+from specsim.errors import InvalidArgument
 from specsim.roofline import DATA_DIR, forward_cost
 
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
@@ -66,11 +68,7 @@ class TimingStats:
 
 
 def _check_counts(repeats, warmup) -> tuple[int, int]:
-    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    return int(repeats), int(warmup)
+    return validation.positive_int("repeats", repeats), validation.nonnegative_int("warmup", warmup)
 
 
 def _block(out):
@@ -82,7 +80,7 @@ def _block(out):
 def stats_from_times(times: Sequence[float], warmup: int = 0) -> TimingStats:
     t = np.asarray(times, float)
     if t.size == 0:
-        raise ValueError("times must hold at least one sample")
+        raise InvalidArgument("times must hold at least one sample")
     q25, q50, q75 = np.percentile(t, [25, 50, 75])
     return TimingStats(median=float(q50), mean=float(t.mean()), std=float(t.std()),
                        min=float(t.min()), max=float(t.max()), q25=float(q25), q75=float(q75),
@@ -108,6 +106,35 @@ def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -
     jitted ``fn``), then ``repeats`` timed calls each ending in ``block_until_ready``.
     Pass an already compiled function to keep compilation out of the warm-up as well."""
     return time_calls(lambda: fn(*args, **kwargs), repeats=repeats, warmup=warmup)
+
+
+def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, *,
+                       warmup: int = 0, on_call: Callable[[int], None] | None = None
+                       ) -> tuple[list[list[float]], list]:
+    """Time already compiled zero-argument ``calls`` in ``rounds`` rounds, each round
+    every call once in a fresh order drawn from ``rng`` (a `numpy.random.Generator`), and
+    drop the first ``warmup`` rounds. On a shared machine a burst of load then falls on
+    every call alike, so ratios between calls stay fair.
+
+    Returns ``(samples, outputs)``: ``samples[i]`` the seconds of call i in the kept
+    rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
+    ``on_call(i)`` runs after every call (a progress bar, say)."""
+    rounds = validation.positive_int("rounds", rounds)
+    warmup = validation.nonnegative_int("warmup", warmup)
+    if warmup >= rounds:
+        raise InvalidArgument(f"warmup must be below rounds ({rounds}) (got {warmup})")
+    samples: list[list[float]] = [[] for _ in calls]
+    outputs: list = [None] * len(calls)
+    for r in range(rounds):
+        for i in rng.permutation(len(calls)):
+            t0 = time.perf_counter()
+            outputs[i] = _block(calls[i]())
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                samples[i].append(dt)
+            if on_call is not None:
+                on_call(int(i))
+    return samples, outputs
 
 
 # ---- metadata ------------------------------------------------------------------------
@@ -168,10 +195,8 @@ def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 2
     import jax.numpy as jnp
     import pandas as pd
 
-    if isinstance(matmul_size, bool) or not isinstance(matmul_size, int) or matmul_size < 16:
-        raise ValueError(f"matmul_size must be an integer >= 16, got {matmul_size!r}")
-    if isinstance(copy_mib, bool) or not isinstance(copy_mib, int) or copy_mib < 1:
-        raise ValueError(f"copy_mib must be a positive integer, got {copy_mib!r}")
+    validation.positive_int("matmul_size", matmul_size, minimum=16)
+    validation.positive_int("copy_mib", copy_mib)
     dt = jnp.dtype(dtype)
     rows = []
     for dev in devices or jax.devices():
@@ -231,12 +256,12 @@ def _check_points(points) -> list[tuple[int, int, int]]:
         try:
             n, b, c = (int(v) for v in p)
         except (TypeError, ValueError):
-            raise ValueError(f"points must be (n_tokens, batch, context) triples, got {p!r}") from None
+            raise InvalidArgument(f"points must be (n_tokens, batch, context) triples, got {p!r}") from None
         if n < 1 or b < 1 or c < n:
-            raise ValueError(f"point {p!r}: need n_tokens >= 1, batch >= 1, context >= n_tokens")
+            raise InvalidArgument(f"point {p!r}: need n_tokens >= 1, batch >= 1, context >= n_tokens")
         out.append((n, b, c))
     if not out:
-        raise ValueError("points must hold at least one (n_tokens, batch, context) triple")
+        raise InvalidArgument("points must hold at least one (n_tokens, batch, context) triple")
     return out
 
 
@@ -316,17 +341,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
                 compile_times.append(compile_s)
                 if bar is not None:
                     bar.update(1)
-            samples = [[] for _ in pts]
-            order_rng = np.random.default_rng(seed)
-            for r in range(warmup + repeats):
-                for i in order_rng.permutation(len(pts)):
-                    t0 = time.perf_counter()
-                    _block(calls[i]())
-                    dt = time.perf_counter() - t0
-                    if r >= warmup:
-                        samples[i].append(dt)
-                    if bar is not None:
-                        bar.update(1)
+            tick = None if bar is None else (lambda i: bar.update(1))
+            samples, _ = interleaved_rounds(calls, warmup + repeats,
+                                            np.random.default_rng(seed), warmup=warmup,
+                                            on_call=tick)
             del calls
             stats = [stats_from_times(s, warmup) for s in samples]
         else:
@@ -341,10 +359,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
     rows = []
     for (n, b, c), st, compile_s in zip(pts, stats, compile_times):
         cost = forward_cost(model.cfg, b, n, c)
-        rows.append({"model": model.cfg.name, "dtype": model.cfg.dtype, "n_tokens": n,
-                     "batch": b, "context": c, "time_s": st.median, **st.as_dict("time_"),
-                     "compile_s": compile_s, "flops": cost.flops, "bytes": cost.bytes,
-                     "interleaved": bool(interleave)})
+        rows.append({schema.MODEL: model.cfg.name, "dtype": model.cfg.dtype, schema.N_TOKENS: n,
+                     schema.BATCH: b, schema.CONTEXT: c, schema.TIME_S: st.median,
+                     **st.as_dict("time_"), "compile_s": compile_s, schema.FLOPS: cost.flops,
+                     schema.BYTES: cost.bytes, "interleaved": bool(interleave)})
     return pd.DataFrame(rows).drop(columns=["time_median"])
 
 
@@ -371,7 +389,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 def measurement_paths(name: str, directory: Path | str = MEASUREMENTS_DIR) -> tuple[Path, Path]:
     if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise ValueError(f"name must be a plain file stem (no slashes), got {name!r}")
+        raise InvalidArgument(f"name must be a plain file stem (no slashes), got {name!r}")
     d = Path(directory)
     return d / f"{name}.csv", d / f"{name}.json"
 
@@ -384,7 +402,7 @@ def save_measurements(df, name: str, metadata: dict, directory: Path | str = MEA
     import pandas as pd
 
     if "run_id" not in metadata:
-        raise ValueError("metadata must carry a run_id (see environment())")
+        raise InvalidArgument("metadata must carry a run_id (see environment())")
     csv_path, json_path = measurement_paths(name, directory)
     new = df.copy()
     new.insert(0, "run_id", metadata["run_id"])
@@ -405,14 +423,14 @@ def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, ru
     p = Path(name_or_path)
     csv_path = p if p.suffix == ".csv" else measurement_paths(str(name_or_path), directory)[0]
     if not csv_path.exists():
-        raise ValueError(f"no measurement file {csv_path}")
+        raise InvalidArgument(f"no measurement file {csv_path}")
     df = pd.read_csv(csv_path)
     json_path = csv_path.with_suffix(".json")
     runs = json.loads(json_path.read_text()) if json_path.exists() else []
     if run_id is not None:
         rid = df["run_id"].iloc[-1] if run_id == "last" else run_id
         if rid not in set(df["run_id"]):
-            raise ValueError(f"run_id {run_id!r} not in {csv_path}")
+            raise InvalidArgument(f"run_id {run_id!r} not in {csv_path}")
         df = df[df["run_id"] == rid].reset_index(drop=True)
         runs = [r for r in runs if r.get("run_id") == rid]
     df.attrs["runs"] = runs

@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     # --- hardware (specsim.bench, specsim.fit) -------------------------------------------
     _add_hardware_commands(sub)
     # --- the main job (specsim.experiment) -----------------------------------------------
+    _add_demo_command(sub)
+    return parser
+
+
+def _add_demo_command(sub) -> None:
     p = sub.add_parser(
         "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
         description="Measures this machine's ceilings and forward sweeps of the target and "
@@ -83,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new tokens per run (default 48; quick 40)")
     p.add_argument("--layer-loop", choices=["scan", "unroll"], default=None,
                    help="layer loop for the run (default scan: it compiles 2-3x faster)")
+    p.add_argument("--parts", nargs="+", default=None, metavar="PART",
+                   help="parts of the demo to run (default roofline fidelity hardware; the "
+                        "parts a chosen one needs run too); see --list-parts")
+    p.add_argument("--list-parts", action="store_true", help="list the demo's parts and exit")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", default="results/demo",
                    help="output folder (default results/demo)")
@@ -92,7 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--c", type=float, default=0.05,
                    help="cost ratio for --analytic-only (default 0.05)")
     p.set_defaults(func=_cmd_demo)
-    return parser
 
 
 # --- theory -------------------------------------------------------------------------------
@@ -295,25 +303,48 @@ def _cmd_demo(args) -> int:
         return 0
     from specsim import experiment
 
+    if args.list_parts:
+        from specsim.experiment.parts import PARTS
+        for part in PARTS.values():
+            needs = f" (needs {', '.join(part.requires)})" if part.requires else ""
+            print(f"{part.name:<10} {part.summary}{needs}")
+        return 0
+    settings = _demo_settings(args)
+    experiment.enable_compilation_cache()
+    result = experiment.run_demo(settings, progress=not args.no_progress)
+    _write_demo(result)
+    return 0
+
+
+def _demo_settings(args):
+    """`DemoSettings` from the demo's arguments (only those given override the defaults)."""
+    from specsim import experiment
+
     changes = {"target": args.target, "draft": args.draft, "seed": args.seed,
                "out_dir": args.out}
-    if args.layer_loop:
-        changes["layer_loop"] = args.layer_loop
-    if args.drafters:
-        changes["drafters"] = tuple(args.drafters)
-    if args.k:
-        changes["ks"] = tuple(parse_k_values(args.k))
-    if args.temperatures:
-        changes["temperatures"] = tuple(args.temperatures)
-    if args.kinds:
-        changes["kinds"] = tuple(args.kinds)
-    if args.max_new_tokens is not None:
-        changes["max_new_tokens"] = args.max_new_tokens
-    settings = (experiment.DemoSettings.quick_settings(**changes) if args.quick
-                else experiment.DemoSettings(**changes))
-    experiment.enable_compilation_cache()
-    experiment.run_demo(settings, progress=not args.no_progress)
-    return 0
+    optional = {"layer_loop": args.layer_loop,
+                "drafters": tuple(args.drafters) if args.drafters else None,
+                "ks": tuple(parse_k_values(args.k)) if args.k else None,
+                "temperatures": tuple(args.temperatures) if args.temperatures else None,
+                "kinds": tuple(args.kinds) if args.kinds else None,
+                "max_new_tokens": args.max_new_tokens,
+                "parts": tuple(args.parts) if args.parts else None}
+    changes.update({k: v for k, v in optional.items() if v is not None})
+    return (experiment.DemoSettings.quick_settings(**changes) if args.quick
+            else experiment.DemoSettings(**changes))
+
+
+def _write_demo(result) -> None:
+    """The face of the demo: figures (`specsim.plots`) and files (`specsim.report`)."""
+    from pathlib import Path
+
+    from specsim import report
+    from specsim.plots.experiment import demo_figures
+
+    out = result.settings.out_dir
+    result.files = report.write_demo(result, Path(out), demo_figures(result))
+    print(report.summary_table(result))
+    print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim import analytic
+
 KINDS = ("max", "smooth")
 MIN_R2 = 0.95            # a fit below this R² (linear time, fitted points) warns
 MAX_RELATIVE_SE = 1.0    # standard error above this fraction of the value: unidentified
@@ -387,21 +389,10 @@ def fit_sweep(df, cfg=None, *, kind: str = "max", holdout: float = 0.25, seed: i
 
 
 # ---- (alpha, c) from a speedup curve ---------------------------------------------------
-def _speedup_closed_form(alpha, k, c):
-    """S(alpha, K, c) = (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1)) (Leviathan et al. 2023,
-    Thm 3.8); the alpha -> 1 limit is (K + 1) / (K c + 1)."""
-    alpha = np.asarray(alpha, float)
-    k = np.asarray(k, float)
-    one = np.isclose(alpha, 1.0)
-    a = np.where(one, 0.5, alpha)
-    expected = np.where(one, k + 1.0, (1.0 - a ** (k + 1.0)) / (1.0 - a))
-    return expected / (k * c + 1.0)
-
-
 def speedup_model(alpha, k, c):
-    """The closed form `fit_speedup` inverts (kept local so the fit does not depend on
-    another module's signature; tests check it against specsim.analytic when present)."""
-    return _speedup_closed_form(alpha, k, c)
+    """The closed form `fit_speedup` inverts: `specsim.analytic.speedup` (Leviathan et al.
+    2023, Thm 3.8), S = (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1))."""
+    return analytic.speedup(alpha, np.asarray(k), c)
 
 
 @dataclass(frozen=True)
@@ -462,7 +453,7 @@ def fit_speedup(k, speedup, *, alpha: float | None = None) -> SpeedupFit:
 
     def resid(theta):
         a, c = unpack(theta)
-        return np.log(_speedup_closed_form(a, ks, c)) - logs
+        return np.log(speedup_model(a, ks, c)) - logs
 
     best = None
     for a0 in ((0.3, 0.6, 0.9) if alpha is None else (None,)):
@@ -476,6 +467,6 @@ def fit_speedup(k, speedup, *, alpha: float | None = None) -> SpeedupFit:
     se = _stderr(best.jac, best.fun)
     if alpha is not None:
         se = np.concatenate([[0.0], se])
-    pred = _speedup_closed_form(a, ks, c)
+    pred = speedup_model(a, ks, c)
     return SpeedupFit(alpha=a, c=c, alpha_se=float(a * (1 - a) * se[0]), c_se=float(c * se[1]),
                       r2=_r2(s, pred), mape=_mape(s, pred), n_points=int(ks.size))

