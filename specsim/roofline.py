@@ -17,7 +17,10 @@ What `forward_cost` counts, for the transformer of `specsim.models.transformer`
   vocabulary. Elementwise work (norms, rotary, softmax, activations, residuals) is estimated
   at a few FLOPs per element and reported as its own component.
 * Bytes moved to and from main memory: every weight read once per pass (the tied embedding
-  is read once, as the head; the input embedding reads only the B*T gathered rows), the KV
+  is read once, as the head; the input embedding reads only the B*T gathered rows; weights
+  quantised weight-only, ``weight_bits=8|4``, are read as stored by
+  `specsim.models.quantize`: bits/8 bytes per value plus one fp32 scale per group of
+  ``group_size`` input rows and output column, or per output column), the KV
   cache read (S slots) and written (T new slots when updated in place; the whole cache when
   ``cache_update="copy"``, which is what a non-donated cache costs), the intermediate
   activations written and read once each (including the fp32 attention scores), and the
@@ -210,7 +213,8 @@ def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
 
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
-                 activations: bool = True) -> ForwardCost:
+                 activations: bool = True, weight_bits: int | None = None,
+                 group_size: int | None = None, quantized_head: bool = False) -> ForwardCost:
     """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
     KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
 
@@ -222,6 +226,11 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     of a fused kernel whose intermediates stay on chip (weights + KV cache + logits only).
     For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
     arithmetic intensity to a few hundred FLOPs/byte however large the batch.
+    ``weight_bits`` (8 or 4; None: dense ``dtype``), ``group_size`` (input rows per fp32
+    scale; None: one scale per output column) and ``quantized_head``: the layout of
+    `specsim.models.quantize` (projection/MLP matrices of every layer, and the head when
+    ``quantized_head``). FLOPs are unchanged (the ideal dequantises on the fly); on
+    XLA:CPU the dequantised matrix is written and read again, which this does not count.
     """
     B = positive_int("batch", batch)
     T = positive_int("n_tokens", n_tokens)
@@ -238,20 +247,10 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     Q, K = H * E, G * E
     N = B * T
     gpt2 = cfg.arch == "gpt2"
-    n_mlp = 2 if gpt2 else 3
-    has_bias = gpt2 or cfg.qkv_bias
-
-    layer_params = D * (Q + 2 * K) + Q * D + n_mlp * D * F + (2 if not gpt2 else 4) * D
-    if has_bias:
-        layer_params += Q + 2 * K + (D + F + D if gpt2 else 0)
-    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
-    weight_elems = L * layer_params + D * V + N * D + (2 * D if gpt2 else D)
-    if gpt2:
-        weight_elems += N * D                   # learned position rows
     kv_slot = 2.0 * L * B * G * E * w           # bytes of k and v for one slot of every row
     act_per_layer = w * N * (6 * D + 2 * (Q + 2 * K) + 2 * Q + 4 * F) + 2 * 4.0 * B * H * T * S
     bytes_ = {
-        "weights": float(weight_elems * w),
+        "weights": _weight_bytes(cfg, N, w, weight_bits, group_size, quantized_head),
         "kv_read": kv_slot * S,
         "kv_write": kv_slot * (S if cache_update == "copy" else T),
         "activations": (L * act_per_layer + w * N * D * 2) if activations else 0.0,
@@ -260,6 +259,47 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     return ForwardCost(flops=float(sum(flops.values())), bytes=float(sum(bytes_.values())),
                        flops_by=tuple(flops.items()), bytes_by=tuple(bytes_.items()),
                        batch=B, n_tokens=T, context=S, dtype=dt)
+
+
+def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head) -> float:
+    """Bytes of the weights one pass over N tokens reads: every layer matrix (dense at
+    ``w`` bytes per value, or quantised), norms and biases, the head once, and the N
+    gathered embedding (and gpt2 position) rows."""
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    Q, K = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    gpt2 = cfg.arch == "gpt2"
+    qbytes = _quantized_bytes_fn(weight_bits, group_size, w)
+    matrices = [(D, Q + 2 * K), (Q, D)] + ([(D, F), (F, D)] if gpt2 else [(D, F)] * 2 + [(F, D)])
+    dense_layer = (2 if not gpt2 else 4) * D
+    if gpt2 or cfg.qkv_bias:
+        dense_layer += Q + 2 * K + (D + F + D if gpt2 else 0)
+    layer_bytes = sum(qbytes(i, o) for i, o in matrices) + dense_layer * w
+    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
+    head_bytes = qbytes(D, V) if quantized_head else D * V * w
+    total = L * layer_bytes + head_bytes + (N * D + (2 * D if gpt2 else D)) * w
+    if gpt2:
+        total += N * D * w                      # learned position rows
+    return float(total)
+
+
+def _quantized_bytes_fn(weight_bits, group_size, w):
+    """bytes(Din, Dout) of one weight matrix: dense at ``w`` bytes per value, or quantised
+    (bits/8 per value + 4-byte scales per group of ``group_size`` rows and column)."""
+    if weight_bits is None:
+        if group_size is not None:
+            raise InvalidArgument("group_size needs weight_bits (8 or 4)")
+        return lambda din, dout: din * dout * w
+    if isinstance(weight_bits, bool) or weight_bits not in (4, 8):
+        raise InvalidArgument(f"weight_bits must be 4, 8 or None, got {weight_bits!r}")
+    if group_size is not None:
+        group_size = positive_int("group_size", group_size)
+
+    def nbytes(din, dout):
+        g = din if group_size is None else group_size
+        if din % g:
+            raise InvalidArgument(f"group_size {g} must divide the input dimension {din}")
+        return din * dout * weight_bits / 8 + (din // g) * dout * 4.0
+    return nbytes
 
 
 def forward_costs(cfg, n_tokens, batch, context, dtype=None, **kwargs) -> tuple[np.ndarray, np.ndarray]:
