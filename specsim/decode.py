@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim import sharding
 from specsim.drafters import Context, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
@@ -416,6 +417,14 @@ def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields
     return result
 
 
+def _placed(mesh, model, batch, replicated, drafter=None):
+    """The program's arguments: as they are without a mesh (one device, the program
+    unchanged), else placed on ``mesh`` by `specsim.sharding.place`."""
+    if mesh is None:
+        return model.params, tuple(jnp.asarray(x) for x in batch), replicated, drafter
+    return sharding.place(mesh, model, batch=batch, replicated=replicated, drafter=drafter)
+
+
 def _check_on_nonfinite(on_nonfinite):
     if on_nonfinite not in ("raise", "report"):
         raise ValueError(f"on_nonfinite must be 'raise' or 'report', got {on_nonfinite!r}")
@@ -430,12 +439,13 @@ def _seed_key(seed):
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
                             top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
                             eos_token_id="auto", cache_len: int | None = None,
-                            on_nonfinite: str = "raise") -> GenerationResult:
+                            on_nonfinite: str = "raise", mesh=None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` per prompt, one target pass per token, in one
     compiled loop. ``prompts``: token-id lists (or strings with a tokenizer), rows may
     differ in length. ``eos_token_id``: "auto" (the config's), None (never stop early)
     or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
-    max_seq_len)."""
+    max_seq_len). ``mesh``: a `specsim.sharding.make_mesh` mesh to run the same program
+    on (weights tensor-parallel on "model", the batch on "data"); None: one device."""
     cfg = model.cfg
     max_new = _positive_int(max_new_tokens, "max_new_tokens")
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
@@ -447,8 +457,11 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
                  cache_len)
     arr, lens = _pad(encoded, P)
     I = bucket(max_new)
-    common = _autoregressive_program(model.params, sp, jnp.asarray(arr), jnp.asarray(lens),
-                                     jnp.int32(max_new), jnp.int32(eos), key, cfg=cfg, S=S, I=I)
+    params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
+        mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
+    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key,
+                                     cfg=cfg, S=S, I=I)
+    common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=0,
@@ -459,13 +472,14 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise") -> GenerationResult:
+                         on_nonfinite: str = "raise", mesh=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
     ``k`` drafts per iteration, in one compiled
     loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
     target and draft distributions after the same temperature/top-k/top-p processing.
-    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
+    Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
+    the result carries `SpeculativeStats`."""
     cfg = target.cfg
     k = _positive_int(k, "k")
     max_new = _positive_int(max_new_tokens, "max_new_tokens")
@@ -484,9 +498,12 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
     P, S = _plan(encoded, max_new, k + 1, caps, cache_len)
     arr, lens = _pad(encoded, P)
     I = bucket(max_new)
-    common, stats = _speculative_program(target.params, drafter, sp, jnp.asarray(arr),
-                                         jnp.asarray(lens), jnp.int32(max_new), jnp.int32(eos),
-                                         key, cfg=cfg, k=k, S=S, I=I)
+    params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
+        mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
+    common, stats = _speculative_program(params, placed_drafter, sp, arr, lens, max_new_a,
+                                         eos_a, key, cfg=cfg, k=k, S=S, I=I)
+    if mesh is not None:
+        common, stats = sharding.to_host((common, stats))
     n_it = int(common.it)
     st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
                           np.asarray(stats.overlap)[:n_it])
