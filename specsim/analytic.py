@@ -7,8 +7,8 @@ One iteration drafts K tokens, verifies them in one target pass, keeps the accep
 prefix and adds one token from the target, so it yields between 1 and K+1 tokens.
 
 Every function broadcasts its array arguments against each other (grids of alpha, K, c)
-and validates them eagerly: bad values raise ``ValueError`` naming the argument and the
-allowed range. Scalars in give NumPy scalars out; arrays in give arrays of the
+and validates them eagerly: bad values raise ``InvalidArgument`` (a ``ValueError``)
+naming the argument and the allowed range. Scalars in give NumPy scalars out; arrays in give arrays of the
 broadcast shape.
 
 References: Leviathan, Kalman & Matias, "Fast Inference from Transformers via
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim._validate import (
+from specsim.errors import InvalidArgument
+from specsim.validation import (
     as_float_array,
     broadcast,
     check_distribution,
@@ -35,6 +36,8 @@ __all__ = [
     "expected_tokens_positional",
     "expected_tokens_markov",
     "markov_transitions",
+    "markov_start_probability",
+    "rho_bounds",
     "speedup",
     "speedup_from_costs",
     "optimal_k",
@@ -57,8 +60,8 @@ def _shape(**named) -> tuple[int, ...]:
         return np.broadcast_shapes(*(np.shape(v) for v in named.values()))
     except ValueError:
         shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
-        raise ValueError(f"{', '.join(named)} must broadcast against each other "
-                         f"(got shapes {shapes})") from None
+        raise InvalidArgument(f"{', '.join(named)} must broadcast against each other "
+                              f"(got shapes {shapes})") from None
 
 
 def _out(x: np.ndarray):
@@ -112,9 +115,25 @@ def expected_tokens_positional(alphas):
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
-        raise ValueError("alphas must have a last axis of length K >= 1 "
-                         f"(got shape {alphas.shape})")
+        raise InvalidArgument("alphas must have a last axis of length K >= 1 "
+                              f"(got shape {alphas.shape})")
     return _out(1.0 + np.cumprod(alphas, axis=-1).sum(axis=-1))
+
+
+def rho_bounds(alpha):
+    """The admissible lag-1 correlations of the two-state Markov acceptance model at
+    stationary rate ``alpha``: ``lower <= rho < upper`` with
+    lower = max(-alpha/(1-alpha), -(1-alpha)/alpha) (0 at alpha in {0, 1}) and upper = 1
+    (excluded: rho = 1 freezes the chain). At ``lower`` itself one state is left with
+    certainty; see ``markov_transitions``.
+
+    Returns (lower, upper), float64 of alpha's shape.
+    """
+    alpha = check_probability("alpha", alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = np.maximum(np.where(alpha < 1, -alpha / (1 - alpha), 0.0),
+                           np.where(alpha > 0, -(1 - alpha) / alpha, 0.0))
+    return _out(lower), _out(np.ones_like(lower))
 
 
 def markov_transitions(alpha, rho):
@@ -129,21 +148,20 @@ def markov_transitions(alpha, rho):
         p11 = alpha + rho (1 - alpha),    p01 = alpha (1 - rho).
 
     rho = 0 is i.i.d. acceptance; rho > 0 clusters rejections (hard stretches of text).
-    Valid rho: max(-alpha/(1-alpha), -(1-alpha)/alpha) <= rho < 1 (rho = 1 would freeze
-    the chain); at alpha in {0, 1} the chain is constant and rho must lie in [0, 1).
+    Valid rho (``rho_bounds``): max(-alpha/(1-alpha), -(1-alpha)/alpha) <= rho < 1
+    (rho = 1 would freeze the chain); at alpha in {0, 1} the chain is constant and rho
+    must lie in [0, 1).
 
     Returns (p01, p11), float64 arrays of the broadcast shape.
     """
     alpha = check_probability("alpha", alpha)
     rho = as_float_array("rho", rho)
     alpha, rho = broadcast(alpha=alpha, rho=rho)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        lower = np.maximum(np.where(alpha < 1, -alpha / (1 - alpha), 0.0),
-                           np.where(alpha > 0, -(1 - alpha) / alpha, 0.0))
+    lower = np.asarray(rho_bounds(alpha)[0])
     bad = ~((rho >= lower) & (rho < 1.0))
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise ValueError(
+        raise InvalidArgument(
             f"rho must lie in [max(-alpha/(1-alpha), -(1-alpha)/alpha), 1) = "
             f"[{lower.ravel()[i]:.6g}, 1) for alpha = {alpha.ravel()[i]:.6g} "
             f"(got {rho.ravel()[i]!r})")
@@ -153,10 +171,22 @@ def markov_transitions(alpha, rho):
 
 
 def _markov_start_weights(p01, p11, k):
-    """Stationary probability, over iterations, that the position just before an
-    iteration's first draft was an "accept" state (pi1); see ``expected_tokens_markov``."""
+    """pi1 from the transition probabilities (no validation)."""
     p11k = p11 ** k
     return p01 * p11k / (1.0 - p11k * p11 + p01 * p11k)
+
+
+def markov_start_probability(alpha, rho, k):
+    """Stationary probability pi1, over iterations, that the position just before an
+    iteration's first draft is in the "accept" state of the Markov acceptance model
+    (see ``expected_tokens_markov``): pi1 = p01 p11^K / (1 - p11^(K+1) + p01 p11^K).
+
+    Returns float64 of the broadcast shape of (alpha, rho, k).
+    """
+    p01, p11 = markov_transitions(alpha, rho)
+    k = check_draft_length("k", k)
+    _shape(alpha=p01, k=k)
+    return _out(_markov_start_weights(p01, p11, k))
 
 
 def expected_tokens_markov(alpha, rho, k):
@@ -215,8 +245,8 @@ def speedup_from_costs(expected_tokens, k, t_draft, t_target_1, t_target_verify)
            t_target_verify=t_target_verify)
     bad = ~((e >= 1.0) & (e <= k + 1))
     if bad.any():
-        raise ValueError("expected_tokens must lie in [1, k + 1] "
-                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+        raise InvalidArgument("expected_tokens must lie in [1, k + 1] "
+                              f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
     return _out(e * t_target_1 / (k * t_draft + t_target_verify))
 
 
@@ -323,8 +353,8 @@ def alpha_from_expected_tokens(expected_tokens, k):
     _shape(expected_tokens=e, k=k)
     bad = ~((e >= 1.0) & (e <= k + 1))
     if bad.any():
-        raise ValueError("expected_tokens must lie in [1, k + 1] "
-                         f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
+        raise InvalidArgument("expected_tokens must lie in [1, k + 1] "
+                              f"(got {np.broadcast_to(e, bad.shape)[bad].ravel()[0]!r})")
     return _out(_invert_expected_tokens(e, k))
 
 
@@ -362,7 +392,7 @@ def implied_cost_ratio(alpha, k, speedup):
     bad = s > e * (1.0 + 1e-12)
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise ValueError(
+        raise InvalidArgument(
             "speedup must lie in (0, expected_tokens(alpha, k)] = "
             f"(0, {np.broadcast_to(e, bad.shape).ravel()[i]:.6g}] "
             f"(got {np.broadcast_to(s, bad.shape).ravel()[i]!r})")
@@ -395,7 +425,7 @@ def acceptance_rate(target_probs, draft_probs, *, lenience=1.0):
     _shape(target_probs=target, draft_probs=draft)
     l = as_float_array("lenience", lenience)
     if l.ndim or not (0.0 < l <= 1.0):
-        raise ValueError(f"lenience must be a scalar in (0, 1] (got {lenience!r})")
+        raise InvalidArgument(f"lenience must be a scalar in (0, 1] (got {lenience!r})")
     if l == 1.0:
         beta = np.minimum(target, draft).sum(axis=-1)
     else:

@@ -32,7 +32,6 @@ the compiled program; ``TRACE_COUNTS`` counts how often each program was traced.
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple, Sequence
 
@@ -44,11 +43,15 @@ from specsim import sharding
 from specsim.drafters import Context, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
+from specsim.errors import InvalidArgument
+from specsim.results import GenerationResult, ShapePlan, SpeculativeStats
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
                               sample_residual)
+from specsim.validation import choice, integer, nonnegative_int, positive_int
 
-__all__ = ["GenerationResult", "SpeculativeStats", "NonFiniteLogitsError",
-           "generate_autoregressive", "generate_speculative", "TRACE_COUNTS", "bucket"]
+__all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogitsError",
+           "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
+           "TRACE_COUNTS", "bucket"]
 
 # Incremented (as a Python side effect) each time a program is traced: a second call
 # with the same shapes must leave it unchanged.
@@ -64,90 +67,6 @@ class NonFiniteLogitsError(FloatingPointError):
         self.result = result
 
 
-# ---- results -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SpeculativeStats:
-    """Per-iteration statistics of a speculative run. I = iterations of the batched loop.
-
-    accepted[i, b]: drafts accepted by row b in iteration i (−1 where the row had already
-    finished); drafted[i, b]: real proposals in that iteration (K for a model drafter;
-    fewer for n-gram lookup without a full match; −1 when finished); overlap[i, b, j]: the
-    measured β = Σ min(p, q) at verified position j (NaN where there was no proposal or
-    the row had finished)."""
-    k: int
-    accepted: np.ndarray   # [I, B] int
-    drafted: np.ndarray    # [I, B] int
-    overlap: np.ndarray    # [I, B, K] float
-
-    @property
-    def active(self) -> np.ndarray:
-        return self.accepted >= 0                                           # [I, B]
-
-    @property
-    def alpha(self) -> float:
-        """Accepted drafts / proposed drafts over the whole run."""
-        a = self.active
-        total = self.drafted[a].sum()
-        return float(self.accepted[a].sum() / total) if total else float("nan")
-
-    @property
-    def alpha_per_row(self) -> np.ndarray:
-        a = self.active
-        acc = np.where(a, self.accepted, 0).sum(0)
-        dr = np.where(a, self.drafted, 0).sum(0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return acc / dr
-
-    @property
-    def per_position_acceptance(self) -> np.ndarray:
-        """[K]: α_j = P(draft j accepted | drafts 1..j−1 accepted and draft j proposed),
-        the rates of E = 1 + Σₖ Πⱼ≤ₖ αⱼ."""
-        a = self.active
-        j = np.arange(self.k)[:, None, None]                                # [K, 1, 1]
-        reached = a & (self.accepted >= j) & (self.drafted > j)             # [K, I, B]
-        acc = a & (self.accepted > j)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return acc.sum((1, 2)) / reached.sum((1, 2))
-
-    @property
-    def tokens_per_iteration(self) -> float:
-        """Mean of n_accepted + 1 over the iterations each row took part in."""
-        a = self.active
-        return float((self.accepted[a] + 1).mean()) if a.any() else float("nan")
-
-    @property
-    def mean_overlap(self) -> float:
-        """Mean measured β over all verified positions with a proposal."""
-        return float(np.nanmean(self.overlap)) if np.isfinite(self.overlap).any() else float("nan")
-
-    @property
-    def iterations_per_row(self) -> np.ndarray:
-        return self.active.sum(0)
-
-
-@dataclass(frozen=True)
-class GenerationResult:
-    """tokens: the new tokens of each row (prompt excluded, trimmed at its stop);
-    text: their decoding when the model has a tokenizer; finish_reason per row: "eos",
-    "length" or "nonfinite"; nonfinite [B] bool: the row met non-finite logits.
-    n_iterations: loop iterations after the prefill (batched); target_passes and
-    draft_passes count forward passes of the batch (prefill included)."""
-    tokens: list[list[int]]
-    text: list[str] | None
-    prompt_lengths: list[int]
-    finish_reason: list[str]
-    nonfinite: np.ndarray
-    n_iterations: int
-    target_passes: int
-    draft_passes: int
-    stats: SpeculativeStats | None = None
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def n_generated(self) -> int:
-        return sum(len(t) for t in self.tokens)
-
-
 # ---- eager validation ------------------------------------------------------------------------
 def bucket(n: int, minimum: int = 16) -> int:
     """Pad a size to a bucket: powers of two up to 512, then multiples of 256."""
@@ -155,12 +74,6 @@ def bucket(n: int, minimum: int = 16) -> int:
     if n <= 512:
         return 1 << (n - 1).bit_length()
     return -(-n // 256) * 256
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def _encode_prompts(prompts, model, cfg: ModelConfig) -> list[list[int]]:
@@ -196,33 +109,64 @@ def _resolve_eos(eos_token_id, cfg: ModelConfig) -> int:
         eos_token_id = cfg.eos_token_id
     if eos_token_id is None:
         return -1
-    if isinstance(eos_token_id, bool) or not isinstance(eos_token_id, (int, np.integer)) \
+    if isinstance(eos_token_id, (bool, np.bool_)) \
+            or not isinstance(eos_token_id, (int, np.integer)) \
             or not 0 <= eos_token_id < cfg.vocab_size:
-        raise ValueError(f"eos_token_id must be None, 'auto' or a token id in "
-                         f"[0, {cfg.vocab_size - 1}], got {eos_token_id!r}")
+        raise InvalidArgument(f"eos_token_id must be None, 'auto' or a token id in "
+                              f"[0, {cfg.vocab_size - 1}] (got {eos_token_id!r})")
     return int(eos_token_id)
 
 
-def _plan(prompts: list[list[int]], max_new: int, k_extra: int, caps: list[tuple[int, str]],
-          cache_len: int | None) -> tuple[int, int]:
-    """Bucketed (P, S): padded prompt length and cache slots. Raises when the longest
-    prompt + max_new_tokens + k_extra does not fit."""
-    longest = max(len(p) for p in prompts)
+def plan_shapes(prompts, max_new_tokens: int, k: int = 0,
+                caps: int | Sequence[tuple[int, str]] = (), cache_len: int | None = None
+                ) -> ShapePlan:
+    """The shapes a generation call compiles for: the padded prompt P, the cache (and
+    token buffer) slots S and the iteration buffer I, each bucketed with `bucket` so that
+    calls of similar sizes share one program.
+
+    ``prompts``: token-id lists (or their lengths); ``k``: draft length (0 for the
+    autoregressive loop; a speculative run needs k + 1 slots of headroom); ``caps``: the
+    largest cache allowed, an int or (limit, description) pairs such as
+    ``[(cfg.max_seq_len, "max_seq_len of tiny-llama")]``; ``cache_len``: a fixed S
+    (default: bucketed to need). Raises InvalidArgument when the longest prompt +
+    max_new_tokens (+ k + 1) does not fit.
+    """
+    max_new = positive_int("max_new_tokens", max_new_tokens)
+    k = nonnegative_int("k", k)
+    lengths = [p if isinstance(p, (int, np.integer)) else len(p) for p in prompts]
+    if not lengths:
+        raise InvalidArgument("prompts must hold at least one prompt")
+    if isinstance(caps, (int, np.integer)):
+        caps = [(int(caps), "the cache limit")]
+    caps = list(caps) or [(1 << 62, "no limit")]
+    longest = positive_int("longest prompt", max(lengths))
+    k_extra = k + 1 if k else 0
     need = longest + max_new + k_extra
     cap, cap_what = min(caps, key=lambda c: c[0])
     if cache_len is not None:
-        cache_len = _positive_int(cache_len, "cache_len")
+        cache_len = positive_int("cache_len", cache_len)
         if cache_len > cap:
-            raise ValueError(f"cache_len ({cache_len}) exceeds {cap_what} ({cap})")
+            raise InvalidArgument(f"cache_len ({cache_len}) exceeds {cap_what} ({cap})")
         cap, cap_what = cache_len, "cache_len"
     if need > cap:
-        extra = f" + k ({k_extra - 1}) + 1" if k_extra > 0 else ""
-        raise ValueError(
+        extra = f" + k ({k}) + 1" if k else ""
+        raise InvalidArgument(
             f"prompt too long for the cache: longest prompt ({longest}) + max_new_tokens "
             f"({max_new}){extra} = {need} positions, but {cap_what} allows {cap}")
     P = min(bucket(longest, 8), cap)
     S = cache_len if cache_len is not None else min(bucket(max(need, P)), cap)
-    return P, S
+    return ShapePlan(padded_prompt=P, cache_len=S, iterations=bucket(max_new))
+
+
+def warmup_tokens(max_new_tokens: int) -> int:
+    """The fewest new tokens whose iteration buffer equals that of ``max_new_tokens``
+    (`plan_shapes` buckets it), so a warm-up call compiles the same program cheaply."""
+    max_new = positive_int("max_new_tokens", max_new_tokens)
+    b = bucket(max_new)
+    n = max_new
+    while n > 1 and bucket(n - 1) == b:
+        n -= 1
+    return n
 
 
 def _pad(prompts: list[list[int]], P: int) -> tuple[np.ndarray, np.ndarray]:
@@ -281,38 +225,49 @@ def _append(tokens, length, new_tokens):
         tokens, new_tokens, length)
 
 
+def _advance(c: _Common, new_tokens, n_valid, finite, prompt_lens, max_new, eos,
+             key) -> _Common:
+    """The bookkeeping both loops share, after one iteration produced up to T tokens per
+    row: append the first n_valid [B] of new_tokens [B, T] to every active row, cut at
+    max_new_tokens and just after the first EOS, flag rows whose step met non-finite
+    values (finite [B] False), and mark rows done. Finished rows stay unchanged."""
+    active = ~c.done                                                             # [B]
+    n_keep, eos_hit = _keep(new_tokens, n_valid, max_new - (c.length - prompt_lens), eos)
+    n_keep = jnp.where(active, n_keep, 0)
+    length = c.length + n_keep
+    nonfinite = c.nonfinite | (active & ~finite)
+    eos_hit = c.eos_hit | (active & eos_hit)
+    done = c.done | nonfinite | eos_hit | (length - prompt_lens >= max_new)
+    return c._replace(tokens=_append(c.tokens, c.length, new_tokens), length=length,
+                      done=done, nonfinite=nonfinite, eos_hit=eos_hit, key=key, it=c.it + 1)
+
+
+def _running(c: _Common, I: int):
+    """Loop condition: iterations left and some row not done."""
+    return (c.it < I) & jnp.any(~c.done)
+
+
 @partial(jax.jit, static_argnames=("cfg", "S", "I"))
 def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                             key, *, cfg: ModelConfig, S: int, I: int):
     TRACE_COUNTS["autoregressive"] += 1
     common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
 
-    def cond(carry):
-        common, _ = carry
-        return (common.it < I) & jnp.any(~common.done)
-
     def body(carry):
         c, cache = carry
-        active = ~c.done
         key, k_sample = jax.random.split(c.key)
         last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length
         logits, cache = forward(params, cfg, last, cache)                       # [B, 1, V]
         probs = sp.probs(logits[:, 0])                                           # [B, V]
-        finite = is_finite_row(probs)
+        finite = is_finite_row(probs)                                            # [B]
         tok = sp.sample(k_sample, probs)                                         # [B]
-        gen = c.length - prompt_lens
-        n_keep, eos_hit = _keep(tok[:, None], jnp.ones_like(tok), max_new - gen, eos)
-        n_keep = jnp.where(active & finite, n_keep, 0)
-        tokens = _append(c.tokens, c.length, tok[:, None])
-        length = c.length + n_keep
-        nonfinite = c.nonfinite | (active & ~finite)
-        eos_hit = c.eos_hit | (active & finite & eos_hit)
-        done = c.done | nonfinite | eos_hit | (length - prompt_lens >= max_new)
-        cache = cache._replace(length=start + n_keep)
-        return _Common(tokens, length, done, nonfinite, eos_hit, key, c.it + 1), cache
+        new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, prompt_lens,
+                       max_new, eos, key)
+        return new, cache._replace(length=start + (new.length - c.length))
 
-    common, cache = jax.lax.while_loop(cond, body, (common, cache))
+    common, cache = jax.lax.while_loop(lambda carry: _running(carry[0], I), body,
+                                       (common, cache))
     return common
 
 
@@ -320,6 +275,54 @@ class _SpecStatsBuf(NamedTuple):
     accepted: jax.Array  # [I, B] int32
     drafted: jax.Array   # [I, B] int32
     overlap: jax.Array   # [I, B, K] fp32
+
+
+def _verify(k_accept, k_resid, draft, target_probs, sp: SamplingParams):
+    """Steps 3–4 of an iteration: accept the leading drafts, then one more token (the
+    residual at the first rejection, or the bonus after K). draft: tokens [B, K], probs
+    [B, K, V]; target_probs [B, K+1, V]. → (n_acc [B], new tokens [B, K+1]; the first
+    n_acc + 1 are valid)."""
+    B, K = draft.tokens.shape
+    rows = jnp.arange(B)
+    accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                             greedy=sp.greedy)                                    # [B, K]
+    n_acc = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32), axis=1), axis=1)      # [B]
+    p_next = target_probs[rows, n_acc]                                           # [B, V]
+    q_next = jnp.where((n_acc < K)[:, None], draft.probs[rows, jnp.minimum(n_acc, K - 1)],
+                       0.0)                                                      # [B, V]
+    extra = sample_residual(k_resid, p_next, q_next, greedy=sp.greedy)           # [B]
+    pos = jnp.arange(K + 1, dtype=jnp.int32)[None]                               # [1, K+1]
+    drafts_ext = jnp.concatenate([draft.tokens, jnp.zeros((B, 1), jnp.int32)], 1)
+    new = jnp.where(pos < n_acc[:, None], drafts_ext, extra[:, None])            # [B, K+1]
+    return n_acc, new
+
+
+def _nonfinite_policy(draft_probs, target_probs, n_acc):
+    """Which rows met non-finite values, and how many new tokens each keeps.
+
+    A NaN distribution never passes the acceptance test, so it stops the accepted run at
+    or before it. A row is flagged when such a distribution was consulted (position <=
+    n_acc); it keeps the drafts accepted before it and stops. draft_probs [B, K, V],
+    target_probs [B, K+1, V], n_acc [B] → (finite [B] bool, n_valid [B] int32)."""
+    K = draft_probs.shape[1]
+    pos = jnp.arange(K + 1, dtype=jnp.int32)[None]                               # [1, K+1]
+    bad = ~is_finite_row(target_probs)                                           # [B, K+1]
+    bad = bad.at[:, :K].set(bad[:, :K] | ~is_finite_row(draft_probs))
+    first_bad = jnp.min(jnp.where(bad, pos, K + 1), axis=1)                      # [B]
+    finite = first_bad > n_acc
+    return finite, jnp.where(finite, n_acc + 1, jnp.minimum(n_acc, first_bad))
+
+
+def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _SpecStatsBuf:
+    """Write iteration ``it``'s accepted and proposed counts and overlaps β for the rows
+    that took part (ok [B]); −1 / NaN mark rows that did not."""
+    K = draft.tokens.shape[1]
+    proposed = jnp.sum(draft.probs, -1) > 0                                      # [B, K]
+    beta = jnp.where(proposed, overlap(target_probs[:, :K], draft.probs), jnp.nan)  # [B, K]
+    return _SpecStatsBuf(
+        stats.accepted.at[it].set(jnp.where(ok, n_acc, -1)),
+        stats.drafted.at[it].set(jnp.where(ok, jnp.sum(proposed, 1), -1)),
+        stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
 
 
 @partial(jax.jit, static_argnames=("cfg", "k", "S", "I"))
@@ -332,66 +335,30 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
     dstate = drafter.init_state(prompts, prompt_lens, S)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
-    rows = jnp.arange(B)
-
-    def cond(carry):
-        c = carry[0]
-        return (c.it < I) & jnp.any(~c.done)
 
     def body(carry):
         c, cache, dstate, stats = carry
-        active = ~c.done                                                         # [B]
         key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
         # 1. draft K tokens
         dstate, draft = drafter.propose(dstate, Context(c.tokens, c.length), K, k_draft, sp)
-        # 2. one target pass over K+1 positions
+        # 2. one target pass over K+1 positions: the last kept token and the drafts
         last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length                                                     # [B]
         logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
         target_probs = sp.probs(logits)                                          # [B, K+1, V]
-        # 3. accept: n_acc = number of leading accepted drafts
-        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
-                                 greedy=sp.greedy)                                # [B, K]
-        n_acc = jnp.sum(jnp.cumprod(accepted.astype(jnp.int32), axis=1), axis=1)  # [B]
-        # 4. one more token: residual at the first rejection, or the bonus after K
-        p_next = target_probs[rows, n_acc]                                       # [B, V]
-        q_next = jnp.where((n_acc < K)[:, None], draft.probs[rows, jnp.minimum(n_acc, K - 1)],
-                           0.0)                                                  # [B, V]
-        extra = sample_residual(k_resid, p_next, q_next, greedy=sp.greedy)       # [B]
-        pos = jnp.arange(K + 1, dtype=jnp.int32)[None]                           # [1, K+1]
-        drafts_ext = jnp.concatenate([draft.tokens, jnp.zeros((B, 1), jnp.int32)], 1)
-        new = jnp.where(pos < n_acc[:, None], drafts_ext, extra[:, None])        # [B, K+1]
-        # Non-finite distributions: a NaN row never passes the acceptance test, so it
-        # stops the accepted run at or before it. The row is flagged when such a row was
-        # consulted (position <= n_acc); it keeps the drafts accepted before it and stops.
-        bad = ~is_finite_row(target_probs)                                       # [B, K+1]
-        bad = bad.at[:, :K].set(bad[:, :K] | ~is_finite_row(draft.probs))
-        first_bad = jnp.min(jnp.where(bad, pos, K + 1), axis=1)                  # [B]
-        finite = first_bad > n_acc                                               # [B]
-        # 5. keep (stop at EOS / max_new), roll back caches by length
-        ok = active & finite
-        gen = c.length - prompt_lens
-        n_valid = jnp.where(finite, n_acc + 1, jnp.minimum(n_acc, first_bad))
-        n_keep, eos_hit = _keep(new, n_valid, max_new - gen, eos)
-        n_keep = jnp.where(active, n_keep, 0)
-        tokens = _append(c.tokens, c.length, new)
-        length = c.length + n_keep
-        nonfinite = c.nonfinite | (active & ~finite)
-        eos_hit = c.eos_hit | (active & eos_hit)
-        done = c.done | nonfinite | eos_hit | (length - prompt_lens >= max_new)
+        # 3.–4. accept the leading drafts, add the residual or bonus token
+        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+        finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
+        # 5. keep (stop at EOS / max_new); roll both caches back by length
+        ok = ~c.done & finite                                                    # [B]
         cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
         dstate = drafter.commit(dstate, n_acc, ok)
-        # statistics of this iteration
-        proposed = jnp.sum(draft.probs, -1) > 0                                  # [B, K]
-        beta = jnp.where(proposed, overlap(target_probs[:, :K], draft.probs), jnp.nan)
-        stats = _SpecStatsBuf(
-            stats.accepted.at[c.it].set(jnp.where(ok, n_acc, -1)),
-            stats.drafted.at[c.it].set(jnp.where(ok, jnp.sum(proposed, 1), -1)),
-            stats.overlap.at[c.it].set(jnp.where(ok[:, None], beta, jnp.nan)))
-        c = _Common(tokens, length, done, nonfinite, eos_hit, key, c.it + 1)
+        stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
+        c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
         return c, cache, dstate, stats
 
-    common, cache, dstate, stats = jax.lax.while_loop(cond, body, (common, cache, dstate, stats))
+    common, cache, dstate, stats = jax.lax.while_loop(
+        lambda carry: _running(carry[0], I), body, (common, cache, dstate, stats))
     return common, stats
 
 
@@ -426,14 +393,17 @@ def _placed(mesh, model, batch, replicated, drafter=None):
 
 
 def _check_on_nonfinite(on_nonfinite):
-    if on_nonfinite not in ("raise", "report"):
-        raise ValueError(f"on_nonfinite must be 'raise' or 'report', got {on_nonfinite!r}")
+    choice("on_nonfinite", on_nonfinite, ("raise", "report"))
 
 
 def _seed_key(seed):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    return jax.random.PRNGKey(int(seed))
+    return jax.random.PRNGKey(integer("seed", seed))
+
+
+def _meta(plan: ShapePlan, temperature, top_k, top_p, seed, **more) -> dict:
+    return dict(padded_prompt=plan.padded_prompt, cache_len=plan.cache_len, **more,
+                temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                seed=int(seed))
 
 
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
@@ -444,29 +414,37 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     compiled loop. ``prompts``: token-id lists (or strings with a tokenizer), rows may
     differ in length. ``eos_token_id``: "auto" (the config's), None (never stop early)
     or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
-    max_seq_len). ``mesh``: a `specsim.sharding.make_mesh` mesh to run the same program
-    on (weights tensor-parallel on "model", the batch on "data"); None: one device."""
+    max_seq_len; see `plan_shapes`). ``mesh``: a `specsim.sharding.make_mesh` mesh to
+    run the same program on (weights tensor-parallel on "model", the batch on "data");
+    None: one device."""
     cfg = model.cfg
-    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
     key = _seed_key(seed)
     eos = _resolve_eos(eos_token_id, cfg)
     encoded = _encode_prompts(prompts, model, cfg)
-    P, S = _plan(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
-                 cache_len)
-    arr, lens = _pad(encoded, P)
-    I = bucket(max_new)
+    plan = plan_shapes(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
+                       cache_len)
+    arr, lens = _pad(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
         mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
-    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key,
-                                     cfg=cfg, S=S, I=I)
+    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
+                                     S=plan.cache_len, I=plan.iterations)
     common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=0,
-                   meta=dict(padded_prompt=P, cache_len=S, temperature=float(temperature),
-                             top_k=int(top_k), top_p=float(top_p), seed=int(seed)))
+                   target_passes=n_it + 1, draft_passes=0, plan=plan,
+                   meta=_meta(plan, temperature, top_k, top_p, seed))
+
+
+def _as_drafter(drafter, target):
+    """A plain `Model` (config + params, no `propose`) becomes a small-model draft."""
+    if hasattr(drafter, "cfg") and hasattr(drafter, "params") and \
+            not hasattr(drafter, "propose"):
+        drafter = model_drafter(drafter, target)
+    check_drafter(drafter, target.cfg.vocab_size)
+    return drafter
 
 
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
@@ -481,27 +459,24 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
     Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
     the result carries `SpeculativeStats`."""
     cfg = target.cfg
-    k = _positive_int(k, "k")
-    max_new = _positive_int(max_new_tokens, "max_new_tokens")
+    k = positive_int("k", k)
+    max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
-    if hasattr(drafter, "cfg") and hasattr(drafter, "params") and \
-            not hasattr(drafter, "propose"):                 # a plain Model: small-model draft
-        drafter = model_drafter(drafter, target)
-    check_drafter(drafter, cfg.vocab_size)
+    drafter = _as_drafter(drafter, target)
     key = _seed_key(seed)
     eos = _resolve_eos(eos_token_id, cfg)
     encoded = _encode_prompts(prompts, target, cfg)
     caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
     if drafter.max_cache_len() is not None:
         caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
-    P, S = _plan(encoded, max_new, k + 1, caps, cache_len)
-    arr, lens = _pad(encoded, P)
-    I = bucket(max_new)
+    plan = plan_shapes(encoded, max_new, k, caps, cache_len)
+    arr, lens = _pad(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
         mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
     common, stats = _speculative_program(params, placed_drafter, sp, arr, lens, max_new_a,
-                                         eos_a, key, cfg=cfg, k=k, S=S, I=I)
+                                         eos_a, key, cfg=cfg, k=k, S=plan.cache_len,
+                                         I=plan.iterations)
     if mesh is not None:
         common, stats = sharding.to_host((common, stats))
     n_it = int(common.it)
@@ -510,6 +485,5 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
     dp = drafter.passes_per_iteration(k)
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0), stats=st,
-                   meta=dict(padded_prompt=P, cache_len=S, k=k, drafter=drafter.name,
-                             temperature=float(temperature), top_k=int(top_k),
-                             top_p=float(top_p), seed=int(seed)))
+                   plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
+                                         drafter=drafter.name))

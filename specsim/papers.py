@@ -24,6 +24,8 @@ import pandas as pd
 from scipy import optimize
 
 from specsim import analytic
+from specsim.errors import InvalidArgument
+from specsim.validation import choice, probability
 
 __all__ = [
     "PAPER_IDS",
@@ -63,8 +65,7 @@ def papers_dir(root: str | os.PathLike | None = None) -> Path:
 
 
 def _check_paper(paper_id: str) -> None:
-    if paper_id not in PAPER_IDS:
-        raise ValueError(f"paper_id must be one of {PAPER_IDS}, got {paper_id!r}")
+    choice("paper_id", paper_id, PAPER_IDS)
 
 
 def _raw(paper_id: str, root=None) -> pd.DataFrame:
@@ -215,7 +216,7 @@ def leviathan_table4(root=None) -> pd.DataFrame:
 
 def _best_markov_speedup(alpha: float, k: int, c: float, n: int = 400) -> float:
     """max over ρ of E_markov(α, ρ, K) / (K c + 1) (:func:`analytic.expected_tokens_markov`)."""
-    lower = max(-alpha / (1 - alpha) if alpha < 1 else 0.0, -(1 - alpha) / alpha if alpha > 0 else 0.0)
+    lower = float(analytic.rho_bounds(alpha)[0])
     rhos = np.linspace(lower, 0.999, n)[1:]          # the lower bound itself freezes a state
     return float(np.max(analytic.expected_tokens_markov(alpha, rhos, k)) / (k * c + 1.0))
 
@@ -308,9 +309,9 @@ def argmax_lenient_accepts(target_probs, draft_probs, lenience: float) -> np.nda
     l = 1 is exact greedy verification (x must be the target's argmax, up to ties).
     Returns a float array of 0/1 of shape [...]; its mean is α for that lenience.
     """
-    lenience = float(lenience)
-    if not 0.0 < lenience <= 1.0:
-        raise ValueError(f"lenience must be in (0, 1], got {lenience!r}")
+    lenience = probability("lenience", lenience)
+    if lenience == 0.0:
+        raise InvalidArgument(f"lenience must be in (0, 1], got {lenience!r}")
     target = np.asarray(target_probs, dtype=float)
     draft = np.asarray(draft_probs, dtype=float)
     x = np.argmax(draft, axis=-1)[..., None]

@@ -41,6 +41,8 @@ from typing import Mapping
 
 import numpy as np
 
+from specsim.validation import choice, positive_int
+
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HARDWARE_CSV = DATA_DIR / "hardware.csv"
 
@@ -184,12 +186,6 @@ class ForwardCost:
         return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
 
 
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
                  activations: bool = True) -> ForwardCost:
@@ -205,14 +201,13 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
     arithmetic intensity to a few hundred FLOPs/byte however large the batch.
     """
-    B = _positive_int(batch, "batch")
-    T = _positive_int(n_tokens, "n_tokens")
-    S = _positive_int(T if context is None else context, "context")
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    S = positive_int("context", T if context is None else context)
     if S < T:
         raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
                          f"written into the cache")
-    if cache_update not in ("inplace", "copy"):
-        raise ValueError(f"cache_update must be 'inplace' or 'copy', got {cache_update!r}")
+    choice("cache_update", cache_update, ("inplace", "copy"))
     dt = canonical_dtype(dtype or cfg.dtype)
     w = _DTYPE_BYTES[dt]
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
@@ -338,8 +333,8 @@ def bound(hw_or_params, cost: ForwardCost, dtype=None) -> str:
 # devices sends and receives 2 (p - 1) / p * M bytes per device, each direction at half
 # the chip's (bidirectional) interconnect bandwidth.
 def _mesh_sizes(cfg, batch: int, model: int, data: int) -> tuple[int, int]:
-    model = _positive_int(model, "model")
-    data = _positive_int(data, "data")
+    model = positive_int("model", model)
+    data = positive_int("data", data)
     for what, n in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads),
                     ("d_ff", cfg.d_ff)):
         if n % model:
@@ -354,9 +349,9 @@ def allreduce_bytes(cfg, batch: int = 1, n_tokens: int = 1, model: int = 1,
     """Bytes one device sends (and receives) in the all-reduces of one tensor-parallel
     pass over ``model`` devices: 2 per layer of B*T*D activations, ring algorithm,
     ``L * 2 * 2 (p - 1) / p * B*T*D*bytes``. ``batch`` is the batch one device holds."""
-    B = _positive_int(batch, "batch")
-    T = _positive_int(n_tokens, "n_tokens")
-    p = _positive_int(model, "model")
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    p = positive_int("model", model)
     w = dtype_bytes(dtype or cfg.dtype)
     return float(cfg.n_layers * 2 * 2.0 * (p - 1) / p * B * T * cfg.d_model * w)
 
@@ -388,7 +383,7 @@ def sharded_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     model with n_heads/model heads, n_kv_heads/model kv heads and d_ff/model MLP columns
     (replicated embedding, head and norms) over batch/data rows. Keywords as
     `forward_cost`; the all-reduces are `allreduce_time`'s."""
-    model, data = _mesh_sizes(cfg, _positive_int(batch, "batch"), model, data)
+    model, data = _mesh_sizes(cfg, positive_int("batch", batch), model, data)
     import dataclasses
     part = dataclasses.replace(cfg, n_heads=cfg.n_heads // model,
                                n_kv_heads=cfg.n_kv_heads // model, d_ff=cfg.d_ff // model)
@@ -419,7 +414,7 @@ def device_scaling(hw: Hardware, cfg, batch: int = 1, n_tokens: int = 1,
                               **kwargs)
     rows = []
     for n in devices:
-        n = _positive_int(n, "devices")
+        n = positive_int("devices", n)
         if cfg.n_heads % n or cfg.n_kv_heads % n or cfg.d_ff % n:
             continue
         comm = allreduce_time(hw, cfg, batch, n_tokens, n, dtype, latency=latency)

@@ -23,12 +23,14 @@ or a silently renormalised row), so that callers can detect them with `is_finite
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from specsim.errors import InvalidArgument
+from specsim.validation import nonnegative_float, nonnegative_int, probability
 
 __all__ = ["SamplingParams", "logits_to_probs", "sample", "accept_drafts", "residual_probs",
            "sample_residual", "overlap", "is_finite_row", "validate_sampling"]
@@ -36,21 +38,14 @@ __all__ = ["SamplingParams", "logits_to_probs", "sample", "accept_drafts", "resi
 
 def validate_sampling(temperature, top_k, top_p, vocab_size: int) -> tuple[float, int, float]:
     """Eager checks at the public boundary; returns the values as Python numbers."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.number)):
-        raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
-    temperature = float(temperature)
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)):
-        raise ValueError(f"top_k must be an integer in [0, {vocab_size}] (0 = off), got {top_k!r}")
-    top_k = int(top_k)
-    if not 0 <= top_k <= vocab_size:
-        raise ValueError(f"top_k must be an integer in [0, {vocab_size}] (0 = off), got {top_k}")
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.number)):
-        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
-    top_p = float(top_p)
-    if not (0.0 < top_p <= 1.0):
-        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
+    temperature = nonnegative_float("temperature", temperature)
+    top_k = nonnegative_int("top_k", top_k)
+    if top_k > vocab_size:
+        raise InvalidArgument(f"top_k must be an integer in [0, {vocab_size}] (0 = off), "
+                              f"got {top_k}")
+    top_p = probability("top_p", top_p)
+    if top_p == 0.0:
+        raise InvalidArgument(f"top_p must be a number in (0, 1], got {top_p!r}")
     return temperature, top_k, top_p
 
 

@@ -25,7 +25,7 @@ small model or an n-gram lookup is cheap next to the target; a layer-skip draft 
 replicated copy of its layers).
 
 Validation is eager: an axis that does not divide the heads, kv heads, MLP width or the
-batch is a ValueError naming the axis and the sizes.
+batch is an `InvalidArgument` (a ValueError) naming the axis and the sizes.
 
 Multi-host (a GPU cluster or a TPU pod slice)
 ---------------------------------------------
@@ -61,6 +61,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from specsim.errors import InvalidArgument
 from specsim.models.config import ModelConfig
 
 __all__ = ["AXES", "make_mesh", "axis_sizes", "check_mesh", "param_specs", "cache_specs",
@@ -81,11 +82,11 @@ def make_mesh(data: int = 1, model: int = 1, *, devices=None) -> Mesh:
     devices share a data slice, so ``"model"`` stays within a host."""
     for name, n in (("data", data), ("model", model)):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"mesh axis {name!r} must be a positive integer, got {n!r}")
+            raise InvalidArgument(f"mesh axis {name!r} must be a positive integer, got {n!r}")
     devices = list(jax.devices() if devices is None else devices)
     need = int(data) * int(model)
     if need > len(devices):
-        raise ValueError(f"a mesh of data={data} x model={model} needs {need} devices, "
+        raise InvalidArgument(f"a mesh of data={data} x model={model} needs {need} devices, "
                          f"but {len(devices)} are available")
     grid = np.asarray(devices[:need], dtype=object).reshape(int(data), int(model))
     return Mesh(grid, AXES)
@@ -94,7 +95,7 @@ def make_mesh(data: int = 1, model: int = 1, *, devices=None) -> Mesh:
 def axis_sizes(mesh: Mesh) -> tuple[int, int]:
     """(data, model) sizes of a mesh; ValueError if it lacks those axis names."""
     if tuple(mesh.axis_names) != AXES:
-        raise ValueError(f"mesh axes must be {AXES}, got {tuple(mesh.axis_names)} "
+        raise InvalidArgument(f"mesh axes must be {AXES}, got {tuple(mesh.axis_names)} "
                          f"(build it with sharding.make_mesh)")
     return int(mesh.shape["data"]), int(mesh.shape["model"])
 
@@ -108,11 +109,11 @@ def check_mesh(cfg: ModelConfig, mesh: Mesh, *, batch: int | None = None,
         sizes.append(("vocab_size", cfg.vocab_size))
     for what, n in sizes:
         if n % model:
-            raise ValueError(f"mesh axis 'model' (size {model}) must divide {what} of "
+            raise InvalidArgument(f"mesh axis 'model' (size {model}) must divide {what} of "
                              f"{cfg.name} ({n}); choose a model axis among "
                              f"{_divisors_of_all(cfg, vocab)}")
     if batch is not None and batch % data:
-        raise ValueError(f"mesh axis 'data' (size {data}) must divide the batch ({batch} "
+        raise InvalidArgument(f"mesh axis 'data' (size {data}) must divide the batch ({batch} "
                          f"prompts); pad the batch or choose another data axis")
 
 
@@ -191,7 +192,7 @@ def shard_batch(x, mesh: Mesh):
     """An array with a leading batch axis, sharded on ``"data"`` (other axes whole)."""
     data, _ = axis_sizes(mesh)
     if np.shape(x)[0] % data:
-        raise ValueError(f"mesh axis 'data' (size {data}) must divide the batch "
+        raise InvalidArgument(f"mesh axis 'data' (size {data}) must divide the batch "
                          f"({np.shape(x)[0]})")
     return _put(x, NamedSharding(mesh, P("data", *([None] * (np.ndim(x) - 1)))))
 

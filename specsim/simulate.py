@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim._validate import (
+from specsim.errors import InvalidArgument
+from specsim.validation import (
     check_draft_length,
     check_nonnegative,
     check_positive,
     check_probability,
 )
-from specsim.analytic import _expected_tokens, _markov_start_weights, markov_transitions
+from specsim.analytic import expected_tokens, markov_start_probability, markov_transitions
 
 __all__ = [
     "replay_masks",
@@ -55,13 +56,13 @@ def _rng(rng) -> np.random.Generator:
 def _check_count(name: str, n) -> int:
     value = check_draft_length(name, n, minimum=1)
     if value.ndim:
-        raise ValueError(f"{name} must be a single integer >= 1 (got shape {value.shape})")
+        raise InvalidArgument(f"{name} must be a single integer >= 1 (got shape {value.shape})")
     return int(value)
 
 
 def _scalar(name: str, arr: np.ndarray) -> float:
     if arr.ndim:
-        raise ValueError(f"{name} must be a scalar here (got shape {arr.shape})")
+        raise InvalidArgument(f"{name} must be a scalar here (got shape {arr.shape})")
     return float(arr)
 
 
@@ -84,11 +85,11 @@ def replay_masks(accept_masks) -> np.ndarray:
     """
     masks = np.asarray(accept_masks)
     if masks.ndim != 2 or masks.shape[1] < 1:
-        raise ValueError("accept_masks must be a 2-D [iterations, K] array with K >= 1 "
-                         f"(got shape {masks.shape})")
+        raise InvalidArgument("accept_masks must be a 2-D [iterations, K] array with K >= 1 "
+                              f"(got shape {masks.shape})")
     if masks.dtype != bool:
         if masks.dtype.kind not in "iu" or not np.isin(masks, (0, 1)).all():
-            raise ValueError("accept_masks must be boolean or hold only 0 and 1")
+            raise InvalidArgument("accept_masks must be boolean or hold only 0 and 1")
         masks = masks.astype(bool)
     return 1 + _leading_accepts(masks)
 
@@ -126,7 +127,7 @@ def simulate_positional(alphas, n_iterations, *, rng=None) -> np.ndarray:
     Returns int64 [n_iterations]."""
     alphas = check_probability("alphas", alphas)
     if alphas.ndim != 1 or alphas.shape[0] < 1:
-        raise ValueError(f"alphas must be a 1-D array of K >= 1 rates (got shape {alphas.shape})")
+        raise InvalidArgument(f"alphas must be a 1-D array of K >= 1 rates (got shape {alphas.shape})")
     n = _check_count("n_iterations", n_iterations)
     return _simulate_bernoulli(alphas, n, _rng(rng))
 
@@ -150,13 +151,13 @@ def simulate_markov(alpha, rho, k, n_iterations, *, rng=None) -> np.ndarray:
     """
     p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
     if np.ndim(alpha) or np.ndim(rho):
-        raise ValueError("alpha and rho must be scalars here")
+        raise InvalidArgument("alpha and rho must be scalars here")
     k = _check_count("k", k)
     n = _check_count("n_iterations", n_iterations)
     rng = _rng(rng)
     if p11 == 1.0:  # alpha = 1: the chain sits in "accept" forever
         return np.full(n, k + 1, dtype=np.int64)
-    start_in_accept = rng.random() < _markov_start_weights(p01, p11, k)
+    start_in_accept = rng.random() < markov_start_probability(alpha, rho, k)
     mean_block = 1.0 + p01 / (1.0 - p11)
     chunks, have, first = [], 0, True
     while have < n:
@@ -201,7 +202,7 @@ def tokens_pmf_positional(alphas) -> np.ndarray:
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
-        raise ValueError(f"alphas must have a last axis of length K >= 1 (got shape {alphas.shape})")
+        raise InvalidArgument(f"alphas must have a last axis of length K >= 1 (got shape {alphas.shape})")
     survive = np.concatenate([np.ones(alphas.shape[:-1] + (1,)),
                               np.cumprod(alphas, axis=-1)], axis=-1)   # [..., K+1] P_0..P_K
     pmf = survive.copy()
@@ -219,10 +220,10 @@ def tokens_pmf_markov(alpha, rho, k) -> np.ndarray:
     alpha, rho: scalars; k integer >= 1. Returns float64 [K+1].
     """
     if np.ndim(alpha) or np.ndim(rho):
-        raise ValueError("alpha and rho must be scalars here")
+        raise InvalidArgument("alpha and rho must be scalars here")
     p01, p11 = (float(p) for p in markov_transitions(alpha, rho))
     k = _check_count("k", k)
-    pi1 = float(_markov_start_weights(p01, p11, k))
+    pi1 = float(markov_start_probability(alpha, rho, k))
     p_first = (1.0 - pi1) * p01 + pi1 * p11            # P(first draft accepted)
     later = tokens_pmf(p11, k - 1) if k > 1 else np.ones(1)   # law of 1 + later accepts
     return np.concatenate([[1.0 - p_first], p_first * later])
@@ -261,18 +262,18 @@ def wall_time(tokens_per_iteration, n_tokens, k, *, t_draft, t_target_1,
     """
     tokens = np.asarray(tokens_per_iteration)
     if tokens.ndim == 0 or tokens.dtype.kind not in "iu" or tokens.dtype == bool:
-        raise ValueError("tokens_per_iteration must be an integer array [..., iterations]")
+        raise InvalidArgument("tokens_per_iteration must be an integer array [..., iterations]")
     n_tokens = _check_count("n_tokens", n_tokens)
     k = _check_count("k", k)
     if tokens.size and (tokens.min() < 1 or tokens.max() > k + 1):
-        raise ValueError(f"tokens_per_iteration must lie in [1, k + 1] = [1, {k + 1}]")
+        raise InvalidArgument(f"tokens_per_iteration must lie in [1, k + 1] = [1, {k + 1}]")
     t_draft = _scalar("t_draft", check_nonnegative("t_draft", t_draft))
     t_target_1 = _scalar("t_target_1", check_positive("t_target_1", t_target_1))
     t_verify = _scalar("t_target_verify", check_positive("t_target_verify", t_target_verify))
     total = np.cumsum(tokens, axis=-1)                       # [..., iterations]
     if (total[..., -1] < n_tokens).any():
-        raise ValueError(f"tokens_per_iteration has too few iterations to reach "
-                         f"n_tokens = {n_tokens} in every run")
+        raise InvalidArgument(f"tokens_per_iteration has too few iterations to reach "
+                              f"n_tokens = {n_tokens} in every run")
     iterations = (total < n_tokens).sum(axis=-1) + 1         # first index reaching n_tokens
     produced = np.take_along_axis(total, (iterations - 1)[..., None], axis=-1)[..., 0]
     time = iterations * (k * t_draft + t_verify)
@@ -292,7 +293,7 @@ def simulate_generation(alpha, k, n_tokens, *, t_draft, t_target_1, t_target_ver
     n_tokens = _check_count("n_tokens", n_tokens)
     n_runs = _check_count("n_runs", n_runs)
     rng = _rng(rng)
-    mean = float(_expected_tokens(np.float64(alpha_f), k))
+    mean = float(expected_tokens(alpha_f, k))
     # Enough iterations with overwhelming probability; each yields >= 1 token, so
     # n_tokens iterations always suffice and bound the retry.
     per_run = min(n_tokens, int(1.2 * n_tokens / mean + 8 * np.sqrt(n_tokens) + 16))

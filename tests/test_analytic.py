@@ -95,6 +95,34 @@ def test_markov_model_reduces_to_iid_and_has_the_stated_stationary_rate():
     assert A.expected_tokens_markov(0.8, 0.5, 6) < A.expected_tokens(0.8, 6)
 
 
+def test_rho_bounds_are_where_the_transitions_stay_probabilities():
+    """At the lower bound one transition probability hits 0 or 1; just below it one
+    leaves [0, 1] and markov_transitions refuses."""
+    alpha = np.array([0.0, 0.2, 0.5, 0.8, 1.0])
+    lower, upper = A.rho_bounds(alpha)
+    np.testing.assert_allclose(lower, [0.0, -0.25, -1.0, -0.25, 0.0])
+    np.testing.assert_array_equal(upper, 1.0)
+    for a, lo in zip(alpha[1:-1], lower[1:-1]):
+        p01, p11 = A.markov_transitions(a, lo)
+        assert min(p01, p11, 1 - p01, 1 - p11) == pytest.approx(0.0, abs=1e-12)
+        with pytest.raises(ValueError, match="^rho must lie in"):
+            A.markov_transitions(a, lo - 1e-6)
+
+
+def test_markov_start_probability_is_the_stationary_start_state():
+    """pi1 against a direct simulation of the start-state chain over iterations: from
+    state 1 an iteration ends in state 1 iff all K drafts and the bonus position accept."""
+    alpha, rho, k = 0.7, 0.4, 3
+    p01, p11 = A.markov_transitions(alpha, rho)
+    # transition of the start state between iterations: to 1 iff K accepts then an accept
+    to1 = np.array([p01 * p11 ** k, p11 ** (k + 1)])                   # from 0, from 1
+    P = np.array([[1 - to1[0], to1[0]], [1 - to1[1], to1[1]]])
+    w, v = np.linalg.eig(P.T)
+    stat = np.real(v[:, np.argmin(abs(w - 1))])
+    stat /= stat.sum()
+    assert float(A.markov_start_probability(alpha, rho, k)) == pytest.approx(stat[1], rel=1e-12)
+
+
 # --- speedup forms --------------------------------------------------------------------------
 
 def test_speedup_from_costs_matches_constant_cost_form():

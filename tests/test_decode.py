@@ -204,6 +204,19 @@ def test_rows_stop_independently_and_stats_per_row(target, reference, drafters):
     assert st.alpha_per_row.shape == (3,)
 
 
+def test_result_carries_its_shape_plan(target, drafters):
+    """The plan on the result is the one `plan_shapes` computes, and meta repeats it."""
+    from specsim.decode import plan_shapes
+    prompts = [[5, 6, 7], [9, 9, 9, 9, 9]]
+    res = generate_speculative(target, drafters["ngram"], prompts, 10, 3)
+    want = plan_shapes(prompts, 10, 3, [(target.cfg.max_seq_len, "max_seq_len")])
+    assert res.plan == want
+    assert (res.meta["padded_prompt"], res.meta["cache_len"]) == (want.padded_prompt,
+                                                                  want.cache_len)
+    ar = generate_autoregressive(target, prompts, 10, cache_len=48)
+    assert ar.plan.cache_len == 48 and ar.plan == plan_shapes(prompts, 10, 0, 512, 48)
+
+
 def test_compiles_once_per_bucketed_shape(target, drafters):
     d = drafters["ngram"]
     before = TRACE_COUNTS["speculative"]

@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.base import Context, Draft, gather_last
+from specsim.errors import InvalidArgument
 from specsim.sampling import SamplingParams
+from specsim.validation import positive_int
 
 __all__ = ["NGramDrafter"]
 
@@ -31,11 +33,9 @@ class NGramDrafter:
 
     def __post_init__(self):
         for field in ("vocab_size", "n", "min_n"):
-            v = getattr(self, field)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{field} must be a positive integer, got {v!r}")
+            positive_int(field, getattr(self, field))
         if self.min_n > self.n:
-            raise ValueError(f"min_n ({self.min_n}) must be <= n ({self.n})")
+            raise InvalidArgument(f"min_n ({self.min_n}) must be <= n ({self.n})")
 
     def tree_flatten(self):
         return (), (self.vocab_size, self.n, self.min_n, self.name)

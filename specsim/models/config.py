@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from specsim.validation import choice, positive_int
+
 ARCHS = ("llama", "gpt2")
 LAYER_LOOPS = ("scan", "unroll")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -49,17 +51,12 @@ class ModelConfig:
     layer_loop: str = "unroll"
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch must be one of {ARCHS}, got {self.arch!r}")
-        if self.layer_loop not in LAYER_LOOPS:
-            raise ValueError(f"layer_loop must be one of {LAYER_LOOPS}, got {self.layer_loop!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        choice("arch", self.arch, ARCHS)
+        choice("layer_loop", self.layer_loop, LAYER_LOOPS)
+        choice("dtype", self.dtype, DTYPES)
         for field in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                       "head_dim", "d_ff", "max_seq_len"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be a positive integer, got {value!r}")
+            object.__setattr__(self, field, positive_int(field, getattr(self, field)))
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")

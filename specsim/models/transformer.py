@@ -69,6 +69,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.models.config import ModelConfig
+from specsim.validation import positive_int
 
 
 class KVCache(NamedTuple):
@@ -87,10 +88,8 @@ class KVCache(NamedTuple):
 
 def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
     """An empty cache of ``max_len`` slots per row."""
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len < 1:
-        raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
+    batch = positive_int("batch", batch)
+    max_len = positive_int("max_len", max_len)
     if cfg.arch == "gpt2" and max_len > cfg.max_seq_len:
         raise ValueError(
             f"max_len ({max_len}) exceeds the learned positions of {cfg.name} "
@@ -384,8 +383,7 @@ def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int |
     step = _forward_jit
     if chunk is None:
         return step(params, cfg, tokens, cache)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer or None, got {chunk!r}")
+    chunk = positive_int("chunk", chunk)
     outs = []
     for s in range(0, tokens.shape[1], chunk):
         logits, cache = step(params, cfg, tokens[:, s:s + chunk], cache)
