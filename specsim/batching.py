@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from specsim import analytic, roofline
+from specsim import analytic, roofline, validation
+from specsim.errors import InvalidArgument
 
 __all__ = ["TimeModel", "hardware_time_model", "fit_time_model", "speedup_grid", "best_k", "break_even"]
 
@@ -58,13 +59,6 @@ def fit_time_model(fit, dtype: str | None = None) -> TimeModel:
     return time_model
 
 
-def _positive_ints(values, name: str) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(values))
-    if arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or (arr < 1).any():
-        raise ValueError(f"{name} must be positive integers, got {values!r}")
-    return arr.astype(int)
-
-
 def speedup_grid(target_cfg, draft_cfg, time_model: TimeModel, alpha, ks, batches, contexts,
                  draft_time_model: TimeModel | None = None) -> pd.DataFrame:
     """Predicted speedup over the grid alpha × K × batch × context (one row each).
@@ -74,14 +68,15 @@ def speedup_grid(target_cfg, draft_cfg, time_model: TimeModel, alpha, ks, batche
     expected_tokens, speedup. ``context`` (cache slots read) must be at least K + 1.
     The draft runs on ``draft_time_model`` (default: the target's).
     """
-    alphas = np.atleast_1d(np.asarray(alpha, dtype=float))
-    if alphas.ndim != 1 or not np.all((alphas >= 0) & (alphas <= 1)):
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-    ks = _positive_ints(ks, "ks")
-    batches = _positive_ints(batches, "batches")
-    contexts = _positive_ints(contexts, "contexts")
+    alphas = np.atleast_1d(validation.check_probability("alpha", alpha))
+    ks, batches, contexts = (np.atleast_1d(validation.check_draft_length(name, v))
+                             for name, v in (("ks", ks), ("batches", batches),
+                                             ("contexts", contexts)))
+    if alphas.ndim != 1 or min(alphas.size, ks.size, batches.size, contexts.size) == 0:
+        raise InvalidArgument("alpha, ks, batches and contexts must be non-empty 1-D sequences")
     if contexts.min() < ks.max() + 1:
-        raise ValueError(f"contexts must be at least max(ks) + 1 = {ks.max() + 1}, got {contexts.min()}")
+        raise InvalidArgument(f"contexts must be at least max(ks) + 1 = {ks.max() + 1} "
+                              f"(got {contexts.min()})")
     draft_time_model = draft_time_model or time_model
     rows = []
     for b in batches:
@@ -119,8 +114,7 @@ def break_even(best: pd.DataFrame, along: str = "batch") -> pd.DataFrame:
     that value (NaN if it pays everywhere on the grid), and ``crossing`` a log-linear
     interpolation of where the speedup equals 1 between them.
     """
-    if along not in ("batch", "context"):
-        raise ValueError(f"along must be 'batch' or 'context', got {along!r}")
+    validation.choice("along", along, ("batch", "context"))
     other = "context" if along == "batch" else "batch"
     rows = []
     for (a, o), d in best.groupby(["alpha", other], sort=True):

@@ -30,6 +30,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from specsim import schema, validation
+from specsim.errors import InvalidArgument
 from specsim.roofline import DATA_DIR, forward_cost
 
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
@@ -66,11 +68,7 @@ class TimingStats:
 
 
 def _check_counts(repeats, warmup) -> tuple[int, int]:
-    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)) or repeats < 1:
-        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    return int(repeats), int(warmup)
+    return validation.positive_int("repeats", repeats), validation.nonnegative_int("warmup", warmup)
 
 
 def _block(out):
@@ -82,7 +80,7 @@ def _block(out):
 def stats_from_times(times: Sequence[float], warmup: int = 0) -> TimingStats:
     t = np.asarray(times, float)
     if t.size == 0:
-        raise ValueError("times must hold at least one sample")
+        raise InvalidArgument("times must hold at least one sample")
     q25, q50, q75 = np.percentile(t, [25, 50, 75])
     return TimingStats(median=float(q50), mean=float(t.mean()), std=float(t.std()),
                        min=float(t.min()), max=float(t.max()), q25=float(q25), q75=float(q75),
@@ -108,6 +106,35 @@ def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -
     jitted ``fn``), then ``repeats`` timed calls each ending in ``block_until_ready``.
     Pass an already compiled function to keep compilation out of the warm-up as well."""
     return time_calls(lambda: fn(*args, **kwargs), repeats=repeats, warmup=warmup)
+
+
+def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, *,
+                       warmup: int = 0, on_call: Callable[[int], None] | None = None
+                       ) -> tuple[list[list[float]], list]:
+    """Time already compiled zero-argument ``calls`` in ``rounds`` rounds, each round
+    every call once in a fresh order drawn from ``rng`` (a `numpy.random.Generator`), and
+    drop the first ``warmup`` rounds. On a shared machine a burst of load then falls on
+    every call alike, so ratios between calls stay fair.
+
+    Returns ``(samples, outputs)``: ``samples[i]`` the seconds of call i in the kept
+    rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
+    ``on_call(i)`` runs after every call (a progress bar, say)."""
+    rounds = validation.positive_int("rounds", rounds)
+    warmup = validation.nonnegative_int("warmup", warmup)
+    if warmup >= rounds:
+        raise InvalidArgument(f"warmup must be below rounds ({rounds}) (got {warmup})")
+    samples: list[list[float]] = [[] for _ in calls]
+    outputs: list = [None] * len(calls)
+    for r in range(rounds):
+        for i in rng.permutation(len(calls)):
+            t0 = time.perf_counter()
+            outputs[i] = _block(calls[i]())
+            dt = time.perf_counter() - t0
+            if r >= warmup:
+                samples[i].append(dt)
+            if on_call is not None:
+                on_call(int(i))
+    return samples, outputs
 
 
 # ---- metadata ------------------------------------------------------------------------
@@ -168,10 +195,8 @@ def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 2
     import jax.numpy as jnp
     import pandas as pd
 
-    if isinstance(matmul_size, bool) or not isinstance(matmul_size, int) or matmul_size < 16:
-        raise ValueError(f"matmul_size must be an integer >= 16, got {matmul_size!r}")
-    if isinstance(copy_mib, bool) or not isinstance(copy_mib, int) or copy_mib < 1:
-        raise ValueError(f"copy_mib must be a positive integer, got {copy_mib!r}")
+    validation.positive_int("matmul_size", matmul_size, minimum=16)
+    validation.positive_int("copy_mib", copy_mib)
     dt = jnp.dtype(dtype)
     rows = []
     for dev in devices or jax.devices():
@@ -231,12 +256,12 @@ def _check_points(points) -> list[tuple[int, int, int]]:
         try:
             n, b, c = (int(v) for v in p)
         except (TypeError, ValueError):
-            raise ValueError(f"points must be (n_tokens, batch, context) triples, got {p!r}") from None
+            raise InvalidArgument(f"points must be (n_tokens, batch, context) triples, got {p!r}") from None
         if n < 1 or b < 1 or c < n:
-            raise ValueError(f"point {p!r}: need n_tokens >= 1, batch >= 1, context >= n_tokens")
+            raise InvalidArgument(f"point {p!r}: need n_tokens >= 1, batch >= 1, context >= n_tokens")
         out.append((n, b, c))
     if not out:
-        raise ValueError("points must hold at least one (n_tokens, batch, context) triple")
+        raise InvalidArgument("points must hold at least one (n_tokens, batch, context) triple")
     return out
 
 
@@ -316,17 +341,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
                 compile_times.append(compile_s)
                 if bar is not None:
                     bar.update(1)
-            samples = [[] for _ in pts]
-            order_rng = np.random.default_rng(seed)
-            for r in range(warmup + repeats):
-                for i in order_rng.permutation(len(pts)):
-                    t0 = time.perf_counter()
-                    _block(calls[i]())
-                    dt = time.perf_counter() - t0
-                    if r >= warmup:
-                        samples[i].append(dt)
-                    if bar is not None:
-                        bar.update(1)
+            tick = None if bar is None else (lambda i: bar.update(1))
+            samples, _ = interleaved_rounds(calls, warmup + repeats,
+                                            np.random.default_rng(seed), warmup=warmup,
+                                            on_call=tick)
             del calls
             stats = [stats_from_times(s, warmup) for s in samples]
         else:
@@ -341,10 +359,10 @@ def sweep_forward(model, points: Iterable | None = None, *, repeats: int = 7,
     rows = []
     for (n, b, c), st, compile_s in zip(pts, stats, compile_times):
         cost = forward_cost(model.cfg, b, n, c)
-        rows.append({"model": model.cfg.name, "dtype": model.cfg.dtype, "n_tokens": n,
-                     "batch": b, "context": c, "time_s": st.median, **st.as_dict("time_"),
-                     "compile_s": compile_s, "flops": cost.flops, "bytes": cost.bytes,
-                     "interleaved": bool(interleave)})
+        rows.append({schema.MODEL: model.cfg.name, "dtype": model.cfg.dtype, schema.N_TOKENS: n,
+                     schema.BATCH: b, schema.CONTEXT: c, schema.TIME_S: st.median,
+                     **st.as_dict("time_"), "compile_s": compile_s, schema.FLOPS: cost.flops,
+                     schema.BYTES: cost.bytes, "interleaved": bool(interleave)})
     return pd.DataFrame(rows).drop(columns=["time_median"])
 
 
@@ -371,7 +389,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 def measurement_paths(name: str, directory: Path | str = MEASUREMENTS_DIR) -> tuple[Path, Path]:
     if not name or any(ch in name for ch in "/\\") or name.startswith("."):
-        raise ValueError(f"name must be a plain file stem (no slashes), got {name!r}")
+        raise InvalidArgument(f"name must be a plain file stem (no slashes), got {name!r}")
     d = Path(directory)
     return d / f"{name}.csv", d / f"{name}.json"
 
@@ -384,7 +402,7 @@ def save_measurements(df, name: str, metadata: dict, directory: Path | str = MEA
     import pandas as pd
 
     if "run_id" not in metadata:
-        raise ValueError("metadata must carry a run_id (see environment())")
+        raise InvalidArgument("metadata must carry a run_id (see environment())")
     csv_path, json_path = measurement_paths(name, directory)
     new = df.copy()
     new.insert(0, "run_id", metadata["run_id"])
@@ -405,15 +423,139 @@ def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, ru
     p = Path(name_or_path)
     csv_path = p if p.suffix == ".csv" else measurement_paths(str(name_or_path), directory)[0]
     if not csv_path.exists():
-        raise ValueError(f"no measurement file {csv_path}")
+        raise InvalidArgument(f"no measurement file {csv_path}")
     df = pd.read_csv(csv_path)
     json_path = csv_path.with_suffix(".json")
     runs = json.loads(json_path.read_text()) if json_path.exists() else []
     if run_id is not None:
         rid = df["run_id"].iloc[-1] if run_id == "last" else run_id
         if rid not in set(df["run_id"]):
-            raise ValueError(f"run_id {run_id!r} not in {csv_path}")
+            raise InvalidArgument(f"run_id {run_id!r} not in {csv_path}")
         df = df[df["run_id"] == rid].reset_index(drop=True)
         runs = [r for r in runs if r.get("run_id") == rid]
     df.attrs["runs"] = runs
     return df
+
+
+# ---- choosing data on purpose ------------------------------------------------------------
+RESULTS_DIR = DATA_DIR.parent / "results"
+REFERENCE_SWEEP = "cpu-smollm2-135m"      # the current reference sweep in data/measurements
+HISTORY_DIR = MEASUREMENTS_DIR / "history"  # past runs kept as a record, never chosen by default
+SWEEP_COLUMNS = ("n_tokens", "batch", "context", "time_s")
+
+
+@dataclass(frozen=True, eq=False)
+class ChosenSweep:
+    """One run of one model's forward sweep, where it came from, and the ceilings
+    measured with it (None when the sweep has no ceilings file beside it)."""
+    df: object              # pandas DataFrame: that run's points
+    path: Path
+    source: str             # "results" (the user's own), "reference", or "named"
+    model: str
+    run_id: str | None
+    ceilings: object = None  # pandas DataFrame of the same run's ceilings, or None
+
+    def describe(self) -> str:
+        where = {"results": "your own results", "reference": "the reference sweep",
+                 "named": "the sweep you named"}[self.source]
+        run = f", run {self.run_id}" if self.run_id else ""
+        return f"{where}: {self.path} ({len(self.df)} points of {self.model}{run})"
+
+
+def _is_sweep(path: Path) -> bool:
+    import pandas as pd
+
+    if path.name.endswith("ceilings.csv"):
+        return False
+    try:
+        return set(SWEEP_COLUMNS) <= set(pd.read_csv(path, nrows=0).columns)
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_candidates(*, results_dir: Path | str | None = None) -> list[tuple[str, Path]]:
+    """Sweep files in the order `choose_sweep` tries them: the user's own under
+    ``results_dir`` (default ``results/`` at the repository root; newest file first),
+    then the reference sweep ``data/measurements/<REFERENCE_SWEEP>.csv``. Files under
+    ``data/measurements/history/`` are never candidates."""
+    root = Path(RESULTS_DIR if results_dir is None else results_dir)
+    own = sorted((p for p in root.rglob("*.csv") if _is_sweep(p)) if root.is_dir() else (),
+                 key=lambda p: p.stat().st_mtime, reverse=True)
+    out = [("results", p) for p in own]
+    reference = measurement_paths(REFERENCE_SWEEP)[0]
+    if reference.is_file():
+        out.append(("reference", reference))
+    return out
+
+
+def _one_run(df, model: str | None):
+    """The rows of ``model`` (default: the file's first model) from the file's newest run."""
+    if "model" in df:
+        model = model or str(df["model"].iloc[0])
+        df = df[df["model"] == model]
+    run_id = None
+    if "run_id" in df and len(df):
+        run_id = str(df["run_id"].iloc[-1])
+        df = df[df["run_id"].astype(str) == run_id]
+    return df.reset_index(drop=True), model, run_id
+
+
+def _ceilings_for(path: Path, run_id: str | None):
+    import pandas as pd
+
+    for cand in (path.with_name(f"{path.stem}-ceilings.csv"), path.with_name("ceilings.csv")):
+        if cand.is_file():
+            ceil = pd.read_csv(cand)
+            if "run_id" in ceil and len(ceil):
+                rid = run_id if run_id in set(ceil["run_id"].astype(str)) else \
+                    str(ceil["run_id"].iloc[-1])
+                ceil = ceil[ceil["run_id"].astype(str) == rid].reset_index(drop=True)
+            return ceil
+    return None
+
+
+def _named_sweep(name: str, results_dir: Path | str | None) -> Path:
+    root = Path(RESULTS_DIR if results_dir is None else results_dir)
+    stem = Path(name).stem
+    for cand in (Path(name), root / "measurements" / f"{stem}.csv",
+                 MEASUREMENTS_DIR / f"{stem}.csv", HISTORY_DIR / f"{stem}.csv"):
+        if cand.is_file():
+            return cand
+    raise ValueError(f"name {name!r}: no such sweep file (looked for the path, and for "
+                     f"{stem}.csv in {root / 'measurements'}, {MEASUREMENTS_DIR} and "
+                     f"{HISTORY_DIR})")
+
+
+def choose_sweep(model: str | None = None, *, name: str | None = None,
+                 results_dir: Path | str | None = None) -> ChosenSweep:
+    """The forward sweep to fit, chosen on purpose: ``name`` (a path or a file stem,
+    which may name a historical run) when given; else the user's own newest sweep under
+    ``results/`` holding ``model``; else the reference sweep. Never a file from
+    ``data/measurements/history/`` unless named. One model and the file's newest run;
+    the ceilings measured beside it come along for `specsim.fit.ceiling_bounds`."""
+    import pandas as pd
+
+    if name is not None:
+        path = _named_sweep(name, results_dir)
+        tried = [("named", path)]
+    else:
+        tried = sweep_candidates(results_dir=results_dir)
+    for source, path in tried:
+        df, chosen_model, run_id = _one_run(pd.read_csv(path), model)
+        if len(df) and (model is None or chosen_model == model):
+            df.attrs["runs"] = [r for r in _runs(path) if run_id is None
+                                or str(r.get("run_id")) == run_id]
+            return ChosenSweep(df=df, path=path, source=source, model=chosen_model,
+                               run_id=run_id, ceilings=_ceilings_for(path, run_id))
+    looked = ", ".join(str(p) for _, p in tried) or "nothing"
+    raise ValueError(f"no sweep of model {model or 'any'!r} (looked at: {looked}); measure "
+                     f"one with `specsim bench --model {model or 'smollm2-135m'} "
+                     f"--out results/measurements`")
+
+
+def _runs(path: Path) -> list:
+    meta = path.with_suffix(".json")
+    try:
+        return json.loads(meta.read_text()) if meta.is_file() else []
+    except json.JSONDecodeError:
+        return []

@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specsim",
         description="Speculative decoding: closed-form theory, a compiled JAX engine and "
                     "roofline hardware models, held against each other.")
+    from specsim import __version__
+    parser.add_argument("--version", action="version", version=f"specsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     # --- theory (specsim.analytic) -------------------------------------------------------
@@ -27,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
         "speedup", help="closed-form speedup table over alpha x K x c",
         description="Speedup S = (1 - a^(K+1)) / ((1 - a)(K c + 1)) (Leviathan et al. 2023, "
                     "Thm 3.8) for every combination; prints one row per (c, alpha), one "
-                    "column per K, the best K marked '*'.")
+                    "column per K, the best K marked '*'. When the best K up to "
+                    "specsim.analytic.DEFAULT_K_MAX lies outside the --k range, the row "
+                    "marks the edge it lies beyond with '>' or '<' and a note names it.")
     p.add_argument("--alpha", type=float, nargs="+", required=True,
                    help="acceptance rates in [0, 1], e.g. 0.6 0.8 0.9")
     p.add_argument("--k", nargs="+", default=["1-8"],
@@ -53,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     # --- hardware (specsim.bench, specsim.fit) -------------------------------------------
     _add_hardware_commands(sub)
     # --- the main job (specsim.experiment) -----------------------------------------------
+    _add_demo_command(sub)
+    return parser
+
+
+def _add_demo_command(sub) -> None:
     p = sub.add_parser(
         "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
         description="Measures this machine's ceilings and forward sweeps of the target and "
@@ -81,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="new tokens per run (default 48; quick 40)")
     p.add_argument("--layer-loop", choices=["scan", "unroll"], default=None,
                    help="layer loop for the run (default scan: it compiles 2-3x faster)")
+    p.add_argument("--parts", nargs="+", default=None, metavar="PART",
+                   help="parts of the demo to run (default roofline fidelity hardware; the "
+                        "parts a chosen one needs run too); see --list-parts")
+    p.add_argument("--list-parts", action="store_true", help="list the demo's parts and exit")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", default="results/demo",
                    help="output folder (default results/demo)")
@@ -90,7 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--c", type=float, default=0.05,
                    help="cost ratio for --analytic-only (default 0.05)")
     p.set_defaults(func=_cmd_demo)
-    return parser
 
 
 # --- theory -------------------------------------------------------------------------------
@@ -114,10 +126,37 @@ def parse_k_values(specs: list[str]) -> list[int]:
     return sorted(values)
 
 
+def _mark_optimum_outside(text: str, table: dict, ks: list[int]) -> tuple[str, list[str]]:
+    """Rows of ``format_speedup_table`` text whose best K (over 1..DEFAULT_K_MAX) lies
+    outside [min(ks), max(ks)] get '>' or '<' at the edge instead of '*', and a note."""
+    from specsim import analytic
+
+    lines, notes = text.splitlines(), []
+    row = 1
+    for c in np.unique(table["c"]):
+        for a in np.unique(table["alpha"][table["c"] == c]):
+            k_star, s_star = analytic.optimal_k(float(a), float(c))
+            k_star = int(k_star)
+            if not ks[0] <= k_star <= ks[-1]:
+                mark = ">" if k_star > ks[-1] else "<"
+                lines[row] = lines[row].replace("*", mark)
+                limit = " (the search limit)" if k_star == analytic.DEFAULT_K_MAX else ""
+                notes.append(f"  alpha {a:g}, c {c:g}: best K = {k_star}{limit} (speedup "
+                             f"{float(s_star):.3f}), outside --k {ks[0]}..{ks[-1]}")
+            row += 1
+    return "\n".join(lines), notes
+
+
 def _cmd_speedup(args) -> int:
     from specsim import analytic
-    table = analytic.speedup_table(args.alpha, parse_k_values(args.k), args.c)
-    print(analytic.format_speedup_table(table))
+    ks = parse_k_values(args.k)
+    table = analytic.speedup_table(args.alpha, ks, args.c)
+    text, notes = _mark_optimum_outside(analytic.format_speedup_table(table), table, ks)
+    print(text)
+    if notes:
+        print(f"'>' / '<': the best K (searched up to K = {analytic.DEFAULT_K_MAX}) lies "
+              f"beyond the last / before the first K shown; widen --k to see it:")
+        print("\n".join(notes))
     if args.csv:
         import csv
         from pathlib import Path
@@ -266,25 +305,48 @@ def _cmd_demo(args) -> int:
         return 0
     from specsim import experiment
 
+    if args.list_parts:
+        from specsim.experiment.parts import PARTS
+        for part in PARTS.values():
+            needs = f" (needs {', '.join(part.requires)})" if part.requires else ""
+            print(f"{part.name:<10} {part.summary}{needs}")
+        return 0
+    settings = _demo_settings(args)
+    experiment.enable_compilation_cache()
+    result = experiment.run_demo(settings, progress=not args.no_progress)
+    _write_demo(result)
+    return 0
+
+
+def _demo_settings(args):
+    """`DemoSettings` from the demo's arguments (only those given override the defaults)."""
+    from specsim import experiment
+
     changes = {"target": args.target, "draft": args.draft, "seed": args.seed,
                "out_dir": args.out}
-    if args.layer_loop:
-        changes["layer_loop"] = args.layer_loop
-    if args.drafters:
-        changes["drafters"] = tuple(args.drafters)
-    if args.k:
-        changes["ks"] = tuple(parse_k_values(args.k))
-    if args.temperatures:
-        changes["temperatures"] = tuple(args.temperatures)
-    if args.kinds:
-        changes["kinds"] = tuple(args.kinds)
-    if args.max_new_tokens is not None:
-        changes["max_new_tokens"] = args.max_new_tokens
-    settings = (experiment.DemoSettings.quick_settings(**changes) if args.quick
-                else experiment.DemoSettings(**changes))
-    experiment.enable_compilation_cache()
-    experiment.run_demo(settings, progress=not args.no_progress)
-    return 0
+    optional = {"layer_loop": args.layer_loop,
+                "drafters": tuple(args.drafters) if args.drafters else None,
+                "ks": tuple(parse_k_values(args.k)) if args.k else None,
+                "temperatures": tuple(args.temperatures) if args.temperatures else None,
+                "kinds": tuple(args.kinds) if args.kinds else None,
+                "max_new_tokens": args.max_new_tokens,
+                "parts": tuple(args.parts) if args.parts else None}
+    changes.update({k: v for k, v in optional.items() if v is not None})
+    return (experiment.DemoSettings.quick_settings(**changes) if args.quick
+            else experiment.DemoSettings(**changes))
+
+
+def _write_demo(result) -> None:
+    """The face of the demo: figures (`specsim.plots`) and files (`specsim.report`)."""
+    from pathlib import Path
+
+    from specsim import report
+    from specsim.plots.experiment import demo_figures
+
+    out = result.settings.out_dir
+    result.files = report.write_demo(result, Path(out), demo_figures(result))
+    print(report.summary_table(result))
+    print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,8 +25,14 @@ Cache invariant: the target cache holds all tokens of a row but the last (length
 a model drafter's cache holds all but the last two (see `specsim.drafters`).
 
 Shapes: B batch, P padded prompt, N token buffer (= S cache slots), K drafts, V vocab,
-I iteration buffer. P and S are padded to buckets, so calls with similar shapes reuse
-the compiled program; ``TRACE_COUNTS`` counts how often each program was traced.
+I iteration buffer. `plan_shapes` pads P, S and I to buckets (the `ShapePlan` a result
+carries as ``result.plan``), so calls with similar shapes reuse the compiled program;
+``TRACE_COUNTS`` counts how often each program was traced.
+
+Reading the loop body: `_verify` (accept, then the residual or bonus token),
+`_nonfinite_policy` (which rows stop, how many tokens they keep), `_record_stats`, and
+`_advance`, the done/EOS/length bookkeeping the autoregressive loop shares. Results
+(`GenerationResult`, `SpeculativeStats`) live in `specsim.results`.
 """
 
 from __future__ import annotations

@@ -19,6 +19,21 @@ cov = s² (JᵀJ)⁺ with s² = residual sum of squares / (points - parameters),
 the natural parameters by the delta method (se(P) = P · se(log P)); a parameter the data
 cannot see (e.g. P when every point is memory-bound) gets a huge or infinite error.
 
+What a fit will not print as a result (`RooflineFit.unidentified`, `.at_bound`,
+`.degenerate`):
+
+* bounds: the ceilings may be capped by what was measured on the machine
+  (``max_peak_flops``: the matmul ceiling, ``max_bandwidth``: the copy ceiling; see
+  `ceiling_bounds`): a fitted bandwidth above the measured copy ceiling is a bug, not a
+  result. A parameter that ends on its cap is listed in ``at_bound``.
+* identification: a parameter whose standard error is infinite, undefined, or larger
+  than ``MAX_RELATIVE_SE`` times its value is *unidentified*: its error is NaN (never
+  inf) and `summary` says "unidentified" instead of "± inf".
+* degenerate forms: t0 below ``T0_NEGLIGIBLE`` of the fastest pass (no fixed cost
+  resolved), the smooth form's p on a bound of ``P_RANGE`` (p -> 1: compute and memory
+  time add; p large: the max form), a ceiling on its cap.
+* quality: R² (linear time, fitted points) below ``MIN_R2`` warns with `PoorFitWarning`.
+
 Held-out split: a seeded random ``holdout`` fraction of the points (default 25%, seed 0,
 at least one point) is left out of the fit; MAPE is reported on it (``mape_heldout``) and
 on the fitted points. R² is computed on the fitted points in linear time (``r2``) and in
@@ -28,12 +43,32 @@ log time (``r2_log``).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim import analytic
+
 KINDS = ("max", "smooth")
+MIN_R2 = 0.95            # a fit below this R² (linear time, fitted points) warns
+MAX_RELATIVE_SE = 1.0    # standard error above this fraction of the value: unidentified
+T0_NEGLIGIBLE = 1e-3     # t0 below this fraction of the fastest pass: degenerate (t0 ≈ 0)
+P_RANGE = (1.0 + 1e-3, 65.0)   # the smooth form's blend exponent is fitted inside this
+PARAMS = ("t0", "peak_flops", "bandwidth", "p")
+
+
+class PoorFitWarning(UserWarning):
+    """A fit whose R² is below `MIN_R2`: its parameters do not describe the data."""
+
+
+def _warn_if_poor(r2: float, what: str) -> None:
+    if math.isfinite(r2) and r2 < MIN_R2:
+        warnings.warn(PoorFitWarning(
+            f"{what}: R² {r2:.3f} is below {MIN_R2} (specsim.fit.MIN_R2); the fitted "
+            f"parameters do not describe these measurements; do not predict from them"),
+            stacklevel=3)
 
 
 # ---- checks --------------------------------------------------------------------------
@@ -60,6 +95,8 @@ def _mape(y, yhat) -> float:
 
 
 def _stderr(jac: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    """Standard errors of the fitted (transformed) parameters; inf where the data carry
+    no information (callers turn that into "unidentified", never print it)."""
     m, n = jac.shape
     if m <= n:
         return np.full(n, math.inf)
@@ -103,6 +140,18 @@ class RooflineFit:
     heldout_index: tuple[int, ...]
     seed: int
     holdout: float
+    # What the data could not determine (names from PARAMS; their *_se are NaN), which
+    # parameters ended on a measured cap, and plain-language notes on degenerate forms.
+    unidentified: tuple[str, ...] = ()
+    at_bound: tuple[str, ...] = ()
+    degenerate: tuple[str, ...] = ()
+    max_peak_flops: float | None = None     # the caps the fit was held under (FLOP/s)
+    max_bandwidth: float | None = None      # (bytes/s)
+
+    @property
+    def identified(self) -> bool:
+        """Every parameter determined, none on a cap, R² at least MIN_R2."""
+        return not (self.unidentified or self.at_bound) and self.r2 >= MIN_R2
 
     @property
     def n_params(self) -> int:
@@ -135,15 +184,33 @@ class RooflineFit:
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
+    def _param_line(self, name: str, label: str, scale: float, unit: str) -> str:
+        value = getattr(self, name) / scale
+        head = f"  {label:<9} = "
+        if name in self.at_bound:
+            cap = {"peak_flops": self.max_peak_flops, "bandwidth": self.max_bandwidth}.get(name)
+            where = "the measured ceiling" if cap is not None else "a bound of its range"
+            return head + f"{value:10.4g} {unit:<8} at {where} (the data push past it)"
+        if name in self.unidentified:
+            if name == "t0" and any(n.startswith("t0") for n in self.degenerate):
+                return head + f"{'≈ 0':>10} {unit:<8} unidentified (no fixed cost resolved)"
+            return head + f"{'unidentified':>10}          (best value {value:.3g} {unit}; " \
+                          f"the points do not determine it)"
+        return head + f"{value:10.4g} {unit:<8} ± {getattr(self, name + '_se') / scale:.2g}"
+
     def summary(self) -> str:
         lines = [f"roofline fit ({self.kind}) on {self.n_train} points, {self.n_heldout} held out",
-                 f"  t0        = {self.t0 * 1e3:10.4g} ms     ± {self.t0_se * 1e3:.2g}",
-                 f"  peak      = {self.peak_flops / 1e9:10.4g} GFLOP/s ± {self.peak_flops_se / 1e9:.2g}",
-                 f"  bandwidth = {self.bandwidth / 1e9:10.4g} GB/s    ± {self.bandwidth_se / 1e9:.2g}"]
+                 self._param_line("t0", "t0", 1e-3, "ms"),
+                 self._param_line("peak_flops", "peak", 1e9, "GFLOP/s"),
+                 self._param_line("bandwidth", "bandwidth", 1e9, "GB/s")]
         if self.kind == "smooth":
-            lines.append(f"  p         = {self.p:10.4g}          ± {self.p_se:.2g}")
+            lines.append(self._param_line("p", "p", 1.0, ""))
         lines += [f"  R² = {self.r2:.4f} (log time: {self.r2_log:.4f})",
                   f"  MAPE: fitted {self.mape_train:.2f}%, held out {self.mape_heldout:.2f}%"]
+        lines += [f"  degenerate: {note}" for note in self.degenerate]
+        if self.r2 < MIN_R2:
+            lines.append(f"  WARNING: R² {self.r2:.3f} below {MIN_R2}: this fit does not "
+                         f"describe the measurements; do not predict from it")
         return "\n".join(lines)
 
 
@@ -159,11 +226,73 @@ def _split(m: int, holdout: float, seed: int, n_params: int) -> tuple[np.ndarray
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
+def _cap(value, name: str) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a positive finite number or None, got {value!r}")
+    return v
+
+
+def _solve(resid, x0s, upper: np.ndarray, n_params: int):
+    """Multi-start least squares in log-parameters under the upper bounds ``upper``."""
+    lower = np.full(upper.shape, -np.inf)
+    if n_params == 4:
+        lower[3] = math.log(P_RANGE[0] - 1.0)
+    best = None
+    for x0 in x0s:
+        x0 = np.clip(np.asarray(x0, float), lower + 1e-9, upper - 1e-9)
+        r = least_squares(resid, x0, method="trf", x_scale=1.0, bounds=(lower, upper),
+                          max_nfev=2000 * n_params)
+        if best is None or r.cost < best.cost:
+            best = r
+    return best, lower
+
+
+def _assess(values: dict, se_nat: np.ndarray, theta, lower, upper, t_min: float,
+            kind: str) -> tuple[dict, tuple, tuple, tuple]:
+    """Standard errors (NaN where unidentified), and the unidentified, at-bound and
+    degenerate parameters of a fit (see the module docstring)."""
+    names = PARAMS[: len(theta)]
+    se, unidentified, at_bound, degenerate = {}, [], [], []
+    for i, name in enumerate(names):
+        on_upper = math.isfinite(upper[i]) and theta[i] >= upper[i] - 1e-6
+        on_lower = math.isfinite(lower[i]) and theta[i] <= lower[i] + 1e-6
+        value = values[name] - (1.0 if name == "p" else 0.0)   # se of p is that of p - 1
+        ok = math.isfinite(se_nat[i]) and se_nat[i] <= MAX_RELATIVE_SE * abs(value)
+        if on_upper or on_lower:
+            at_bound.append(name)
+        elif not ok:
+            unidentified.append(name)
+        se[name] = float(se_nat[i]) if ok and not (on_upper or on_lower) else math.nan
+    if values["t0"] < T0_NEGLIGIBLE * t_min:
+        degenerate.append(f"t0 ≈ 0 ({values['t0'] * 1e3:.2g} ms, below {T0_NEGLIGIBLE:g} of the "
+                          f"fastest pass): the form resolves no fixed cost")
+        if "t0" not in unidentified:
+            unidentified.append("t0")
+            se["t0"] = math.nan
+    for name, what in (("peak_flops", "compute"), ("bandwidth", "memory")):
+        if name in at_bound:
+            degenerate.append(f"{name} on its measured cap: the {what} term wants a higher "
+                              f"ceiling than this machine reached")
+    if kind == "smooth" and "p" in at_bound:
+        low = values["p"] < 2
+        degenerate.append(f"p at {values['p']:.4g}, the {'lower' if low else 'upper'} end of "
+                          f"{P_RANGE}: " + ("compute and memory time add (no overlap)" if low
+                                            else "the blend is the max form"))
+    return se, tuple(unidentified), tuple(at_bound), tuple(degenerate)
+
+
 def fit_roofline(flops, bytes_, times, *, kind: str = "max", holdout: float = 0.25,
-                 seed: int = 0) -> RooflineFit:
+                 seed: int = 0, max_peak_flops: float | None = None,
+                 max_bandwidth: float | None = None) -> RooflineFit:
     """Fit t = t0 + max(F/P, B/W) (or the smooth blend) to measured ``times`` (seconds)
-    of passes with ``flops`` FLOPs and ``bytes_`` bytes. See the module docstring for the
-    loss, the standard errors and the held-out split."""
+    of passes with ``flops`` FLOPs and ``bytes_`` bytes, with P <= ``max_peak_flops`` and
+    W <= ``max_bandwidth`` when given (the machine's measured ceilings; `ceiling_bounds`).
+    See the module docstring for the loss, the standard errors, the held-out split, and
+    what is reported as unidentified, at a bound or degenerate. Warns with
+    `PoorFitWarning` when R² < MIN_R2."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     t = _positive_array(times, "times")
@@ -172,6 +301,7 @@ def fit_roofline(flops, bytes_, times, *, kind: str = "max", holdout: float = 0.
     if not (fl.size == by.size == t.size):
         raise ValueError(f"flops, bytes and times must have the same length, got "
                          f"{fl.size}, {by.size}, {t.size}")
+    caps = (_cap(max_peak_flops, "max_peak_flops"), _cap(max_bandwidth, "max_bandwidth"))
     n_params = 3 if kind == "max" else 4
     if t.size < n_params:
         raise ValueError(f"times: {t.size} points cannot determine {n_params} parameters")
@@ -191,41 +321,57 @@ def fit_roofline(flops, bytes_, times, *, kind: str = "max", holdout: float = 0.
     # Starts: ceilings from the most compute- and memory-heavy points, t0 a fraction of
     # the fastest pass; a few scalings of each so a start on the wrong side of the ridge
     # does not trap the fit.
-    P0 = float(np.max(ft / tt))
-    W0 = float(np.max(bt / tt))
-    best = None
-    for fp in (1.0, 2.0):
-        for fw in (1.0, 2.0):
-            for ft0 in (0.01, 0.3):
-                x0 = [math.log(ft0 * tt.min()), math.log(fp * P0), math.log(fw * W0)]
-                if kind == "smooth":
-                    x0.append(math.log(4.0))
-                r = least_squares(resid, np.array(x0), method="trf", x_scale=1.0,
-                                  max_nfev=2000 * n_params)
-                if best is None or r.cost < best.cost:
-                    best = r
+    P0, W0 = float(np.max(ft / tt)), float(np.max(bt / tt))
+    x0s = [[math.log(ft0 * tt.min()), math.log(fp * P0), math.log(fw * W0)]
+           + ([math.log(4.0)] if kind == "smooth" else [])
+           for fp in (1.0, 2.0) for fw in (1.0, 2.0) for ft0 in (0.01, 0.3)]
+    upper = np.array([np.inf] + [math.log(c) if c else np.inf for c in caps]
+                     + ([math.log(P_RANGE[1] - 1.0)] if kind == "smooth" else []))
+    best, lower = _solve(resid, x0s, upper, n_params)
     t0, P, W, p = unpack(best.x)
     se = _stderr(best.jac, best.fun)
     nat = np.array([t0, P, W] + ([p - 1.0] if kind == "smooth" else []))
-    with np.errstate(invalid="ignore"):              # delta method for exp(theta);
-        se_nat = np.where(np.isinf(se), math.inf, nat * se)   # unseen stays inf, not nan
+    with np.errstate(invalid="ignore"):              # delta method for exp(theta)
+        se_nat = np.where(np.isinf(se), math.inf, nat * se)
+    values = {"t0": t0, "peak_flops": P, "bandwidth": W, "p": p}
+    se_d, unidentified, at_bound, degenerate = _assess(values, se_nat, best.x, lower, upper,
+                                                       float(tt.min()), kind)
     pred_train = roofline_time(ft, bt, t0, P, W, p)
     pred_test = roofline_time(fl[test], by[test], t0, P, W, p)
+    r2 = _r2(tt, pred_train)
+    _warn_if_poor(r2, f"roofline fit ({kind}) on {train.size} points")
     return RooflineFit(
-        kind=kind, t0=t0, peak_flops=P, bandwidth=W, p=p,
-        t0_se=float(se_nat[0]), peak_flops_se=float(se_nat[1]), bandwidth_se=float(se_nat[2]),
-        p_se=float(se_nat[3]) if kind == "smooth" else math.nan,
-        r2=_r2(tt, pred_train), r2_log=_r2(logt, np.log(pred_train)),
+        kind=kind, t0=t0, peak_flops=P, bandwidth=W, p=p, t0_se=se_d["t0"],
+        peak_flops_se=se_d["peak_flops"], bandwidth_se=se_d["bandwidth"],
+        p_se=se_d.get("p", math.nan), r2=r2, r2_log=_r2(logt, np.log(pred_train)),
         mape_train=_mape(tt, pred_train), mape_heldout=_mape(t[test], pred_test),
         n_train=int(train.size), n_heldout=int(test.size),
-        heldout_index=tuple(int(i) for i in test), seed=int(seed), holdout=float(holdout))
+        heldout_index=tuple(int(i) for i in test), seed=int(seed), holdout=float(holdout),
+        unidentified=unidentified, at_bound=at_bound, degenerate=degenerate,
+        max_peak_flops=caps[0], max_bandwidth=caps[1])
+
+
+def ceiling_bounds(ceilings) -> dict[str, float]:
+    """``{"max_peak_flops", "max_bandwidth"}`` for `fit_roofline`/`fit_sweep` from a
+    ceilings table (`specsim.bench.measure_ceilings`, or a ``*-ceilings.csv`` read with
+    pandas): the highest matmul FLOP/s and copy bytes/s measured (copy counts read +
+    write, so it bounds what a forward pass can stream)."""
+    out = {}
+    for key, column in (("max_peak_flops", "matmul_flops_per_s"),
+                        ("max_bandwidth", "copy_bytes_per_s")):
+        if column not in ceilings:
+            raise ValueError(f"ceilings lacks column {column!r}; columns: {list(ceilings)}")
+        out[key] = float(np.nanmax(np.asarray(ceilings[column], float)))
+    return out
 
 
 def fit_sweep(df, cfg=None, *, kind: str = "max", holdout: float = 0.25, seed: int = 0,
-              time_column: str = "time_s") -> RooflineFit:
+              time_column: str = "time_s", max_peak_flops: float | None = None,
+              max_bandwidth: float | None = None) -> RooflineFit:
     """Fit a sweep DataFrame from `specsim.bench.sweep_forward` (or its CSV). FLOPs and
     bytes are taken from its ``flops``/``bytes`` columns, or recomputed from
-    (n_tokens, batch, context) with `forward_cost` when ``cfg`` is given."""
+    (n_tokens, batch, context) with `forward_cost` when ``cfg`` is given. Pass the
+    machine's measured ceilings as caps (``**fit.ceiling_bounds(ceilings_df)``)."""
     if time_column not in df:
         raise ValueError(f"df has no column {time_column!r}; columns: {list(df.columns)}")
     if cfg is not None:
@@ -239,25 +385,14 @@ def fit_sweep(df, cfg=None, *, kind: str = "max", holdout: float = 0.25, seed: i
             raise ValueError(f"df lacks columns {missing}: pass cfg to compute them")
         fl, by = df["flops"].to_numpy(), df["bytes"].to_numpy()
     return fit_roofline(fl, by, df[time_column].to_numpy(), kind=kind, holdout=holdout,
-                        seed=seed)
+                        seed=seed, max_peak_flops=max_peak_flops, max_bandwidth=max_bandwidth)
 
 
 # ---- (alpha, c) from a speedup curve ---------------------------------------------------
-def _speedup_closed_form(alpha, k, c):
-    """S(alpha, K, c) = (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1)) (Leviathan et al. 2023,
-    Thm 3.8); the alpha -> 1 limit is (K + 1) / (K c + 1)."""
-    alpha = np.asarray(alpha, float)
-    k = np.asarray(k, float)
-    one = np.isclose(alpha, 1.0)
-    a = np.where(one, 0.5, alpha)
-    expected = np.where(one, k + 1.0, (1.0 - a ** (k + 1.0)) / (1.0 - a))
-    return expected / (k * c + 1.0)
-
-
 def speedup_model(alpha, k, c):
-    """The closed form `fit_speedup` inverts (kept local so the fit does not depend on
-    another module's signature; tests check it against specsim.analytic when present)."""
-    return _speedup_closed_form(alpha, k, c)
+    """The closed form `fit_speedup` inverts: `specsim.analytic.speedup` (Leviathan et al.
+    2023, Thm 3.8), S = (1 - alpha^(K+1)) / ((1 - alpha)(K c + 1))."""
+    return analytic.speedup(alpha, np.asarray(k), c)
 
 
 @dataclass(frozen=True)
@@ -275,9 +410,18 @@ class SpeedupFit:
         return float(s) if np.ndim(s) == 0 else s
 
     def summary(self) -> str:
-        return (f"speedup fit on {self.n_points} points: alpha = {self.alpha:.4f} ± "
-                f"{self.alpha_se:.2g}, c = {self.c:.4f} ± {self.c_se:.2g}, "
+        return (f"speedup fit on {self.n_points} points: alpha = "
+                f"{_with_error(self.alpha, self.alpha_se, '.4f')}, c = "
+                f"{_with_error(self.c, self.c_se, '.4f')}, "
                 f"R² = {self.r2:.4f}, MAPE = {self.mape:.2f}%")
+
+
+def _with_error(value: float, se: float, fmt: str) -> str:
+    """'value ± se', or 'value (unidentified)' when se is not finite or exceeds
+    MAX_RELATIVE_SE of the value: never '± inf'."""
+    if math.isfinite(se) and se <= MAX_RELATIVE_SE * abs(value):
+        return f"{value:{fmt}} ± {se:.2g}"
+    return f"{value:{fmt}} (unidentified)"
 
 
 def fit_speedup(k, speedup, *, alpha: float | None = None) -> SpeedupFit:
@@ -309,7 +453,7 @@ def fit_speedup(k, speedup, *, alpha: float | None = None) -> SpeedupFit:
 
     def resid(theta):
         a, c = unpack(theta)
-        return np.log(_speedup_closed_form(a, ks, c)) - logs
+        return np.log(speedup_model(a, ks, c)) - logs
 
     best = None
     for a0 in ((0.3, 0.6, 0.9) if alpha is None else (None,)):
@@ -323,6 +467,6 @@ def fit_speedup(k, speedup, *, alpha: float | None = None) -> SpeedupFit:
     se = _stderr(best.jac, best.fun)
     if alpha is not None:
         se = np.concatenate([[0.0], se])
-    pred = _speedup_closed_form(a, ks, c)
+    pred = speedup_model(a, ks, c)
     return SpeedupFit(alpha=a, c=c, alpha_se=float(a * (1 - a) * se[0]), c_se=float(c * se[1]),
                       r2=_r2(s, pred), mape=_mape(s, pred), n_points=int(ks.size))

@@ -1,6 +1,10 @@
 """Writing the demo's results: a table for the terminal, and ``results/demo/`` with
-report.md, CSV/JSON files and PNG figures. The folder is built beside the target and
-swapped in at the end, so an interrupted run never leaves a half-written report."""
+report.md, CSV/JSON files and the figures the command line hands in (this module draws
+nothing and imports no plotting code). The folder is built beside the target and
+swapped in at the end, so an interrupted run never leaves a half-written report.
+
+Each section of report.md comes from one function of ``SECTIONS`` and is written only
+when the tables it reads are there (a demo run with ``--parts`` may leave some out)."""
 
 from __future__ import annotations
 
@@ -9,9 +13,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
+
+from specsim import analytic
+from specsim import schema as S
+from specsim.experiment.prediction import mape
 
 
 def _fmt(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
@@ -30,124 +39,204 @@ def _fmt(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
     return "\n".join(lines)
 
 
-def speedup_table(result) -> pd.DataFrame:
-    """One row per (drafter, temperature, K): mean α and speedups over the kinds of
-    work, and the relative error of each prediction."""
-    spec = result.runs[result.runs["drafter"] != "autoregressive"]
-    g = spec.groupby(["drafter", "temperature", "k"], as_index=False).agg(
-        alpha=("alpha", "mean"), tokens_per_iter=("tokens_per_iteration", "mean"),
-        measured=("measured_speedup", "mean"), pred_iid=("pred_speedup_iid", "mean"),
-        pred_pos=("pred_speedup_positional", "mean"),
-        pred_swept=("pred_speedup_swept_costs", "mean"), overhead=("loop_overhead_ratio", "mean"))
+def _runs(result_or_runs) -> pd.DataFrame:
+    runs = result_or_runs if isinstance(result_or_runs, pd.DataFrame) else result_or_runs.runs
+    return S.upgrade_runs(runs)
+
+
+def speedup_table(result_or_runs) -> pd.DataFrame:
+    """One row per (drafter, temperature, K, batch): mean α and speedups over the kinds of
+    work, and the relative error of each prediction. Takes a DemoResult or a runs table."""
+    spec = S.speculative(_runs(result_or_runs))
+    g = spec.groupby([S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH], as_index=False).agg(
+        alpha=(S.ALPHA, "mean"), tokens_per_iter=(S.TOKENS_PER_ITERATION, "mean"),
+        measured=(S.MEASURED_SPEEDUP, "mean"), pred_iid=(S.PRED_IID, "mean"),
+        pred_pos=(S.PRED_POSITIONAL, "mean"), pred_swept=(S.PRED_SWEPT, "mean"),
+        overhead=(S.LOOP_OVERHEAD, "mean"))
     for col in ("iid", "pos", "swept"):
         g[f"err_{col}_%"] = 100 * (g[f"pred_{col}"] - g["measured"]) / g["measured"]
     return g
 
 
+def error_summary(result_or_runs, by=(S.DRAFTER, S.TEMPERATURE)) -> pd.DataFrame:
+    """MAPE (per cent) of each prediction against the measured speedup, per group ``by``."""
+    spec = S.speculative(_runs(result_or_runs))
+    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), "runs": len(g),
+             **{f"MAPE {col}": mape(g, col) for col in S.PREDICTIONS}}
+            for key, g in spec.groupby(list(by))]
+    return pd.DataFrame(rows)
+
+
+def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
+    """The ``n`` runs whose i.i.d. prediction misses most, with the relative error."""
+    spec = S.speculative(_runs(result_or_runs)).copy()
+    spec["err_%"] = 100 * (spec[S.PRED_IID] - spec[S.MEASURED_SPEEDUP]) / spec[S.MEASURED_SPEEDUP]
+    worst = spec.reindex(spec["err_%"].abs().sort_values(ascending=False).index).head(n)
+    return worst[[S.DRAFTER, S.TEMPERATURE, S.K, S.KIND, S.ALPHA, S.MEASURED_SPEEDUP,
+                  S.PRED_IID, S.PRED_POSITIONAL, "err_%"]]
+
+
+def alpha_by_kind(result_or_runs) -> pd.DataFrame:
+    """Mean α per (drafter, temperature) by kind of work (one column per kind)."""
+    spec = S.speculative(_runs(result_or_runs))
+    return spec.pivot_table(index=[S.DRAFTER, S.TEMPERATURE], columns=S.KIND, values=S.ALPHA,
+                            aggfunc="mean").reset_index()
+
+
+def acceptance_table(result_or_runs) -> pd.DataFrame:
+    """The runs at each drafter's largest K: α, E under the i.i.d. model, the measured
+    tokens per iteration, and the per-position rates α_j with their sample counts."""
+    spec = S.speculative(_runs(result_or_runs))
+    top = spec[spec[S.K] == spec.groupby(S.DRAFTER)[S.K].transform("max")]
+    out = top.assign(**{S.E_IID: analytic.expected_tokens(top[S.ALPHA].to_numpy(),
+                                                          top[S.K].to_numpy())})
+    positions = [c for j in S.position_columns(out) for c in (S.alpha_pos(j), S.alpha_pos_count(j))
+                 if c in out]
+    return out[[S.DRAFTER, S.KIND, S.TEMPERATURE, S.K, S.ALPHA, S.E_IID,
+                S.TOKENS_PER_ITERATION, *positions]].dropna(axis=1, how="all")
+
+
+def hardware_table(result_or_hardware) -> pd.DataFrame:
+    """Datasheet predictions, one column per hardware row."""
+    hw = (result_or_hardware if isinstance(result_or_hardware, pd.DataFrame)
+          else result_or_hardware.hardware)
+    return hw.pivot_table(index=[S.DRAFTER, S.TEMPERATURE, S.K, S.ALPHA],
+                          columns=S.HARDWARE_NAME, values=S.PRED_SPEEDUP).reset_index()
+
+
+def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
+    """Every table a demo wrote to ``folder`` (runs upgraded to today's schema)."""
+    folder = Path(folder)
+    tables = {name: pd.read_csv(folder / f"{name}.csv")
+              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE)
+              if (folder / f"{name}.csv").exists()}
+    if S.RUNS in tables:
+        tables[S.RUNS] = S.upgrade_runs(tables[S.RUNS])
+    return tables
+
+
+def _mape_line(runs: pd.DataFrame) -> str:
+    return (f"i.i.d. α {mape(runs, S.PRED_IID):.1f}%, per-position α "
+            f"{mape(runs, S.PRED_POSITIONAL):.1f}% (fitted costs); per-position α with the "
+            f"sweep's measured pass times {mape(runs, S.PRED_SWEPT):.1f}%")
+
+
 def summary_table(result) -> str:
-    t = speedup_table(result)
-    out = [_fmt(t, ".2f"), "",
-           f"MAPE of predicted vs measured speedup over {int((result.runs['drafter'] != 'autoregressive').sum())} "
-           f"runs: i.i.d. α {result.mape('pred_speedup_iid'):.1f}%, per-position α "
-           f"{result.mape('pred_speedup_positional'):.1f}% (fitted costs); per-position α "
-           f"with the sweep's measured pass times {result.mape('pred_speedup_swept_costs'):.1f}%"]
-    return "\n".join(out)
+    """The terminal summary: the speedup table and the MAPE of each prediction."""
+    if result.runs.empty:
+        return "(no generation runs in this demo)"
+    n = len(S.speculative(result.runs))
+    return "\n".join([_fmt(speedup_table(result), ".2f"), "",
+                      f"MAPE of predicted vs measured speedup over {n} runs: "
+                      f"{_mape_line(result.runs)}"])
 
 
-def _report_md(result) -> str:
-    s = result.settings
-    env = result.environment
-    lines = [f"# specsim demo: {env.get('model')} on {', '.join(env['devices'])}", "",
-             f"Command: `specsim demo{' --quick' if s.quick else ''}` · date {env['date']} · "
-             f"commit {env['git_commit']} · jax {env['jax']} / jaxlib {env['jaxlib']} · "
-             f"CPU {env['cpu']} ({env['cpu_count']} cores) · dtype {env['dtype']} · "
-             f"layer loop {env.get('layer_loop')} · seed {env['seed']} · wall {env.get('wall_s')} s",
-             "", "## 1. The machine and the fitted roofline", ""]
-    c = result.ceilings[["device", "dtype", "matmul_flops_per_s", "copy_bytes_per_s"]].copy()
-    c["matmul GFLOP/s"] = c.pop("matmul_flops_per_s") / 1e9
-    c["copy GB/s"] = c.pop("copy_bytes_per_s") / 1e9
-    lines += ["Measured ceilings (large matmul, large copy counting read + write):", "",
-              _fmt(c, ".1f"), ""]
-    frows = []
-    for name, f in result.fits.items():
-        frows.append(dict(model=name, t0_ms=f.t0 * 1e3, t0_se_ms=f.t0_se * 1e3,
-                          P_GFLOPs=f.peak_flops / 1e9, W_GBs=f.bandwidth / 1e9,
-                          W_se_GBs=f.bandwidth_se / 1e9, R2=f.r2, heldout_MAPE_pct=f.mape_heldout,
-                          points=f.n_train + f.n_heldout))
-    lines += ["Roofline fits t(n) = t0 + max(FLOPs/P, bytes/W) to each model's forward sweep "
-              "(FLOPs and bytes from `roofline.forward_cost`; 25% of points held out):", "",
-              _fmt(pd.DataFrame(frows), ".3g"), "",
-              "![roofline](roofline.png) ![latency](latency_vs_tokens.png)", "",
-              "## 2–3. Speculative decoding: predicted against measured", "",
-              "α: accepted drafts per draft slot; measured speedup: autoregressive decode time "
-              "per token over speculative decode time per token (prefill removed), mean over "
-              f"the kinds of work {list(s.kinds)}; `pred_iid` uses E(α, K) for one α, `pred_pos` "
-              "the per-position rates (equal to the measured tokens per iteration, so its "
-              "error is the cost model's alone), both with the fitted roofline's pass times; "
-              "`pred_swept` the per-position rates with the sweep's own median pass times "
-              "(no fit: what remains is the loop and the finite run); `overhead`: measured "
-              "decode time over iterations × (K·t_draft + t_verify(K+1)) from the fit.", "",
-              _fmt(speedup_table(result), ".2f"), "",
-              f"**MAPE** over every run: i.i.d. α {result.mape('pred_speedup_iid'):.1f}%, "
-              f"per-position α {result.mape('pred_speedup_positional'):.1f}%; per-position α "
-              f"with swept pass times {result.mape('pred_speedup_swept_costs'):.1f}%.", ""]
-    spec = result.runs[result.runs["drafter"] != "autoregressive"].copy()
-    spec["err_%"] = 100 * (spec["pred_speedup_iid"] - spec["measured_speedup"]) / spec["measured_speedup"]
-    worst = spec.reindex(spec["err_%"].abs().sort_values(ascending=False).index).head(5)
-    lines += ["Largest misses (i.i.d. prediction):", "",
-              _fmt(worst[["drafter", "temperature", "k", "kind", "alpha", "measured_speedup",
-                          "pred_speedup_iid", "pred_speedup_positional", "err_%"]], ".2f"), "",
-              "![speedup](speedup_vs_k.png)", "", "![acceptance](acceptance_by_position.png)", "",
-              "α by kind of work (mean over K):", ""]
-    by_kind = spec.pivot_table(index=["drafter", "temperature"], columns="kind", values="alpha",
-                               aggfunc="mean").reset_index()
-    lines += [_fmt(by_kind, ".2f"), "", "## 4. The same acceptance on other hardware", "",
-              f"Speedup from the roofline of the model's FLOPs and bytes in {s.hardware_dtype} "
-              "on datasheet rows (no launch overhead, so small models look more memory-bound "
-              "than they run), beside this machine's fitted roofline:", ""]
-    hw = result.hardware.pivot_table(index=["drafter", "temperature", "k", "alpha"],
-                                     columns="hardware", values="pred_speedup").reset_index()
-    lines += [_fmt(hw, ".2f"), ""]
-    return "\n".join(lines) + "\n"
+# ---- report.md, one function per section ------------------------------------------------------
+def _header(result) -> list[str]:
+    s, env = result.settings, result.environment
+    return [f"# specsim demo: {env.get('model')} on {', '.join(env['devices'])}", "",
+            f"Command: `specsim demo{' --quick' if s.quick else ''}` · parts "
+            f"{', '.join(s.parts)} · date {env['date']} · commit {env['git_commit']} · jax "
+            f"{env['jax']} / jaxlib {env['jaxlib']} · CPU {env['cpu']} ({env['cpu_count']} "
+            f"cores) · dtype {env['dtype']} · layer loop {env.get('layer_loop')} · seed "
+            f"{env['seed']} · wall {env.get('wall_s')} s", ""]
 
 
-def _save_fig(fig, path: Path) -> None:
-    fig.savefig(path, dpi=110)
+def _machine_section(result) -> list[str]:
+    if result.ceilings.empty:
+        return []
+    c = result.ceilings[[S.DEVICE, "dtype", S.MATMUL_FLOPS_PER_S, S.COPY_BYTES_PER_S]].copy()
+    c["matmul GFLOP/s"] = c.pop(S.MATMUL_FLOPS_PER_S) / 1e9
+    c["copy GB/s"] = c.pop(S.COPY_BYTES_PER_S) / 1e9
+    frows = [dict(model=name, t0_ms=f.t0 * 1e3, t0_se_ms=f.t0_se * 1e3,
+                  P_GFLOPs=f.peak_flops / 1e9, W_GBs=f.bandwidth / 1e9,
+                  W_se_GBs=f.bandwidth_se / 1e9, R2=f.r2, heldout_MAPE_pct=f.mape_heldout,
+                  points=f.n_train + f.n_heldout) for name, f in result.fits.items()]
+    return ["## 1. The machine and the fitted roofline", "",
+            "Measured ceilings (large matmul, large copy counting read + write):", "",
+            _fmt(c, ".1f"), "",
+            "Roofline fits t(n) = t0 + max(FLOPs/P, bytes/W) to each model's forward sweep "
+            "(FLOPs and bytes from `roofline.forward_cost`; 25% of points held out):", "",
+            _fmt(pd.DataFrame(frows), ".3g"), "",
+            "![roofline](roofline.png) ![latency](latency_vs_tokens.png)", ""]
 
 
-def write_demo(result, out_dir: Path) -> list[str]:
-    """Write every file into a fresh folder beside ``out_dir`` and swap it in."""
-    from specsim import plots
+def _fidelity_section(result) -> list[str]:
+    if result.runs.empty:
+        return []
+    return ["## 2–3. Speculative decoding: predicted against measured", "",
+            "α: accepted drafts per draft slot; measured speedup: autoregressive decode time "
+            "per token over speculative decode time per token (prefill removed), mean over "
+            f"the kinds of work {list(result.settings.kinds)}; `pred_iid` uses E(α, K) for one "
+            "α, `pred_pos` the per-position rates (equal to the measured tokens per iteration, "
+            "so its error is the cost model's alone), both with the fitted roofline's pass "
+            "times; `pred_swept` the per-position rates with the sweep's own median pass times "
+            "(no fit: what remains is the loop and the finite run); `overhead`: measured "
+            "decode time over iterations × (K·t_draft + t_verify(K+1)) from the fit.", "",
+            _fmt(speedup_table(result), ".2f"), "",
+            f"**MAPE** over every run: {_mape_line(result.runs)}.", "",
+            "Largest misses (i.i.d. prediction):", "", _fmt(worst_runs(result), ".2f"), "",
+            "![speedup](speedup_vs_k.png)", "", "![acceptance](acceptance_by_position.png)", "",
+            "α by kind of work (mean over K):", "", _fmt(alpha_by_kind(result), ".2f"), ""]
 
+
+def _hardware_section(result) -> list[str]:
+    if result.hardware.empty:
+        return []
+    hw = hardware_table(result)
+    return ["## 4. The same acceptance on other hardware", "",
+            "Speedup from the roofline of the model's FLOPs and bytes in "
+            f"{result.settings.hardware_dtype} on datasheet rows (no launch overhead, so small "
+            "models look more memory-bound than they run), beside this machine's fitted "
+            "roofline:", "", _fmt(hw, ".2f"), ""]
+
+
+SECTIONS: list[Callable[[object], list[str]]] = [
+    _header, _machine_section, _fidelity_section, _hardware_section]
+"""report.md's sections in order; a new demo part appends the function for its own."""
+
+
+def report_md(result) -> str:
+    return "\n".join(line for section in SECTIONS for line in section(result)) + "\n"
+
+
+# ---- files ------------------------------------------------------------------------------------
+def _write_tables(result, folder: Path) -> None:
+    for name, table in result.tables.items():
+        table.to_csv(folder / f"{name}.csv", index=False)
+    if not result.runs.empty:
+        speedup_table(result).to_csv(folder / "speedup_table.csv", index=False)
+    (folder / "fits.json").write_text(json.dumps(
+        {k: v.as_dict() for k, v in result.fits.items()}, indent=1, default=str))
+    (folder / "environment.json").write_text(
+        json.dumps(result.environment, indent=1, default=str))
+
+
+def _swap_in(tmp: Path, out_dir: Path) -> None:
+    old = None
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out_dir, old)
+    os.replace(tmp, out_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def write_demo(result, out_dir: Path, figures: Mapping[str, object] | None = None) -> list[str]:
+    """Write every table, report.md and ``figures`` (file name -> anything with
+    ``savefig``, e.g. from `specsim.plots.experiment.demo_figures`) into a fresh folder
+    beside ``out_dir`` and swap it in. Returns the file names."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        result.runs.to_csv(tmp / "runs.csv", index=False)
-        result.sweeps.to_csv(tmp / "sweeps.csv", index=False)
-        result.ceilings.to_csv(tmp / "ceilings.csv", index=False)
-        result.hardware.to_csv(tmp / "hardware.csv", index=False)
-        speedup_table(result).to_csv(tmp / "speedup_table.csv", index=False)
-        (tmp / "fits.json").write_text(json.dumps(
-            {k: v.as_dict() for k, v in result.fits.items()}, indent=1, default=str))
-        (tmp / "environment.json").write_text(json.dumps(result.environment, indent=1, default=str))
-        target = result.environment.get("model")
-        sweep_t = result.sweeps[result.sweeps["model"] == target]
-        fit_t = result.fits[target]
-        _save_fig(plots.roofline_plot(sweep_t, fit_t), tmp / "roofline.png")
-        _save_fig(plots.latency_vs_tokens(sweep_t, fit_t), tmp / "latency_vs_tokens.png")
-        _save_fig(plots.speedup_predicted_vs_measured(result.runs), tmp / "speedup_vs_k.png")
-        _save_fig(plots.acceptance_by_position(result.runs), tmp / "acceptance_by_position.png")
-        (tmp / "report.md").write_text(_report_md(result))
+        _write_tables(result, tmp)
+        for name, fig in (figures or {}).items():
+            fig.savefig(tmp / name, dpi=110)
+        (tmp / "report.md").write_text(report_md(result))
         files = sorted(p.name for p in tmp.iterdir())
-        old = None
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        _swap_in(tmp, out_dir)
         return files
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -41,6 +41,7 @@ from typing import Mapping
 
 import numpy as np
 
+from specsim.errors import InvalidArgument
 from specsim.validation import choice, positive_int
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -186,30 +187,8 @@ class ForwardCost:
         return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
 
 
-def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
-                 dtype=None, *, cache_update: str = "inplace",
-                 activations: bool = True) -> ForwardCost:
-    """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
-    KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
-
-    ``dtype`` is the storage dtype of weights, activations and cache (default
-    ``cfg.dtype``); scores and logits are fp32 as in the implementation.
-    ``cache_update``: "inplace" writes the T new slots; "copy" writes the whole cache.
-    ``activations``: count intermediate tensors (and the unfused fp32 attention scores) as
-    main-memory traffic, as an unfused implementation moves them; set False for the ideal
-    of a fused kernel whose intermediates stay on chip (weights + KV cache + logits only).
-    For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
-    arithmetic intensity to a few hundred FLOPs/byte however large the batch.
-    """
-    B = positive_int("batch", batch)
-    T = positive_int("n_tokens", n_tokens)
-    S = positive_int("context", T if context is None else context)
-    if S < T:
-        raise ValueError(f"context ({S}) must be at least n_tokens ({T}): the new tokens are "
-                         f"written into the cache")
-    choice("cache_update", cache_update, ("inplace", "copy"))
-    dt = canonical_dtype(dtype or cfg.dtype)
-    w = _DTYPE_BYTES[dt]
+def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
+    """FLOPs of one forward pass by part: B rows, T new tokens, S cache slots read."""
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
     H, G, E = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     Q, K = H * E, G * E
@@ -233,6 +212,41 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
             + (8.0 if gpt2 else 5.0) * N * F    # gelu-tanh / silu * up
             + 2.0 * N * D)                      # residual adds
     flops["elementwise"] = L * elem + norm * N * D
+    return flops
+
+
+def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
+                 dtype=None, *, cache_update: str = "inplace",
+                 activations: bool = True) -> ForwardCost:
+    """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
+    KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
+
+    ``dtype`` is the storage dtype of weights, activations and cache (default
+    ``cfg.dtype``); scores and logits are fp32 as in the implementation.
+    ``cache_update``: "inplace" writes the T new slots; "copy" writes the whole cache.
+    ``activations``: count intermediate tensors (and the unfused fp32 attention scores) as
+    main-memory traffic, as an unfused implementation moves them; set False for the ideal
+    of a fused kernel whose intermediates stay on chip (weights + KV cache + logits only).
+    For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
+    arithmetic intensity to a few hundred FLOPs/byte however large the batch.
+    """
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    S = positive_int("context", T if context is None else context)
+    if S < T:
+        raise InvalidArgument(f"context ({S}) must be at least n_tokens ({T}): the new "
+                              f"tokens are written into the cache")
+    choice("cache_update", cache_update, ("inplace", "copy"))
+    dt = canonical_dtype(dtype or cfg.dtype)
+    w = _DTYPE_BYTES[dt]
+    flops = _flops_by(cfg, B, T, S)
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    H, G, E = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    Q, K = H * E, G * E
+    N = B * T
+    gpt2 = cfg.arch == "gpt2"
+    n_mlp = 2 if gpt2 else 3
+    has_bias = gpt2 or cfg.qkv_bias
 
     layer_params = D * (Q + 2 * K) + Q * D + n_mlp * D * F + (2 if not gpt2 else 4) * D
     if has_bias:

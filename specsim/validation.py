@@ -178,7 +178,8 @@ def check_draft_length(name: str, x, *, minimum: int = 1) -> np.ndarray:
         raise InvalidArgument(f"{name} must be an integer >= {minimum} (got dtype {arr.dtype})")
     bad = arr < minimum
     if bad.any():
-        raise InvalidArgument(f"{name} must be an integer >= {minimum} (got {_first_bad(arr, bad)})")
+        raise InvalidArgument(f"{name} must be an integer >= {minimum} "
+                              f"(got {_first_bad(arr, bad)})")
     return arr.astype(np.int64, copy=False)
 
 

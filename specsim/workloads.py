@@ -8,6 +8,8 @@ the model's chat template when it has one.
 
 from __future__ import annotations
 
+from specsim import validation
+
 KINDS = ("code", "json", "extraction", "prose")
 # Prompts are of similar length (129-256 tokens with SmolLM2's chat template), so that
 # every kind pads to the same bucket and shares one compiled program per setting.
@@ -59,8 +61,7 @@ PROMPTS: dict[str, str] = {"code": _CODE, "json": _JSON, "extraction": _EXTRACTI
 
 def prompt_text(kind: str, tokenizer=None) -> str:
     """The prompt of ``kind`` as text, in the tokenizer's chat format when it has one."""
-    if kind not in PROMPTS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    validation.choice("kind", kind, KINDS)
     content = PROMPTS[kind]
     if tokenizer is not None and hasattr(tokenizer, "apply_chat_template"):
         return tokenizer.apply_chat_template([{"role": "user", "content": content}])

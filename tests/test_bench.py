@@ -173,3 +173,18 @@ def test_cli_bench_and_fit(tmp_path, capsys):
     assert main(["bench", "--model", "tiny-llama", "--points", "1:1", "--out", str(tmp_path / "x")]) == 2
     assert main(["bench", "--model", "tiny-llama", "--points", "8:1:4", "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()                 # refused before measuring anything
+
+
+def test_interleaved_rounds_runs_every_call_once_per_round_in_fresh_orders():
+    log = []
+    calls = [lambda i=i: log.append(i) or i * 10 for i in range(5)]
+    ticks = []
+    samples, outputs = bench.interleaved_rounds(calls, 4, np.random.default_rng(1), warmup=1,
+                                                on_call=ticks.append)
+    rounds = [log[r * 5:(r + 1) * 5] for r in range(4)]
+    assert all(sorted(r) == list(range(5)) for r in rounds)       # each call once per round
+    assert len({tuple(r) for r in rounds}) > 1                    # the order changes
+    assert ticks == log and outputs == [0, 10, 20, 30, 40]
+    assert [len(s) for s in samples] == [3] * 5                   # the warm-up round dropped
+    with pytest.raises(ValueError, match="warmup"):
+        bench.interleaved_rounds(calls, 2, np.random.default_rng(0), warmup=2)

@@ -14,14 +14,14 @@ def test_speedup_table_numbers(capsys):
     assert main(["speedup", "--alpha", "0.6", "0.8", "0.9", "--k", "1-8", "--c", "0.05"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[2:] == [f"K={k}" for k in range(1, 9)]
-    rows = {float(line.split()[1]): line for line in out[1:]}
+    rows = {float(line.split()[1]): line for line in out[1:4]}
     assert sorted(rows) == [0.6, 0.8, 0.9]
     for alpha, line in rows.items():
         cells = line.split()[2:]
-        values = np.array([float(c.rstrip("*")) for c in cells])
+        values = np.array([float(c.rstrip("*>")) for c in cells])
         np.testing.assert_allclose(values, A.speedup(alpha, np.arange(1, 9), 0.05), atol=5e-4)
-        starred = [i for i, c in enumerate(cells) if c.endswith("*")]
-        assert starred == [int(np.argmax(values))]
+        starred = [i for i, c in enumerate(cells) if c.endswith(("*", ">"))]
+        assert starred == [int(np.argmax(values))]     # '>': the best K lies beyond K = 8
     assert rows[0.6].split()[2 + 3] == "1.921*"          # K* = 4 at alpha = 0.6, c = 0.05
 
 
@@ -98,3 +98,75 @@ def test_help_on_every_theory_subcommand(command, capsys):
         build_parser().parse_args([command, "--help"])
     assert exit_info.value.code == 0
     assert f"usage: specsim {command}" in capsys.readouterr().out
+
+
+def test_demo_lists_its_parts_and_refuses_unknown_ones(capsys):
+    from specsim.experiment.parts import PARTS
+
+    assert main(["demo", "--list-parts"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(PARTS)
+    assert main(["demo", "--parts", "fidelity", "astrology", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specsim demo: error: parts must") and "astrology" in err
+
+
+def test_demo_command_composes_experiment_report_and_plots(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
+    out = tmp_path / "demo"
+    argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "ngram", "--k", "2",
+            "--kinds", "code", "--temperatures", "0", "--max-new-tokens", "8",
+            "--parts", "roofline", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "1/1 measuring the machine's ceilings" in text and f"wrote {out}/" in text
+    files = {p.name for p in out.iterdir()}
+    assert {"report.md", "sweeps.csv", "ceilings.csv", "fits.json", "roofline.png"} <= files
+    assert "runs.csv" not in files                      # the fidelity part did not run
+    assert "parts roofline" in (out / "report.md").read_text()
+
+
+def test_version_matches_the_package_metadata(capsys):
+    import tomllib
+    from pathlib import Path
+
+    import specsim
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"specsim {specsim.__version__}"
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == specsim.__version__
+
+
+def test_optimal_k_and_analytic_demo_share_one_k_limit(tmp_path, capsys):
+    c = 0.01                              # alpha 0.95 wants K = 40 here: past 32, below 64
+    alphas = ["0.5", "0.6", "0.7", "0.8", "0.9", "0.95"]
+    assert 32 < A.optimal_k(0.95, c)[0] < A.DEFAULT_K_MAX
+    assert main(["optimal-k", "--alpha", *alphas, "--c", str(c)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"(K <= {A.DEFAULT_K_MAX})")
+    from_optimal_k = {float(line.split()[0]): int(line.split()[2]) for line in lines[1:]}
+    assert main(["demo", "--analytic-only", "--out", str(tmp_path), "--c", str(c)]) == 0
+    text = capsys.readouterr().out
+    assert f"Optimal K (K <= {A.DEFAULT_K_MAX})" in text
+    from_demo = {float(a): int(k) for a, k in re.findall(r"alpha=(\S+)\s+K\*=(\d+)", text)}
+    assert from_demo == from_optimal_k and from_demo[0.95] > 32
+
+
+def test_speedup_says_when_the_best_k_is_outside_the_range(capsys):
+    assert main(["speedup", "--alpha", "0.6", "0.9", "--k", "1-8", "--c", "0.05"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {float(line.split()[1]): line for line in out[1:3]}
+    k_far, s_far = A.optimal_k(0.9, 0.05)
+    assert k_far > 8
+    assert "*" not in rows[0.9] and rows[0.9].rstrip().endswith(">")   # edge not starred
+    assert rows[0.6].count("*") == 1 and ">" not in rows[0.6]          # K* = 4 is inside
+    assert any(f"alpha 0.9, c 0.05: best K = {int(k_far)} (speedup {float(s_far):.3f}), "
+               f"outside --k 1..8" in line for line in out)
+    assert not any("alpha 0.6" in line for line in out[3:])
+    assert main(["speedup", "--alpha", "0.3", "--k", "4-8", "--c", "0.2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "<" in out[1] and "*" not in out[1] and "best K = 1 " in out[-1]
+    assert main(["speedup", "--alpha", "0.6", "--k", "1-8", "--c", "0.05"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2              # inside: no note

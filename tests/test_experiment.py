@@ -8,71 +8,133 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specsim import analytic, experiment, models
-from specsim.experiment import DemoSettings, alpha_by_slot, default_layer_skip, warmup_tokens
+from specsim import analytic, experiment, models, report, schema
+from specsim.decode import warmup_tokens
+from specsim.experiment import DemoSettings, RunSpec, default_layer_skip
+from specsim.experiment import parts as registry
+from specsim.experiment.runspec import BASELINE_REPEATS, programs, run_specs, timing_jobs
+from specsim.plots.experiment import demo_figures
+
+
+def _settings(out, **changes):
+    base = dict(ks=(2,), kinds=("code", "prose"), temperatures=(0.0,), max_new_tokens=12,
+                layer_skip=(0, 2), hardware=("h100-sxm", "tpu-v5e"), sweep_repeats=2,
+                out_dir=str(out))
+    base.update(changes)
+    return DemoSettings.quick_settings(**base)
 
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo") / "results"
     target = models.load("tiny-llama", seed=3)
-    settings = DemoSettings.quick_settings(
-        ks=(2,), kinds=("code", "prose"), temperatures=(0.0,), max_new_tokens=12,
-        layer_skip=(0, 2), hardware=("h100-sxm", "tpu-v5e"), sweep_repeats=2,
-        out_dir=str(out))
-    return experiment.run_demo(settings, target=target, progress=False, log=lambda m: None)
+    result = experiment.run_demo(_settings(out), target=target, progress=False,
+                                 log=lambda m: None)
+    result.files = report.write_demo(result, out, demo_figures(result))
+    return result
 
 
 def test_writes_every_file(demo):
     out = demo.settings.out_dir
     for name in ("report.md", "runs.csv", "sweeps.csv", "fits.json", "hardware.csv",
+                 "ceilings.csv", "speedup_table.csv",
                  "speedup_vs_k.png", "acceptance_by_position.png", "roofline.png",
                  "latency_vs_tokens.png", "environment.json"):
         assert name in demo.files
-    report = open(f"{out}/report.md").read()
-    assert "MAPE" in report and "tiny-llama" in report
-    runs = pd.read_csv(f"{out}/runs.csv")
+    text = open(f"{out}/report.md").read()
+    assert "MAPE" in text and "tiny-llama" in text and "## 4." in text
+    runs = schema.read_runs(f"{out}/runs.csv")
     # 1 temperature x (autoregressive + 2 drafters x 1 K) x 2 kinds
     assert len(runs) == 1 * 3 * 2
     assert set(json.load(open(f"{out}/fits.json"))) == {"tiny-llama", "tiny-llama-layers2"}
+    assert isinstance(demo.runs, pd.DataFrame) and isinstance(demo.sweeps, pd.DataFrame)
 
 
 def test_greedy_speculative_text_equals_autoregressive(demo):
     runs = demo.runs
-    greedy = runs[runs["temperature"] == 0.0]
+    greedy = runs[runs[schema.TEMPERATURE] == 0.0]
     for kind in ("code", "prose"):
-        rows = greedy[greedy["kind"] == kind]
-        assert rows["text"].nunique() == 1 or rows["text"].eq("").all()
-    assert (runs["new_tokens"] == 12).all()
+        rows = greedy[greedy[schema.KIND] == kind]
+        assert rows[schema.TEXT].nunique() == 1 or rows[schema.TEXT].eq("").all()
+    assert (runs[schema.NEW_TOKENS] == 12).all() and (runs[schema.BATCH] == 1).all()
+
+
+def test_per_position_columns_are_counts_of_accepted_prefixes(demo):
+    spec = schema.speculative(demo.runs)
+    assert schema.position_columns(demo.runs) == [1, 2]
+    for _, r in spec.iterrows():
+        rates, counts = schema.position_rates(r), schema.position_counts(r)
+        # every iteration reaches position 1; position j+1 is reached by those accepted at j
+        assert counts[0] == r[schema.ITERATIONS]
+        rates = np.nan_to_num(rates)                       # NaN where no iteration got there
+        assert counts[1] == pytest.approx(counts[0] * rates[0])
+        # α per slot is the mean accepted count over K slots
+        accepted = float(np.sum(counts * rates))
+        assert r[schema.ALPHA] == pytest.approx(accepted / (2 * counts[0]))
 
 
 def test_positional_prediction_uses_the_measured_tokens_per_iteration(demo):
-    spec = demo.runs[demo.runs["drafter"] != "autoregressive"]
-    np.testing.assert_allclose(spec["E_positional"], spec["tokens_per_iteration"], rtol=1e-3)
-    np.testing.assert_allclose(spec["E_iid"], analytic.expected_tokens(spec["alpha"], spec["k"]))
-    # predictions follow the closed form with the fitted costs
-    s = analytic.speedup_from_costs(spec["E_iid"], spec["k"], spec["t_draft"],
-                                    spec["t_target_1"], spec["t_verify"])
-    np.testing.assert_allclose(spec["pred_speedup_iid"], s)
-    assert (spec.loc[spec["drafter"].str.startswith("ngram"), "t_draft"] == 0).all()
+    spec = schema.speculative(demo.runs)
+    np.testing.assert_allclose(spec[schema.E_POSITIONAL], spec[schema.TOKENS_PER_ITERATION],
+                               rtol=1e-3)
+    np.testing.assert_allclose(spec[schema.E_IID],
+                               analytic.expected_tokens(spec[schema.ALPHA], spec[schema.K]))
+    # predictions follow the closed form with the fitted costs, from the fitted roofline
+    s = analytic.speedup_from_costs(spec[schema.E_IID], spec[schema.K], spec[schema.T_DRAFT],
+                                    spec[schema.T_TARGET_1], spec[schema.T_VERIFY])
+    np.testing.assert_allclose(spec[schema.PRED_IID], s)
+    fit_t = demo.fits["tiny-llama"]
+    cfg = models.get_preset("tiny-llama")
+    for _, r in spec.iterrows():
+        assert r[schema.T_VERIFY] == pytest.approx(
+            fit_t.predict_forward(cfg, int(r[schema.K]) + 1, 1, int(r[schema.CACHE_LEN])))
+    assert (spec.loc[spec[schema.DRAFTER].str.startswith("ngram"), schema.T_DRAFT] == 0).all()
     assert np.isfinite(demo.mape()) and demo.mape() >= 0
+    # the report's error columns are the same numbers
+    table = report.speedup_table(demo)
+    err = 100 * (table["pred_iid"] - table["measured"]) / table["measured"]
+    np.testing.assert_allclose(table["err_iid_%"], err)
 
 
 def test_hardware_predictions_cover_rows_and_this_machine(demo):
     hw = demo.hardware
-    assert set(hw["hardware"]) == {"this machine (fit)", "h100-sxm", "tpu-v5e"}
+    assert set(hw[schema.HARDWARE_NAME]) == {schema.THIS_MACHINE, "h100-sxm", "tpu-v5e"}
     # n-gram drafting costs nothing in the model: speedup = E t(1) / t(K+1) <= E
-    ng = hw[hw["drafter"].str.startswith("ngram")]
-    E = analytic.expected_tokens(ng["alpha"], ng["k"])
-    assert (ng["pred_speedup"] <= E + 1e-9).all()
+    ng = hw[hw[schema.DRAFTER].str.startswith("ngram")]
+    E = analytic.expected_tokens(ng[schema.ALPHA], ng[schema.K])
+    assert (ng[schema.PRED_SPEEDUP] <= E + 1e-9).all()
 
 
-def test_alpha_by_slot_counts_prefixes():
-    accepted = np.array([[2, 0], [1, -1], [0, -1]])      # -1: row finished
-    alpha, rates = alpha_by_slot(accepted, 2)
-    assert alpha == pytest.approx(3 / 8)
-    np.testing.assert_allclose(rates, [2 / 4, 1 / 2])
-    assert analytic.expected_tokens_positional(rates) == pytest.approx(1 + 3 / 4)
+def test_roofline_part_alone(tmp_path):
+    target = models.load("tiny-llama", seed=3)
+    result = experiment.run_demo(_settings(tmp_path, parts=("roofline",), drafters=("ngram",)),
+                                 target=target, progress=False, log=lambda m: None)
+    assert result.runs.empty and result.hardware.empty and not result.sweeps.empty
+    files = report.write_demo(result, tmp_path / "out", demo_figures(result))
+    assert "runs.csv" not in files and "roofline.png" in files
+    assert "## 2–3." not in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_parts_registry_adds_what_a_part_needs():
+    assert [p.name for p in registry.resolve(["hardware"])] == ["roofline", "fidelity", "hardware"]
+    assert [p.name for p in registry.resolve(["roofline"])] == ["roofline"]
+    for part in registry.PARTS.values():
+        assert all(dep in registry.PARTS for dep in part.requires)
+    with pytest.raises(ValueError, match="parts must"):
+        DemoSettings(parts=("fidelity", "astrology"))
+
+
+def test_run_specs_are_typed_and_baselines_time_more():
+    s = DemoSettings(ks=(1, 3), temperatures=(0.0, 1.0), kinds=("code", "json"))
+    specs = run_specs(s, ["ngram-3"])
+    assert len(specs) == 2 * (1 + 2) * 2
+    assert all(isinstance(x, RunSpec) for x in specs)
+    jobs = timing_jobs(specs)
+    assert sum(j.is_baseline for j in jobs) == BASELINE_REPEATS * 2 * 2
+    # one compiled program per (temperature, drafter, K), shared by every kind of work
+    assert len(programs(specs)) == 2 * 3
+    with pytest.raises(ValueError, match="k must be 0"):
+        RunSpec(temperature=0.0, drafter="autoregressive", k=2, kind="code")
 
 
 def test_helpers():
@@ -80,10 +142,17 @@ def test_helpers():
     assert warmup_tokens(64) == 33 and warmup_tokens(40) == 33 and warmup_tokens(5) == 1
 
 
+def test_old_runs_tables_are_upgraded():
+    old = pd.DataFrame({"drafter": ["ngram-3"], "k": [2], "per_position": ["[0.5, 0.25]"]})
+    new = schema.upgrade_runs(old)
+    assert new[schema.alpha_pos(1)].iloc[0] == 0.5 and new[schema.alpha_pos(2)].iloc[0] == 0.25
+    assert new[schema.BATCH].iloc[0] == 1 and "per_position" not in new
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(ks=()), "ks"), (dict(ks=(0,)), "ks"), (dict(drafters=("eagle",)), "drafters"),
     (dict(kinds=("poetry",)), "kinds"), (dict(temperatures=(-1.0,)), "temperatures"),
-    (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(max_new_tokens=0), "max_new_tokens"), (dict(parts=()), "parts"),
 ])
 def test_bad_settings(bad, match):
     with pytest.raises(ValueError, match=match):

@@ -2,6 +2,7 @@
 honest errors, refuses what it cannot fit, and inverts the speedup closed form."""
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -60,7 +61,7 @@ def test_smooth_fit_recovers_blend():
     assert f.mape_train < hard.mape_train          # the blend is the right model here
 
 
-def test_unidentified_ceiling_gets_a_large_error():
+def test_unidentified_ceiling_is_reported_as_unidentified():
     # every point memory-bound: the data say nothing about the compute ceiling
     rng = np.random.default_rng(2)
     bytes_ = 10 ** rng.uniform(6, 8, 30)
@@ -68,7 +69,86 @@ def test_unidentified_ceiling_gets_a_large_error():
     t = (T0 + bytes_ / W) * np.exp(rng.normal(0, 0.01, 30))
     f = fit.fit_roofline(flops, bytes_, t)
     assert f.bandwidth == pytest.approx(W, rel=0.05)
-    assert not (f.peak_flops_se < 0.5 * f.peak_flops)
+    assert f.unidentified == ("peak_flops",) and math.isnan(f.peak_flops_se)
+    assert f.bandwidth_se < 0.05 * W and f.t0_se < 0.5 * T0      # the rest is determined
+    text = f.summary()
+    assert "peak      = unidentified" in text and "inf" not in text
+    assert not f.identified
+
+
+def test_identified_fit_says_so():
+    f = fit.fit_roofline(*_synthetic())
+    assert f.identified and not (f.unidentified or f.at_bound or f.degenerate)
+    assert "unidentified" not in f.summary() and "WARNING" not in f.summary()
+
+
+def test_bandwidth_never_exceeds_the_measured_ceiling():
+    flops, bytes_, t = _synthetic(m=40, noise=0.01, seed=5)
+    # a cap above the truth does not bind: the fit is unchanged and identified
+    free = fit.fit_roofline(flops, bytes_, t, max_bandwidth=3 * W, max_peak_flops=3 * P)
+    assert free.bandwidth == pytest.approx(W, rel=0.05) and free.at_bound == ()
+    # a cap below what the points demand binds: W sits on it, marked, without an error
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fit.PoorFitWarning)
+        capped = fit.fit_roofline(flops, bytes_, t, max_bandwidth=0.5 * W)
+    assert capped.bandwidth <= 0.5 * W * (1 + 1e-9)
+    assert capped.bandwidth == pytest.approx(0.5 * W, rel=1e-5)
+    assert capped.at_bound == ("bandwidth",) and math.isnan(capped.bandwidth_se)
+    assert capped.max_bandwidth == 0.5 * W
+    assert any(n.startswith("bandwidth on its measured cap") for n in capped.degenerate)
+    assert "at the measured ceiling" in capped.summary() and "inf" not in capped.summary()
+    with pytest.raises(ValueError, match="max_bandwidth"):
+        fit.fit_roofline(flops, bytes_, t, max_bandwidth=-1.0)
+
+
+def test_ceiling_bounds_from_a_ceilings_table():
+    table = pd.DataFrame({"device": ["cpu:0", "cpu:0"], "matmul_flops_per_s": [1e11, 2e11],
+                          "copy_bytes_per_s": [4e10, 3e10]})
+    assert fit.ceiling_bounds(table) == {"max_peak_flops": 2e11, "max_bandwidth": 4e10}
+    with pytest.raises(ValueError, match="copy_bytes_per_s"):
+        fit.ceiling_bounds(table.drop(columns="copy_bytes_per_s"))
+    flops, bytes_, t = _synthetic(m=30)
+    df = pd.DataFrame({"flops": flops, "bytes": bytes_, "time_s": t})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fit.PoorFitWarning)
+        f = fit.fit_sweep(df, **fit.ceiling_bounds(table.assign(copy_bytes_per_s=0.4 * W)))
+    assert f.bandwidth <= 0.4 * W * (1 + 1e-9) and "bandwidth" in f.at_bound
+
+
+def test_zero_overhead_is_degenerate_not_a_number():
+    rng = np.random.default_rng(7)
+    flops, bytes_ = 10 ** rng.uniform(6, 10, 40), 10 ** rng.uniform(5, 8.5, 40)
+    t = fit.roofline_time(flops, bytes_, 0.0, P, W) * np.exp(rng.normal(0, 0.01, 40))
+    f = fit.fit_roofline(flops, bytes_, t)
+    assert f.t0 < fit.T0_NEGLIGIBLE * t.min()
+    assert "t0" in f.unidentified and math.isnan(f.t0_se)
+    assert f.degenerate[0].startswith("t0 ≈ 0")
+    assert f.bandwidth == pytest.approx(W, rel=0.05)             # the rest still fits
+    text = f.summary()
+    assert "≈ 0" in text and "inf" not in text and "e-1" not in text.split("\n")[1]
+
+
+def test_smooth_fit_of_a_sum_puts_p_on_its_lower_bound():
+    """Compute and memory time that add (p = 1) drive the blend exponent to its bound."""
+    rng = np.random.default_rng(8)
+    flops, bytes_ = 10 ** rng.uniform(6, 10, 60), 10 ** rng.uniform(5, 8.5, 60)
+    t = T0 + flops / P + bytes_ / W
+    f = fit.fit_roofline(flops, bytes_, t, kind="smooth")
+    assert f.p == pytest.approx(fit.P_RANGE[0], rel=1e-6) and "p" in f.at_bound
+    assert any(n.startswith("p at") and "add" in n for n in f.degenerate)
+    assert f.bandwidth == pytest.approx(W, rel=0.02) and f.peak_flops == pytest.approx(P, rel=0.02)
+
+
+def test_poor_fit_warns_below_the_stated_r2():
+    rng = np.random.default_rng(9)
+    flops, bytes_ = 10 ** rng.uniform(8, 9, 30), 10 ** rng.uniform(7, 8, 30)
+    t = 0.05 * np.exp(rng.normal(0, 0.3, 30))          # times unrelated to the work
+    with pytest.warns(fit.PoorFitWarning, match=f"below {fit.MIN_R2}"):
+        f = fit.fit_roofline(flops, bytes_, t)
+    assert f.r2 < fit.MIN_R2 and "WARNING" in f.summary() and not f.identified
+    with warnings.catch_warnings():                    # a good fit is silent
+        warnings.simplefilter("error", fit.PoorFitWarning)
+        fit.fit_roofline(*_synthetic())
 
 
 def test_predict_and_to_hardware_agree_with_predict_time():
@@ -160,3 +240,11 @@ def test_fit_speedup_refusals():
         fit.fit_speedup([0, 2], [1.5, 1.6])
     with pytest.raises(ValueError, match="alpha"):
         fit.fit_speedup([1, 2], [1.5, 1.6], alpha=1.5)
+
+
+def test_speedup_fit_without_spare_points_prints_unidentified_not_inf():
+    k = np.array([1.0, 3.0])                       # two points, two parameters: no errors
+    f = fit.fit_speedup(k, fit.speedup_model(0.7, k, 0.1))
+    assert f.alpha == pytest.approx(0.7, rel=1e-4) and math.isinf(f.c_se)
+    text = f.summary()
+    assert "unidentified" in text and "inf" not in text

@@ -8,7 +8,6 @@ test checks inside a running kernel that ``sys.executable`` and ``sys.prefix`` a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sys
@@ -88,13 +87,25 @@ def test_notebook_committed_without_outputs(path):
         assert "attachments" not in cell or not cell.attachments
 
 
-def test_notebooks_match_their_generator():
-    spec = importlib.util.spec_from_file_location("make_notebooks", NOTEBOOK_DIR / "make_notebooks.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    assert sorted(gen.NOTEBOOKS) == [p.stem for p in NOTEBOOKS]
-    for path in NOTEBOOKS:
-        assert path.read_text() == gen.render(path.stem), f"{path.name} differs from make_notebooks.py"
+def test_every_notebook_has_its_percent_script():
+    scripts = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py"))
+    assert [p.stem for p in scripts] == [p.stem for p in NOTEBOOKS]
+    assert not (NOTEBOOK_DIR / "make_notebooks.py").exists()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_matches_its_percent_script(path):
+    """The .py (jupytext "py:percent", the file to edit and review) and the .ipynb hold
+    the same cells; refresh the notebook with ``jupytext --sync notebooks/NN_name.py``."""
+    jupytext = pytest.importorskip("jupytext")
+    script = jupytext.read(path.with_suffix(".py"))
+    nb = nbformat.read(path, as_version=4)
+    assert script.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+    assert nb.metadata.get("jupytext", {}).get("formats") == "ipynb,py:percent"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    pairs = [(c.cell_type, c.source) for c in script.cells]
+    assert pairs == [(c.cell_type, c.source) for c in nb.cells], \
+        f"{path.name} differs from {path.with_suffix('.py').name}: run jupytext --sync on it"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

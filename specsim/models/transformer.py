@@ -13,9 +13,9 @@ Dimension names (einsums and shape comments): B batch, T new tokens, S cache slo
 D model, H query heads, G kv heads, R query heads per kv head, E head dim, F ffn,
 V vocab, L layers.
 
-Parameter pytree (as `init_params` returns it: layers stacked along a leading L axis;
-`unstack_layers` turns ``layers`` into a tuple of L dicts with the same names and no L
-axis, which `forward` accepts as well)::
+Parameter pytree (layers stacked along a leading L axis, as `init_params` returns them
+for ``layer_loop="scan"``; `unstack_layers` turns ``layers`` into a tuple of L dicts
+with the same names and no L axis, the layout of ``layer_loop="unroll"``)::
 
     embed      [V, D]                   token embedding
     pos_embed  [P, D]                   gpt2 only, learned positions
@@ -31,14 +31,14 @@ axis, which `forward` accepts as well)::
     lm_head    [D, V]                   only when not cfg.tie_embeddings
 
 Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
-flat in depth) or a Python loop that XLA unrolls. The loaders (`specsim.models.load`) lay
-the layers out for the configured loop (`arrange_layers`): per-layer arrays for
-"unroll", stacked for "scan". Both layouts run under either setting, with the same
-numbers: "scan" stacks per-layer arrays inside the program (a copy of the weights per
-call), and "unroll" given stacked arrays runs the scan too -- slicing stacked weights
-inside an unrolled XLA:CPU program measured 8-12x slower than either (468 ms vs 40 ms
-per token for SmolLM2-135M, with static slices, an optimization barrier or dynamic
-slices alike).
+flat in depth) or a Python loop that XLA unrolls over per-layer arrays. The loaders
+(`specsim.models.load`) and `init_params` lay the layers out for the configured loop
+(`arrange_layers`), and `forward` refuses the other layout (a `ConfigError` pointing at
+`Model.with_layer_loop`) rather than run a slow path: "scan" over per-layer arrays
+would stack them inside the program (a copy of the weights per call), and slicing
+stacked weights inside an unrolled XLA:CPU program measured 8-12x slower than either
+(468 ms vs 40 ms per token for SmolLM2-135M, with static slices, an optimization
+barrier or dynamic slices alike).
 
 Measured with ``python benchmarks/bench_models.py`` (SmolLM2-135M fp32, batch 1,
 context 256 in a 512-slot cache, XLA:CPU, jax 0.10.2, 2 cores shared with other jobs, so
@@ -68,6 +68,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim.errors import ConfigError, InvalidArgument
 from specsim.models.config import ModelConfig
 from specsim.validation import positive_int
 
@@ -78,24 +79,30 @@ class KVCache(NamedTuple):
     length: jax.Array  # [B] int32: tokens already in the cache for each row
 
     @property
-    def max_len(self) -> int:
+    def cache_len(self) -> int:
+        """S: KV slots per row."""
         return self.k.shape[2]
+
+    @property
+    def max_len(self) -> int:
+        """Old name of `cache_len`."""
+        return self.cache_len
 
     @property
     def batch(self) -> int:
         return self.k.shape[1]
 
 
-def init_cache(cfg: ModelConfig, batch: int, max_len: int, dtype=None) -> KVCache:
-    """An empty cache of ``max_len`` slots per row."""
+def init_cache(cfg: ModelConfig, batch: int, cache_len: int, dtype=None) -> KVCache:
+    """An empty cache of ``cache_len`` slots per row."""
     batch = positive_int("batch", batch)
-    max_len = positive_int("max_len", max_len)
-    if cfg.arch == "gpt2" and max_len > cfg.max_seq_len:
-        raise ValueError(
-            f"max_len ({max_len}) exceeds the learned positions of {cfg.name} "
+    cache_len = positive_int("cache_len", cache_len)
+    if cfg.arch == "gpt2" and cache_len > cfg.max_seq_len:
+        raise InvalidArgument(
+            f"cache_len ({cache_len}) exceeds the learned positions of {cfg.name} "
             f"(max_seq_len={cfg.max_seq_len})")
     dtype = jnp.dtype(dtype or cfg.dtype)
-    shape = (cfg.n_layers, int(batch), int(max_len), cfg.n_kv_heads, cfg.head_dim)
+    shape = (cfg.n_layers, batch, cache_len, cfg.n_kv_heads, cfg.head_dim)
     return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype),
                    jnp.zeros((int(batch),), jnp.int32))
 
@@ -125,7 +132,9 @@ def param_shapes(cfg: ModelConfig) -> dict:
 
 def init_params(key: jax.Array, cfg: ModelConfig) -> dict:
     """Random parameters: normal(0, 0.02) matrices (scaled 1/sqrt(2L) on residual
-    outputs), unit norm scales, small random biases (so bias bugs cannot hide)."""
+    outputs), unit norm scales, small random biases (so bias bugs cannot hide), with the
+    layers laid out for ``cfg.layer_loop`` (stacked for "scan", per-layer for "unroll";
+    the values do not depend on the layout)."""
     shapes = param_shapes(cfg)
     flat, treedef = jax.tree_util.tree_flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
     keys = jax.random.split(key, len(flat))
@@ -141,7 +150,7 @@ def init_params(key: jax.Array, cfg: ModelConfig) -> dict:
             std = 0.02 / math.sqrt(2 * cfg.n_layers) if name in ("wo", "w_down", "w_proj") else 0.02
             leaf = std * jax.random.normal(k, shape)
         leaves.append(leaf.astype(dtype))
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    return arrange_layers(jax.tree_util.tree_unflatten(treedef, leaves), cfg)
 
 
 def stack_layers(params: dict) -> dict:
@@ -174,7 +183,20 @@ def _check_layers(layers, cfg: ModelConfig):
         layers = tuple(layers)
     n = len(layers) if isinstance(layers, tuple) else next(iter(layers.values())).shape[0]
     if n != cfg.n_layers:
-        raise ValueError(f"params hold {n} layers but cfg.n_layers is {cfg.n_layers}")
+        raise ConfigError(f"params hold {n} layers but cfg.n_layers is {cfg.n_layers}")
+    return layers
+
+
+def _check_layout(layers, cfg: ModelConfig):
+    """Refuse a layer layout that does not match ``cfg.layer_loop`` (it would run a slow
+    path: see the module docstring)."""
+    per_layer = isinstance(layers, tuple)
+    if per_layer != (cfg.layer_loop == "unroll"):
+        have, want = ("per-layer", "stacked") if per_layer else ("stacked", "per-layer")
+        raise ConfigError(
+            f"params hold {have} layers but cfg.layer_loop is {cfg.layer_loop!r}, which runs "
+            f"{want} ones; lay them out with Model.with_layer_loop({cfg.layer_loop!r}) (or "
+            f"arrange_layers(params, cfg) for a bare pytree)")
     return layers
 
 
@@ -184,9 +206,9 @@ def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, Mode
     Everything else is shared."""
     ids = tuple(int(i) for i in layer_ids)
     if not ids:
-        raise ValueError("layer_ids must name at least one layer")
+        raise InvalidArgument("layer_ids must name at least one layer")
     if any(i < 0 or i >= cfg.n_layers for i in ids) or len(set(ids)) != len(ids):
-        raise ValueError(
+        raise InvalidArgument(
             f"layer_ids must be distinct integers in [0, {cfg.n_layers - 1}], got {ids}")
     sub = dict(params)
     layers = _check_layers(params["layers"], cfg)
@@ -233,7 +255,7 @@ def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
         mid = (1 - smooth) * scaled / factor + smooth * scaled
         is_mid = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
         return np.where(is_mid, mid, scaled)
-    raise ValueError(f"unsupported rope_scaling type {kind!r}; supported: default, linear, llama3")
+    raise InvalidArgument(f"unsupported rope_scaling type {kind!r}; supported: default, linear, llama3")
 
 
 def _rope(x, positions, inv_freq):
@@ -325,14 +347,14 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
     if cfg.arch == "gpt2":
         x = x + params["pos_embed"][positions]
     inv_freq = jnp.asarray(rope_inv_freq(cfg), jnp.float32) if cfg.arch == "llama" else None
-    layers = _check_layers(params["layers"], cfg)
+    layers = _check_layout(_check_layers(params["layers"], cfg), cfg)
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
-    if cfg.layer_loop == "unroll" and isinstance(layers, tuple):
+    if cfg.layer_loop == "unroll":
         for i, lp in enumerate(layers):
             x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg)
     else:
-        stacked = stack_layers({"layers": layers})["layers"]
+        stacked = layers
 
         def body(carry, lp_i):
             x, k_all, v_all = carry
@@ -351,19 +373,19 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
 def check_headroom(cache: KVCache, n_new: int, what: str = "tokens") -> None:
     """Raise if writing ``n_new`` more tokens would run past the cache (eager check)."""
     longest = int(np.max(np.asarray(cache.length))) + int(n_new)
-    if longest > cache.max_len:
-        raise ValueError(
-            f"{what}: {longest} positions needed but the KV cache holds {cache.max_len}; "
-            f"allocate a larger cache (max_len)")
+    if longest > cache.cache_len:
+        raise InvalidArgument(
+            f"{what}: {longest} positions needed but the KV cache holds {cache.cache_len}; "
+            f"allocate a larger cache (cache_len)")
 
 
 def check_tokens(tokens, cfg: ModelConfig, name: str = "tokens") -> np.ndarray:
     """Validate token ids eagerly: integers in [0, vocab_size)."""
     arr = np.asarray(tokens)
     if arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be integer token ids, got dtype {arr.dtype}")
+        raise InvalidArgument(f"{name} must be integer token ids, got dtype {arr.dtype}")
     if arr.size and (arr.min() < 0 or arr.max() >= cfg.vocab_size):
-        raise ValueError(
+        raise InvalidArgument(
             f"{name} must lie in [0, {cfg.vocab_size - 1}] (vocab_size={cfg.vocab_size}); "
             f"got min {arr.min()}, max {arr.max()}")
     return arr
@@ -375,9 +397,9 @@ def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int |
     tokens. Returns the logits of every prompt position [B, T, V] and the cache."""
     arr = check_tokens(tokens, cfg)
     if arr.ndim != 2 or arr.shape[1] < 1:
-        raise ValueError(f"tokens must have shape [batch, n_tokens>=1], got {arr.shape}")
+        raise InvalidArgument(f"tokens must have shape [batch, n_tokens>=1], got {arr.shape}")
     if arr.shape[0] != cache.batch:
-        raise ValueError(f"tokens batch {arr.shape[0]} != cache batch {cache.batch}")
+        raise InvalidArgument(f"tokens batch {arr.shape[0]} != cache batch {cache.batch}")
     check_headroom(cache, arr.shape[1], "prefill")
     tokens = jnp.asarray(arr, jnp.int32)
     step = _forward_jit

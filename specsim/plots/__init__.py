@@ -22,5 +22,8 @@ from specsim.plots.papers import (  # noqa: F401,E402
 )
 from specsim.plots.experiment import (  # noqa: F401,E402
     acceptance_by_position,
+    alpha_by_kind,
+    demo_figures,
+    predicted_vs_measured,
     speedup_predicted_vs_measured,
 )

@@ -97,7 +97,7 @@ def optimal_k_vs_alpha(cs=(0.01, 0.05, 0.1, 0.2, 0.5), k_max: int = analytic.DEF
 
 
 def analytic_overview(c: float = 0.05, ks=(1, 2, 3, 5, 8), cs=(0.01, 0.05, 0.2, 0.5),
-                      k_max: int = 32, n: int = 200) -> Figure:
+                      k_max: int = analytic.DEFAULT_K_MAX, n: int = 200) -> Figure:
     """Three panels: speedup vs α (at c), arithmetic factor vs α (ĉ = c), optimal K vs α."""
     with sns.axes_style(_STYLE):
         fig = Figure(figsize=(14, 4), layout="constrained")
@@ -118,21 +118,21 @@ class AnalyticReport:
 
 def analytic_report(out_dir="results/demo", *, c: float = 0.05,
                     alphas=(0.5, 0.6, 0.7, 0.8, 0.9, 0.95), ks=range(1, 9),
-                    dpi: int = 120) -> AnalyticReport:
+                    k_max: int = analytic.DEFAULT_K_MAX, dpi: int = 120) -> AnalyticReport:
     """The analytic part of ``specsim demo``: speedup table and overview figure.
 
     Builds the speedup table for ``alphas`` x ``ks`` at cost ratio ``c`` (plus the
-    optimal K up to 32 for each alpha), writes ``<out_dir>/analytic_speedup.png`` and
+    optimal K up to ``k_max``, the same limit as ``specsim optimal-k``), writes ``<out_dir>/analytic_speedup.png`` and
     returns both. Reusable by the full demo, which adds measured results to out_dir.
     """
     table = analytic.format_speedup_table(analytic.speedup_table(alphas, list(ks), [c]))
-    k_star, s_star = analytic.optimal_k(np.asarray(alphas, dtype=float), c, k_max=32)
+    k_star, s_star = analytic.optimal_k(np.asarray(alphas, dtype=float), c, k_max=k_max)
     best = "\n".join(f"  alpha={a:<5g} K*={k:<3d} speedup={s:.3f}"
                      for a, k, s in zip(alphas, k_star, s_star))
     text = (f"Closed-form speedup S(alpha, K, c={c:g}) (Leviathan et al. 2023, Thm 3.8)\n"
-            f"{table}\nOptimal K (K <= 32):\n{best}")
+            f"{table}\nOptimal K (K <= {k_max}):\n{best}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "analytic_speedup.png"
-    analytic_overview(c=c).savefig(path, dpi=dpi)
+    analytic_overview(c=c, k_max=k_max).savefig(path, dpi=dpi)
     return AnalyticReport(table=text, figures=(path,))

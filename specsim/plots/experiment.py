@@ -1,50 +1,54 @@
-"""Figures of the end-to-end check (`specsim.experiment`): predicted against measured
-speedup over K, and acceptance by draft position. Inputs are the ``runs`` DataFrame of
-a `specsim.experiment.DemoResult`; every function returns a Figure."""
+"""Figures of the demo's runs table (`specsim.schema`, `DemoResult.runs` or its CSV):
+speedup against K predicted and measured, acceptance by draft position, α by kind of
+work, and every run's measured speedup against its predictions. Autoregressive rows are
+ignored; every function returns a Figure. `demo_figures` gives the set ``specsim demo``
+writes."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-__all__ = ["speedup_predicted_vs_measured", "acceptance_by_position"]
+from specsim import schema as S
+from specsim.errors import InvalidArgument
+
+__all__ = ["speculative_runs", "speedup_predicted_vs_measured", "acceptance_by_position",
+           "alpha_by_kind", "predicted_vs_measured", "demo_figures"]
 
 
-def _spec(runs: pd.DataFrame) -> pd.DataFrame:
-    needed = {"drafter", "k", "temperature", "measured_speedup", "pred_speedup_iid"}
-    missing = needed - set(runs.columns)
-    if missing:
-        raise ValueError(f"runs lacks columns {sorted(missing)} (expected DemoResult.runs)")
-    spec = runs[runs["drafter"] != "autoregressive"]
-    if spec.empty:
-        raise ValueError("runs holds no speculative run")
-    return spec
+def speculative_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The speculative rows of a runs table (any version, `schema.upgrade_runs`), with a
+    readable temperature label ``T``."""
+    S.require(runs, {S.DRAFTER, S.K, S.KIND, S.TEMPERATURE, S.ALPHA})
+    d = S.speculative(S.upgrade_runs(runs)).copy()
+    if d.empty:
+        raise InvalidArgument("runs has no speculative rows")
+    d["T"] = d[S.TEMPERATURE].map(lambda t: f"T = {t:g}")
+    return d
 
 
 def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
     """Speedup against K, one panel per (drafter, temperature): measured (points, the
     mean over kinds of work with its range), predicted from one α (i.i.d.) and from the
     per-position rates, all with the fitted costs."""
-    spec = _spec(runs)
-    panels = sorted(spec.groupby(["drafter", "temperature"]).groups)
+    spec = speculative_runs(runs)
+    S.require(spec, {S.MEASURED_SPEEDUP, S.PRED_IID, S.PRED_POSITIONAL})
+    panels = sorted(spec.groupby([S.DRAFTER, S.TEMPERATURE]).groups)
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(4.2 * len(panels), 3.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
         for ax, (drafter, temp) in zip(axes, panels):
-            d = spec[(spec["drafter"] == drafter) & (spec["temperature"] == temp)]
-            g = d.groupby("k").agg(meas=("measured_speedup", "mean"),
-                                   lo=("measured_speedup", "min"),
-                                   hi=("measured_speedup", "max"),
-                                   iid=("pred_speedup_iid", "mean"),
-                                   pos=("pred_speedup_positional", "mean")).reset_index()
-            ax.errorbar(g["k"], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
+            d = spec[(spec[S.DRAFTER] == drafter) & (spec[S.TEMPERATURE] == temp)]
+            g = d.groupby(S.K).agg(meas=(S.MEASURED_SPEEDUP, "mean"),
+                                   lo=(S.MEASURED_SPEEDUP, "min"), hi=(S.MEASURED_SPEEDUP, "max"),
+                                   iid=(S.PRED_IID, "mean"),
+                                   pos=(S.PRED_POSITIONAL, "mean")).reset_index()
+            ax.errorbar(g[S.K], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
                         fmt="o", capsize=3, label="measured (mean, range over kinds)")
-            ax.plot(g["k"], g["iid"], "-", label="predicted, i.i.d. α")
-            ax.plot(g["k"], g["pos"], "--", label="predicted, per-position α")
+            ax.plot(g[S.K], g["iid"], "-", label="predicted, i.i.d. α")
+            ax.plot(g[S.K], g["pos"], "--", label="predicted, per-position α")
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set(title=f"{drafter}, T={temp:g}", xlabel="draft length K",
                    ylabel="speedup over autoregressive")
@@ -52,25 +56,84 @@ def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
     return fig
 
 
+def _positions_long(spec: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, draft position) for the largest K of each drafter."""
+    top = spec[spec[S.K] == spec.groupby(S.DRAFTER)[S.K].transform("max")]
+    rows = []
+    for _, r in top.iterrows():
+        for j, (a, n) in enumerate(zip(S.position_rates(r), S.position_counts(r)), start=1):
+            rows.append({S.DRAFTER: r[S.DRAFTER], S.KIND: r[S.KIND], "T": r["T"],
+                         "position": j, S.ALPHA: a, "samples": n})
+    return pd.DataFrame(rows)
+
+
 def acceptance_by_position(runs: pd.DataFrame) -> Figure:
     """Per-position acceptance α_j (conditional on reaching j) for the largest K of each
     drafter, by kind of work and temperature."""
-    spec = _spec(runs)
-    rows = []
-    for _, r in spec.iterrows():
-        if r["k"] != spec[spec["drafter"] == r["drafter"]]["k"].max():
-            continue
-        for j, a in enumerate(json.loads(r["per_position"]), start=1):
-            rows.append(dict(drafter=r["drafter"], kind=r["kind"], temperature=r["temperature"],
-                             position=j, alpha=a))
-    df = pd.DataFrame(rows)
-    drafters = sorted(df["drafter"].unique())
+    df = _positions_long(speculative_runs(runs))
+    drafters = sorted(df[S.DRAFTER].unique())
     with sns.axes_style("whitegrid"):
         fig = Figure(figsize=(4.4 * len(drafters), 3.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
         for ax, name in zip(axes, drafters):
-            sns.lineplot(df[df["drafter"] == name], x="position", y="alpha", hue="kind",
-                         style="temperature", markers=True, ax=ax)
+            sns.lineplot(df[df[S.DRAFTER] == name], x="position", y=S.ALPHA, hue=S.KIND,
+                         style="T", markers=True, ax=ax)
             ax.set(title=name, xlabel="draft position j", ylabel="α_j", ylim=(0, 1.02))
             ax.legend(fontsize=7)
     return fig
+
+
+def alpha_by_kind(runs: pd.DataFrame) -> Figure:
+    """α (accepted drafts per draft slot, averaged over K) by kind of work, one panel per
+    drafter, one bar per temperature."""
+    d = speculative_runs(runs)
+    drafters = sorted(d[S.DRAFTER].unique())
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(4.5 * len(drafters), 3.8), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
+        for ax, name in zip(axes, drafters):
+            sns.barplot(d[d[S.DRAFTER] == name], x=S.KIND, y=S.ALPHA, hue="T", errorbar=None,
+                        ax=ax)
+            ax.set(title=name, xlabel="kind of work", ylabel="α", ylim=(0, 1))
+            ax.legend(fontsize=8)
+    return fig
+
+
+def predicted_vs_measured(runs: pd.DataFrame, columns=(S.PRED_IID, S.PRED_POSITIONAL)) -> Figure:
+    """Measured speedup against each prediction column, with the line measured = predicted."""
+    d = speculative_runs(runs)
+    cols = [c for c in columns if c in d.columns]
+    if S.MEASURED_SPEEDUP not in d.columns or not cols:
+        raise InvalidArgument("runs lacks measured_speedup or the prediction columns")
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(4.8 * len(cols), 4.4), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(cols), sharey=True))
+        values = d[cols + [S.MEASURED_SPEEDUP]].to_numpy()
+        lo, hi = float(np.nanmin(values)) * 0.9, float(np.nanmax(values)) * 1.1
+        for ax, col in zip(axes, cols):
+            sns.scatterplot(d, x=col, y=S.MEASURED_SPEEDUP, hue=S.DRAFTER, style="T", ax=ax)
+            ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1)
+            ax.axhline(1.0, color="grey", lw=0.8)
+            err = (d[col] - d[S.MEASURED_SPEEDUP]).abs() / d[S.MEASURED_SPEEDUP]
+            ax.set(xlabel=col.replace("_", " "), ylabel="measured speedup", xlim=(lo, hi),
+                   ylim=(lo, hi), title=f"MAPE {100 * float(err.mean()):.0f} %")
+            ax.legend(fontsize=7)
+    return fig
+
+
+def demo_figures(result) -> dict[str, Figure]:
+    """File name -> Figure for a `DemoResult`: the roofline and latency of the target's
+    sweep (when the roofline part ran), speedup against K and acceptance by position
+    (when the fidelity part ran)."""
+    from specsim.plots.roofline import latency_vs_tokens, roofline_plot
+
+    figs: dict[str, Figure] = {}
+    target = result.environment.get("model")
+    if not result.sweeps.empty and target in result.fits:
+        sweep_t = result.sweeps[result.sweeps[S.MODEL] == target]
+        figs["roofline.png"] = roofline_plot(sweep_t, result.fits[target])
+        figs["latency_vs_tokens.png"] = latency_vs_tokens(sweep_t, result.fits[target])
+    if not result.runs.empty:
+        figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)
+        figs["acceptance_by_position.png"] = acceptance_by_position(result.runs)
+    return figs

@@ -1,0 +1,22 @@
+"""Part ``hardware``: the speedup the measured acceptance would give on datasheet
+hardware (roofline of the model's FLOPs and bytes, no launch overhead), beside this
+machine's fitted roofline."""
+
+from __future__ import annotations
+
+from specsim import schema
+from specsim.experiment import prediction
+from specsim.experiment.part import Part
+from specsim.experiment.state import DemoState
+
+
+def run(state: DemoState) -> None:
+    s = state.settings
+    cost_models = {name: setup.cost_model for name, setup in state.drafters.items()}
+    state.tables[schema.HARDWARE] = prediction.hardware_predictions(
+        state.tables[schema.RUNS], state.target, cost_models, state.fits, s.hardware,
+        s.hardware_dtype, state.cache_len)
+
+
+PART = Part(name="hardware", summary="predicting the same acceptance on datasheet hardware",
+            run=run, requires=("fidelity",), produces=(schema.HARDWARE,))

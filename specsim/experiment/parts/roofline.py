@@ -1,0 +1,57 @@
+"""Part ``roofline``: the machine's ceilings, a forward sweep of the target and of every
+drafter that runs a model, and a roofline fit of each (the form with the lower
+held-out error is kept for prediction)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from specsim import schema
+from specsim.experiment.part import Part
+from specsim.experiment.state import DemoState
+
+
+def sweep_points(state: DemoState) -> list[tuple[int, int, int]]:
+    """(n_tokens, batch, context): every verify width K + 1 at the runs' cache size, two
+    other contexts at one token, and a few batches at 8 tokens."""
+    s, S = state.settings, state.cache_len
+    base_ns = {1, 4, 16, 64} if s.quick else {1, 2, 4, 8, 16, 32, 64}
+    ns = sorted(base_ns | {k + 1 for k in s.ks})
+    points = [(n, 1, S) for n in ns] + [(1, 1, c) for c in (S // 2, 2 * S) if c >= 1]
+    return points + [(8, b, S) for b in ((2, 4) if s.quick else (2, 4, 8))]
+
+
+def fit_model_sweep(state: DemoState, name: str, df: pd.DataFrame):
+    """Both roofline forms fitted to one sweep (logged); the better held-out one."""
+    from specsim import fit
+
+    both = {kind: fit.fit_sweep(df, kind=kind, holdout=0.25, seed=state.settings.seed)
+            for kind in fit.KINDS}
+    for kind, f in both.items():
+        state.log(f"    {name} ({kind}): t0 {f.t0 * 1e3:.2f} ms, P {f.peak_flops / 1e9:.1f} "
+                  f"GFLOP/s, W {f.bandwidth / 1e9:.1f} GB/s, R2 {f.r2:.3f}, held-out MAPE "
+                  f"{f.mape_heldout:.1f}%")
+    return min(both.values(), key=lambda f: f.mape_heldout)
+
+
+def run(state: DemoState) -> None:
+    from specsim import bench
+
+    s = state.settings
+    state.tables[schema.CEILINGS] = bench.measure_ceilings(
+        matmul_size=1024 if s.quick else 2048, copy_mib=128 if s.quick else 256)
+    models = {state.target.cfg.name: state.target}
+    for setup in state.drafters.values():
+        if setup.cost_model is not None:
+            models[setup.cost_model.cfg.name] = setup.cost_model
+    sweeps = []
+    for name, m in models.items():
+        df = bench.sweep_forward(m, sweep_points(state), repeats=s.sweep_repeats, warmup=1,
+                                 progress=state.progress)
+        sweeps.append(df)
+        state.fits[name] = fit_model_sweep(state, name, df)
+    state.tables[schema.SWEEPS] = pd.concat(sweeps, ignore_index=True)
+
+
+PART = Part(name="roofline", summary="measuring the machine's ceilings and forward sweeps",
+            run=run, produces=(schema.CEILINGS, schema.SWEEPS))

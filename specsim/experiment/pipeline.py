@@ -1,0 +1,87 @@
+"""The demo as a short pipeline: load the models, set up the shared state, run the
+chosen parts in order, return a `DemoResult`. Writing files is the command line's job
+(`specsim.report`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import numpy as np
+
+from specsim.experiment import parts as registry
+from specsim.experiment.drafters import build_drafters
+from specsim.experiment.settings import DemoSettings
+from specsim.experiment.state import DemoResult, DemoState
+
+
+def load_models(settings: DemoSettings, target=None, draft_model=None):
+    """(target, draft model or None), loaded unless given, in ``settings.layer_loop``."""
+    from specsim import models
+
+    target = target if target is not None else models.load(settings.target)
+    if draft_model is None and settings.draft:
+        draft_model = models.load(settings.draft)
+    if settings.layer_loop:
+        target = target.with_layer_loop(settings.layer_loop)
+        if draft_model is not None:
+            draft_model = draft_model.with_layer_loop(settings.layer_loop)
+    return target, draft_model
+
+
+def encode_prompts(target, kinds) -> dict[str, list[int]]:
+    """Kind of work -> prompt token ids (random ids for a model without a tokenizer)."""
+    from specsim import workloads
+
+    tok = target.tokenizer
+    if tok is None:
+        return {kind: list(np.random.default_rng(len(kind)).integers(3, target.cfg.vocab_size, 48))
+                for kind in kinds}
+    return {kind: tok.encode(workloads.prompt_text(kind, tok)) for kind in kinds}
+
+
+def runs_cache_len(target, prompts: dict, settings: DemoSettings) -> int:
+    """The cache slots every run uses (so the sweep measures that context)."""
+    from specsim import decode
+
+    P = decode.bucket(max(len(p) for p in prompts.values()))
+    S = decode.bucket(P + settings.max_new_tokens + max(settings.ks) + 1)
+    return min(S, target.cfg.max_seq_len)
+
+
+def prepare(settings: DemoSettings, *, log: Callable[[str], None] = print,
+            progress: bool = True, target=None, draft_model=None) -> DemoState:
+    """The state every part runs with: models, drafters, prompts, cache size, environment."""
+    from specsim import bench
+
+    target, draft_model = load_models(settings, target, draft_model)
+    drafters = build_drafters(target, settings, draft_model)
+    env = bench.environment(model=target.cfg.name, dtype=target.cfg.dtype, seed=settings.seed,
+                            layer_loop=target.cfg.layer_loop, demo=dataclasses.asdict(settings))
+    log(f"specsim demo: target {target.cfg.name} ({target.cfg.n_params() / 1e6:.0f}M params, "
+        f"{target.cfg.dtype}, layer loop {target.cfg.layer_loop}) on {env['devices']}; "
+        f"drafters {list(drafters)}")
+    prompts = encode_prompts(target, settings.kinds)
+    return DemoState(settings=settings, target=target, drafters=drafters, prompts=prompts,
+                     cache_len=runs_cache_len(target, prompts, settings), environment=env,
+                     log=log, progress=progress)
+
+
+def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None] = print,
+             progress: bool = True, target=None, draft_model=None) -> DemoResult:
+    """Run the parts ``settings.parts`` asks for (and those they need); return the result.
+    ``target``/``draft_model``: already loaded models instead of ``settings``' names."""
+    settings = settings or DemoSettings()
+    t_start = time.perf_counter()
+    state = prepare(settings, log=log, progress=progress, target=target,
+                    draft_model=draft_model)
+    todo = registry.resolve(settings.parts)
+    for i, part in enumerate(todo, start=1):
+        log(f"{i}/{len(todo)} {part.summary} ...")
+        part.run(state)
+        missing = [t for t in part.produces if t not in state.tables]
+        if missing:
+            raise RuntimeError(f"part {part.name!r} did not produce {missing}")
+    state.environment["wall_s"] = round(time.perf_counter() - t_start, 1)
+    return DemoResult.from_state(state)

@@ -1,0 +1,16 @@
+"""What every notebook does first: pandas display options, and whether to run small
+(``SPECSIM_QUICK=1``, as the headless test run sets)."""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+
+def setup() -> bool:
+    """Set the notebooks' pandas display options; return True in quick mode."""
+    pd.set_option("display.width", 160)
+    pd.set_option("display.max_columns", 30)
+    pd.set_option("display.precision", 4)
+    return os.environ.get("SPECSIM_QUICK") == "1"

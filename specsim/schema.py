@@ -1,0 +1,168 @@
+"""Column names of the measurement tables, in one place (NumPy/pandas only, no JAX).
+
+The demo writes four tables (``results/demo/*.csv``) that the report, the figures and
+the notebooks read; every reader and writer names their columns through this module.
+
+- **runs**: one row per generation run (autoregressive baseline or speculative), the
+  run's shape (`RUN_KEY`), its timings, its acceptance statistics and, for speculative
+  runs, its predictions. Per-position acceptance is stored as real columns
+  ``alpha_pos_1 … alpha_pos_K`` with their sample counts ``alpha_pos_n_1 … alpha_pos_n_K``
+  (NaN past a run's own K), never as text in a cell.
+- **sweeps**: one row per measured forward pass (`specsim.bench.sweep_forward`).
+- **ceilings**: one row per device (`specsim.bench.measure_ceilings`).
+- **hardware**: one row per (drafter, temperature, K, hardware row) of datasheet
+  predictions.
+
+α here is always ``alpha_per_slot`` (accepted drafts over the K draft slots of every
+iteration; an empty slot counts as a rejection) unless a column says otherwise
+(``alpha_proposed``: accepted over proposed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import InvalidArgument
+
+# ---- table names (files under results/demo/) ------------------------------------------------
+RUNS = "runs"
+SWEEPS = "sweeps"
+CEILINGS = "ceilings"
+HARDWARE = "hardware"
+
+# ---- runs: what was run ---------------------------------------------------------------------
+TEMPERATURE = "temperature"
+DRAFTER = "drafter"
+K = "k"
+KIND = "kind"
+BATCH = "batch"
+RUN_KEY = (TEMPERATURE, DRAFTER, K, KIND, BATCH)
+AUTOREGRESSIVE = "autoregressive"          # the drafter value of a baseline run
+
+# ---- runs: what it produced and how long it took ---------------------------------------------
+NEW_TOKENS = "new_tokens"
+ITERATIONS = "iterations"
+TARGET_PASSES = "target_passes"
+DRAFT_PASSES = "draft_passes"
+TIME_S = "time_s"                          # median over the timing rounds
+TIME_SPREAD_S = "time_spread_s"            # max − min over the rounds
+PREFILL_S = "prefill_s"
+DECODE_S = "decode_s"                      # time_s − prefill_s
+PADDED_PROMPT = "padded_prompt"
+CACHE_LEN = "cache_len"
+TEXT = "text"
+
+# ---- runs: acceptance -------------------------------------------------------------------------
+ALPHA = "alpha"                            # alpha_per_slot
+ALPHA_PROPOSED = "alpha_proposed"          # alpha_per_proposal
+TOKENS_PER_ITERATION = "tokens_per_iteration"
+MEAN_OVERLAP = "mean_overlap"
+_POS = "alpha_pos_"
+_POS_N = "alpha_pos_n_"
+
+# ---- runs: predictions -----------------------------------------------------------------------
+E_IID = "E_iid"
+E_POSITIONAL = "E_positional"
+COST_RATIO = "c_fit"                       # fitted t_draft(1) / t_target(1)
+T_TARGET_1 = "t_target_1"
+T_VERIFY = "t_verify"
+T_DRAFT = "t_draft"
+T_TARGET_1_SWEPT = "t_target_1_swept"
+T_VERIFY_SWEPT = "t_verify_swept"
+T_DRAFT_SWEPT = "t_draft_swept"
+PRED_IID = "pred_speedup_iid"
+PRED_POSITIONAL = "pred_speedup_positional"
+PRED_SWEPT = "pred_speedup_swept_costs"
+PRED_CONSTANT_COST = "pred_speedup_constant_cost"
+MEASURED_SPEEDUP = "measured_speedup"
+LOOP_OVERHEAD = "loop_overhead_ratio"
+PREDICTIONS = (PRED_IID, PRED_POSITIONAL, PRED_SWEPT)
+
+# ---- sweeps and ceilings ----------------------------------------------------------------------
+MODEL = "model"
+N_TOKENS = "n_tokens"
+CONTEXT = "context"
+FLOPS = "flops"
+BYTES = "bytes"
+DEVICE = "device"
+MATMUL_FLOPS_PER_S = "matmul_flops_per_s"
+COPY_BYTES_PER_S = "copy_bytes_per_s"
+
+# ---- hardware predictions ---------------------------------------------------------------------
+HARDWARE_NAME = "hardware"
+PRED_SPEEDUP = "pred_speedup"
+THIS_MACHINE = "this machine (fit)"
+
+
+def alpha_pos(j: int) -> str:
+    """Column of the acceptance rate at draft position ``j`` (1-based)."""
+    return f"{_POS}{int(j)}"
+
+
+def alpha_pos_count(j: int) -> str:
+    """Column of the number of iterations that reached draft position ``j`` (1-based)."""
+    return f"{_POS_N}{int(j)}"
+
+
+def position_columns(df: pd.DataFrame) -> list[int]:
+    """The draft positions j (1-based, sorted) that ``df`` has an ``alpha_pos_j`` column for."""
+    pat = re.compile(rf"^{_POS}(\d+)$")
+    return sorted(int(m.group(1)) for c in df.columns if (m := pat.match(str(c))))
+
+
+def position_fields(rates, counts) -> dict[str, float]:
+    """The per-position columns of one run: ``{alpha_pos_j: rate, alpha_pos_n_j: count}``."""
+    out: dict[str, float] = {}
+    for j, (r, n) in enumerate(zip(rates, counts), start=1):
+        out[alpha_pos(j)] = float(r)
+        out[alpha_pos_count(j)] = float(n)
+    return out
+
+
+def position_rates(row, k: int | None = None) -> np.ndarray:
+    """[K] per-position rates of one run (a row of the runs table); ``k`` defaults to the
+    row's own K."""
+    k = int(row[K]) if k is None else int(k)
+    return np.array([row.get(alpha_pos(j), np.nan) for j in range(1, k + 1)], float)
+
+
+def position_counts(row, k: int | None = None) -> np.ndarray:
+    """[K] sample counts of the per-position rates of one run."""
+    k = int(row[K]) if k is None else int(k)
+    return np.array([row.get(alpha_pos_count(j), np.nan) for j in range(1, k + 1)], float)
+
+
+def speculative(runs: pd.DataFrame) -> pd.DataFrame:
+    """The speculative rows of a runs table."""
+    return runs[runs[DRAFTER] != AUTOREGRESSIVE]
+
+
+def require(df: pd.DataFrame, columns, what: str = "runs") -> None:
+    """Raise a ValueError naming the columns ``df`` lacks."""
+    missing = sorted(set(columns) - set(df.columns))
+    if missing:
+        raise InvalidArgument(f"{what} lacks columns {missing} (expected the demo's {what} table)")
+
+
+def upgrade_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """A runs table written before the schema held per-position rates as columns (a JSON
+    list in ``per_position``, no ``batch``) in today's form; newer tables pass through."""
+    out = runs.copy()
+    if BATCH not in out:
+        out[BATCH] = 1
+    if "per_position" in out and not position_columns(out):
+        lists = [json.loads(s) if isinstance(s, str) else [] for s in out.pop("per_position")]
+        width = max((len(x) for x in lists), default=0)
+        for j in range(1, width + 1):
+            out[alpha_pos(j)] = [x[j - 1] if len(x) >= j else np.nan for x in lists]
+            out[alpha_pos_count(j)] = np.nan          # the old table did not keep counts
+    return out
+
+
+def read_runs(path) -> pd.DataFrame:
+    """Read a runs CSV (any version) as today's runs table."""
+    return upgrade_runs(pd.read_csv(path))

