@@ -30,6 +30,8 @@ from IPython.display import display
 from specsim.plots.notebook import setup
 
 QUICK = setup()   # display options; True in the headless test run (smaller grids)
+# Figures go to results/figures/; True rewrites the committed ones under papers/.
+REGENERATE_FIGURES = False
 
 from specsim import analytic, papers
 from specsim.plots import papers as paper_plots
@@ -58,7 +60,7 @@ chen
 
 # %%
 fig = paper_plots.chen_speedup_vs_k(chen, setting["c"], k_max=8 if QUICK else 12)
-papers.save_figure(fig, "chen2023", "speedup_vs_k.png")
+papers.save_figure(fig, "chen2023", "speedup_vs_k.png", regenerate=REGENERATE_FIGURES)
 fig
 
 # %% [markdown]

@@ -31,6 +31,8 @@ from IPython.display import display
 from specsim.plots.notebook import setup
 
 QUICK = setup()   # display options; True in the headless test run (smaller grids)
+# Figures go to results/figures/; True rewrites the committed ones under papers/.
+REGENERATE_FIGURES = False
 
 from specsim import analytic, papers
 from specsim.plots import papers as paper_plots
@@ -79,5 +81,5 @@ print("c needed for break-even at α = 0.35 / 0.40 with K = 5:",
 
 # %%
 fig = paper_plots.domain_table_figure(fit, be, n=61 if QUICK else 199)
-papers.save_figure(fig, "domain-table", "domain_table.png")
+papers.save_figure(fig, "domain-table", "domain_table.png", regenerate=REGENERATE_FIGURES)
 fig

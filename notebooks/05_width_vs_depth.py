@@ -36,23 +36,23 @@ from specsim.plots.notebook import setup
 QUICK = setup()   # display options; True in the headless test run (smaller grids)
 
 from specsim import batching, roofline
-from specsim.models.config import ModelConfig
-from specsim.plots.batching import speedup_vs_load
+from specsim.models import config
+from specsim.plots.batching import speedup_vs_k, speedup_vs_load
 
 # %% [markdown]
 # ## The pair and the hardware row
 #
-# The shapes of Llama-3.1-8B (target) and Llama-3.2-1B (draft), in bf16, on the `h100-sxm`
-# row of `data/hardware.csv` (change `HARDWARE` to any row below). `OVERHEAD` is the fixed
+# The shapes of Llama-3.1-8B (target; its own output head, 8.03 B parameters) and
+# Llama-3.2-1B (draft; tied head, 1.24 B), the presets `config.LLAMA31_8B` and
+# `config.LLAMA32_1B`, in bf16, on the `h100-sxm` row of `data/hardware.csv` (change
+# `HARDWARE` to any row below, or use the widgets at the end). `OVERHEAD` is the fixed
 # cost t₀ of a pass; notebook 06 fits it for this machine.
 
 # %%
 display(roofline.hardware_table()[["name", "bandwidth_GBps", "bf16_tflops", "ridge_bf16"]])
 HARDWARE, DTYPE, OVERHEAD = "h100-sxm", "bfloat16", 0.0
-target = ModelConfig(name="llama-8b-shape", vocab_size=128256, d_model=4096, n_layers=32, n_heads=32,
-                     n_kv_heads=8, head_dim=128, d_ff=14336, dtype=DTYPE)
-draft = ModelConfig(name="llama-1b-shape", vocab_size=128256, d_model=2048, n_layers=16, n_heads=32,
-                    n_kv_heads=8, head_dim=64, d_ff=8192, dtype=DTYPE)
+target = config.LLAMA31_8B.replace(dtype=DTYPE)
+draft = config.LLAMA32_1B.replace(dtype=DTYPE)
 time_model = batching.hardware_time_model(HARDWARE, dtype=DTYPE, overhead=OVERHEAD)
 print(f"target {target.n_params() / 1e9:.2f}B, draft {draft.n_params() / 1e9:.2f}B parameters; {time_model.description}")
 
@@ -99,3 +99,38 @@ speedup_vs_load(grid_ctx[grid_ctx["batch"] == 64], best_ctx[best_ctx["batch"] ==
 
 # %%
 batching.break_even(best_ctx, "batch")
+
+# %% [markdown]
+# ## Explore: batch, context and hardware row
+#
+# One point of the grids above at a time: the predicted speedup against K at the chosen
+# batch, context and hardware row, and the best K for each α. The static call below is
+# what a printed copy shows; with `ipywidgets` (the `notebooks` extra) the controls redraw
+# it.
+
+# %%
+def show_point(hardware=HARDWARE, batch=64, context=1024):
+    tm = batching.hardware_time_model(hardware, dtype=DTYPE, overhead=OVERHEAD)
+    g = batching.speedup_grid(target, draft, tm, alphas, ks, [batch], [context])
+    display(batching.best_k(g)[["alpha", "k_opt", "speedup_opt"]])
+    display(speedup_vs_k(g, title=f"{hardware}, batch {batch}, context {context}"))
+
+
+show_point()
+
+# %%
+try:
+    import ipywidgets as widgets
+except ImportError:          # static fallback: call show_point(...) above
+    widgets = None
+    print("ipywidgets is not installed; call show_point(hardware, batch, context) instead.")
+
+if widgets is not None:
+    widgets.interact(
+        show_point,
+        hardware=widgets.Dropdown(options=list(roofline.hardware_table()["name"]),
+                                  value=HARDWARE, description="hardware"),
+        batch=widgets.SelectionSlider(options=[2 ** j for j in range(13)], value=64,
+                                      description="batch"),
+        context=widgets.SelectionSlider(options=[2 ** j for j in range(7, 18)], value=1024,
+                                        description="context"))

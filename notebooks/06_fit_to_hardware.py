@@ -20,12 +20,14 @@
 # ceiling P, effective bandwidth W — and what speedups does that fit predict for a chosen α?
 #
 # A sweep is a table of measured forward-pass latencies against (new tokens per pass, batch,
-# context), written by `specsim bench` to `data/measurements/<name>.csv` (with a JSON sidecar
-# of versions, devices, dtype, seed and commit). `specsim.fit.fit_sweep` fits
+# context), written by `specsim bench` (with a JSON sidecar of versions, devices, dtype,
+# seed and commit). `specsim.fit.fit_sweep` fits
 # t = t₀ + max(FLOPs/P, bytes/W) to it, FLOPs and bytes from `specsim.roofline.forward_cost`.
 
 # %%
 # %matplotlib inline
+import warnings
+
 import numpy as np
 import pandas as pd
 from IPython.display import display
@@ -40,45 +42,98 @@ from specsim.plots import roofline as roofline_plots
 from specsim.plots.batching import speedup_vs_k, speedup_vs_load
 
 # %% [markdown]
-# ## Load a sweep
+# ## Choose a sweep
 #
-# Every CSV in `data/measurements/` with the sweep columns is listed; the first is used
-# (set `SWEEP` to pick another). Without one, the notebook measures a small sweep now — on a
-# tiny random model in quick mode — and says so; `specsim bench --model smollm2-135m`
-# records a real one.
+# `bench.choose_sweep()` chooses on purpose: your own newest sweep under `results/` first
+# (`specsim bench --model smollm2-135m --out results/measurements` records one), else the
+# reference sweep `data/measurements/cpu-smollm2-135m.csv`. Runs kept as a record in
+# `data/measurements/history/` are used only when named (set `SWEEP_NAME` to a file stem
+# or path). The ceilings measured with the sweep (large matmul, large copy) bound the fit
+# through `fit.ceiling_bounds`: no fitted bandwidth above the measured copy ceiling.
 
 # %%
-SWEEP_COLUMNS = {"n_tokens", "batch", "context", "time_s", "flops", "bytes"}
-sweeps = sorted(p for p in bench.MEASUREMENTS_DIR.glob("*.csv")
-                if SWEEP_COLUMNS <= set(pd.read_csv(p, nrows=0).columns))
-print("sweeps found:", [p.name for p in sweeps] or "none")
-SWEEP = sweeps[0] if sweeps else None
-if SWEEP is not None:
-    df = bench.load_measurements(SWEEP, run_id="last")
-    name = df["model"].iloc[0]
-    print(f"loaded {SWEEP.name}: {len(df)} points of {name}; run metadata:")
-    display(pd.DataFrame(df.attrs["runs"]).T)
-else:
-    name = "tiny-llama" if QUICK else "smollm2-360m"
-    print(f"No sweep in {bench.MEASUREMENTS_DIR}: measuring {name} (random weights) now. "
-          "Record a real one with `specsim bench --model smollm2-135m`.")
-    df = bench.sweep_forward(models.load(name), quick=True, repeats=3, warmup=1, progress=False)
+SWEEP_NAME = None   # None: choose on purpose; or e.g. "cpu-smollm2-135m-interleaved-narrow"
+FORM = None         # the fit's form: None picks the one with the lower held-out MAPE (as
+                    # the demo does); "max" = t0 + max(FLOPs/P, bytes/W); "smooth" (p-norm)
+
+print("sweeps in the order chosen:", [f"{src}: {p.name}" for src, p in bench.sweep_candidates()])
+try:
+    chosen = bench.choose_sweep(name=SWEEP_NAME)
+except ValueError as err:       # no sweep anywhere: measure a small one now, and say so
+    print(err)
+    quick_model = "tiny-llama" if QUICK else "smollm2-360m"
+    print(f"measuring {quick_model} (random weights) now")
+    chosen = None
+    df, name = bench.sweep_forward(models.load(quick_model), quick=True, repeats=3, warmup=1,
+                                   progress=False), quick_model
+    ceilings, bounds = None, {}
+if chosen is not None:
+    print("using", chosen.describe())
+    df, name, ceilings = chosen.df, chosen.model, chosen.ceilings
+    bounds = fitting.ceiling_bounds(ceilings) if ceilings is not None else {}
+    if bounds:
+        print(f"measured ceilings: matmul {bounds['max_peak_flops'] / 1e9:.0f} GFLOP/s, "
+              f"copy {bounds['max_bandwidth'] / 1e9:.1f} GB/s (the fit's upper bounds)")
+    else:
+        print("no ceilings were measured with this sweep: the fit is unbounded")
+    display(pd.DataFrame(df.attrs.get("runs", [])).T)
 cfg = models.get_preset(name) if name in models.PRESETS else None
 df[["n_tokens", "batch", "context", "time_s", "flops", "bytes"]].head(10)
 
 # %% [markdown]
 # ## Fit and plot
 #
-# The summary gives each parameter with its standard error, R² and the MAPE on held-out
-# points (a quarter of the sweep, not used by the fit).
+# The summary gives each parameter with its standard error (or says it could not be
+# identified), R² and the MAPE on held-out points (a quarter of the sweep, not used by the
+# fit); a fit below `fit.MIN_R2` warns that it does not describe the measurements.
 
 # %%
-rf = fitting.fit_sweep(df, kind="max")
+with warnings.catch_warnings():     # the chosen fit's summary repeats any warning of its own
+    warnings.simplefilter("ignore", fitting.PoorFitWarning)
+    fits = {kind: fitting.fit_sweep(df, kind=kind, **bounds)
+            for kind in ([FORM] if FORM else fitting.KINDS)}
+rf = min(fits.values(), key=lambda f: f.mape_heldout)
+print("held-out MAPE by form:", {k: round(f.mape_heldout, 1) for k, f in fits.items()},
+      "-> using", rf.kind)
 print(rf.summary())
-roofline_plots.roofline_plot(df, rf, title=f"{name}: measured passes and the fitted roofline")
+roofline_plots.roofline_plot(df, rf, ceilings=ceilings,
+                             title=f"{name}: measured passes, fitted and measured ceilings")
 
 # %%
 roofline_plots.latency_vs_tokens(df, rf, cfg)
+
+# %% [markdown]
+# ### Explore: another sweep, another form
+#
+# With `ipywidgets` (the `notebooks` extra): pick any sweep — yours, the reference, or a
+# historical run — and the fit's form; the fit, its summary and the roofline redraw. The
+# rest of the notebook keeps the sweep chosen above.
+
+# %%
+try:
+    import ipywidgets as widgets
+except ImportError:          # static fallback: set SWEEP_NAME and FORM above
+    widgets = None
+    print("ipywidgets is not installed; set SWEEP_NAME and FORM above instead.")
+
+
+def show_fit(sweep, form):
+    ch = bench.choose_sweep(name=sweep)
+    b = fitting.ceiling_bounds(ch.ceilings) if ch.ceilings is not None else {}
+    f = fitting.fit_sweep(ch.df, kind=form, **b)
+    print(ch.describe())
+    print(f.summary())
+    display(roofline_plots.roofline_plot(ch.df, f, ceilings=ch.ceilings))
+
+
+sweep_options = [(f"{src}: {p.name}", str(p)) for src, p in bench.sweep_candidates()] + \
+    [(f"history: {p.name}", str(p)) for p in sorted(bench.HISTORY_DIR.glob("*.csv"))
+     if not p.name.endswith("ceilings.csv")]
+if widgets is not None and sweep_options:
+    widgets.interact(show_fit,
+                     sweep=widgets.Dropdown(options=sweep_options, description="sweep"),
+                     form=widgets.ToggleButtons(options=list(fitting.KINDS), value=rf.kind,
+                                                description="form"))
 
 # %% [markdown]
 # ## Predicted speedup for a chosen α

@@ -109,8 +109,8 @@ def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -
 
 
 def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, *,
-                       warmup: int = 0, on_call: Callable[[int], None] | None = None
-                       ) -> tuple[list[list[float]], list]:
+                       warmup: int = 0, on_call: Callable[[int], None] | None = None,
+                       progress: str | None = None) -> tuple[list[list[float]], list]:
     """Time already compiled zero-argument ``calls`` in ``rounds`` rounds, each round
     every call once in a fresh order drawn from ``rng`` (a `numpy.random.Generator`), and
     drop the first ``warmup`` rounds. On a shared machine a burst of load then falls on
@@ -118,23 +118,41 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
 
     Returns ``(samples, outputs)``: ``samples[i]`` the seconds of call i in the kept
     rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
-    ``on_call(i)`` runs after every call (a progress bar, say)."""
+    ``on_call(i)`` runs after every call; ``progress`` (a label) shows a tqdm bar over
+    all rounds × calls with the time elapsed and remaining (every round times the same
+    calls, so the rate of the rounds so far predicts the rest well)."""
     rounds = validation.positive_int("rounds", rounds)
     warmup = validation.nonnegative_int("warmup", warmup)
     if warmup >= rounds:
         raise InvalidArgument(f"warmup must be below rounds ({rounds}) (got {warmup})")
     samples: list[list[float]] = [[] for _ in calls]
     outputs: list = [None] * len(calls)
-    for r in range(rounds):
-        for i in rng.permutation(len(calls)):
-            t0 = time.perf_counter()
-            outputs[i] = _block(calls[i]())
-            dt = time.perf_counter() - t0
-            if r >= warmup:
-                samples[i].append(dt)
-            if on_call is not None:
-                on_call(int(i))
+    bar = _bar(progress, rounds * len(calls))
+    try:
+        for r in range(rounds):
+            for i in rng.permutation(len(calls)):
+                t0 = time.perf_counter()
+                outputs[i] = _block(calls[i]())
+                dt = time.perf_counter() - t0
+                if r >= warmup:
+                    samples[i].append(dt)
+                if on_call is not None:
+                    on_call(int(i))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"round {r + 1}/{rounds}", refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
     return samples, outputs
+
+
+def _bar(label: str | None, total: int):
+    """A tqdm bar (elapsed < remaining, rate) labelled ``label``; None without a label."""
+    if not label:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=label, unit="run")
 
 
 # ---- metadata ------------------------------------------------------------------------

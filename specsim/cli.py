@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hardware_commands(sub)
     # --- the main job (specsim.experiment) -----------------------------------------------
     _add_demo_command(sub)
+    # --- training (specsim.train) --------------------------------------------------------
+    _add_train_draft_command(sub)
     return parser
 
 
@@ -347,6 +349,73 @@ def _write_demo(result) -> None:
     result.files = report.write_demo(result, Path(out), demo_figures(result))
     print(report.summary_table(result))
     print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
+
+
+# --- training (specsim.train) ----------------------------------------------------------------
+
+def _add_train_draft_command(sub) -> None:
+    p = sub.add_parser(
+        "train-draft", help="distil a small draft from the target (on-policy, restricted head)",
+        description="The target generates from the shipped prompt set (data/prompts); a "
+                    "draft made of some of its layers, its frozen embedding and a head over "
+                    "the most frequent tokens learns its next-token distributions (KL, "
+                    "optax AdamW). Interruptible: Ctrl-C or the time budget leaves a "
+                    "checkpoint in OUT.partial, and the same command resumes it.")
+    p.add_argument("--target", default="smollm2-135m",
+                   help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: under the specsim cache, where the demo "
+                        "looks for it)")
+    p.add_argument("--layers", type=int, default=None,
+                   help="draft layers: the target's first N, copied then trained (default 2)")
+    p.add_argument("--head-vocab", type=int, default=None,
+                   help="tokens in the draft's head, the most frequent of the target's "
+                        "samples (default 8192)")
+    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default 300)")
+    p.add_argument("--minutes", type=float, default=None,
+                   help="time budget of this call, samples included (default 15)")
+    p.add_argument("--batch", type=int, default=None, help="sequences per step (default 8)")
+    p.add_argument("--prompts", type=int, default=None,
+                   help="use only the first N prompts of the set (default all)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--no-eval", action="store_true",
+                   help="skip measuring alpha by kind on the finished draft")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_train_draft)
+
+
+def _cmd_train_draft(args) -> int:
+    from pathlib import Path
+
+    from specsim import models, train
+
+    given = {"layers": args.layers, "head_vocab": args.head_vocab, "steps": args.steps,
+             "minutes": args.minutes, "batch": args.batch, "n_prompts": args.prompts}
+    cfg = train.DistillConfig(seed=args.seed, **{k: v for k, v in given.items()
+                                                 if v is not None})
+    target = models.load(args.target)
+    cfg.validate(target.cfg.n_layers, target.cfg.vocab_size)
+    out = args.out or train.default_draft_path(target.cfg.name, cfg)
+    if (Path(out) / "config.json").is_file():
+        print(f"{out} is already trained (delete it to train again)")
+        return 0
+    evaluate = None if args.no_eval else train.evaluate_alpha(target)
+    try:
+        result = train.train_draft(target, out, cfg, progress=not args.no_progress,
+                                   evaluate=evaluate)
+    except KeyboardInterrupt:
+        print(f"interrupted: checkpoint in {train.checkpoint_dir(out)}; run the same command "
+              f"to resume", file=sys.stderr)
+        return 130
+    if not result.finished:
+        print(f"time budget reached at step {result.step}/{cfg.steps}; checkpoint in "
+              f"{train.checkpoint_dir(out)}; run the same command to resume")
+        return 0
+    print(f"wrote {result.folder} ({result.step} steps, KL {result.losses[0]:.3f} -> "
+          f"{np.mean(result.losses[-10:]):.3f})")
+    for name, alpha in result.meta.get("alpha", {}).get("alpha_per_slot", {}).items():
+        print(f"  alpha_per_slot {name}: {alpha:.3f}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

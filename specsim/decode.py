@@ -38,7 +38,9 @@ Reading the loop body: `_verify` (accept, then the residual or bonus token),
 from __future__ import annotations
 
 import collections
-from functools import partial
+import dataclasses
+import time
+from functools import partial, wraps
 from typing import NamedTuple, Sequence
 
 import jax
@@ -412,6 +414,46 @@ def _meta(plan: ShapePlan, temperature, top_k, top_p, seed, **more) -> dict:
                 seed=int(seed))
 
 
+# Spans (start, end) of JAX tracing, lowering and compiling (or reading its persistent
+# cache), from its monitoring events; `_timed` subtracts their union inside a call
+# (nested traces overlap, so spans are merged, not summed).
+_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                   "/jax/core/compile/backend_compile_duration")
+_COMPILE_SPANS: list[tuple[float, float]] = []
+
+
+def _on_span(event: str, start: float, end: float, **_):
+    if event in _COMPILE_EVENTS:
+        _COMPILE_SPANS.append((start, end))
+
+
+jax.monitoring.register_event_time_span_listener(_on_span)
+
+
+def _union_seconds(spans) -> float:
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        total += max(end - max(start, reach), 0.0)
+        reach = max(reach, end)
+    return total
+
+
+def _timed(generate):
+    """Set ``wall_s`` (the call less compiling) and ``compile_s`` on the result."""
+    @wraps(generate)
+    def call(*args, **kwargs):
+        t0, n0 = time.perf_counter(), len(_COMPILE_SPANS)
+        result = generate(*args, **kwargs)
+        wall = time.perf_counter() - t0
+        compile_s = _union_seconds(_COMPILE_SPANS[n0:])
+        del _COMPILE_SPANS[n0:]
+        return dataclasses.replace(result, wall_s=max(wall - compile_s, 0.0),
+                                   compile_s=compile_s)
+    return call
+
+
+@_timed
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
                             top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
                             eos_token_id="auto", cache_len: int | None = None,
@@ -453,6 +495,7 @@ def _as_drafter(drafter, target):
     return drafter
 
 
+@_timed
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,

@@ -101,20 +101,32 @@ def half_unit(printed: str) -> float:
     return 0.5 * 10.0 ** int(exponent)
 
 
-def figures_dir(paper_id: str) -> Path:
-    """Where a notebook writes a paper's figures: ``$SPECSIM_FIGURES_DIR/<paper_id>`` if set
-    (tests and quick runs point it at a scratch folder), else ``papers/<paper_id>``."""
+RESULTS_FIGURES_DIR = _REPO_ROOT / "results" / "figures"
+"""Where notebooks write paper figures unless asked to regenerate the committed ones."""
+
+
+def figures_dir(paper_id: str, *, regenerate: bool = False) -> Path:
+    """Where a notebook writes a paper's figures. ``regenerate=True``: the committed
+    figures' folder, ``papers/<paper_id>`` (`papers_dir`), overwriting them on purpose.
+    Otherwise ``$SPECSIM_FIGURES_DIR/<paper_id>`` if set (tests point it at a scratch
+    folder), else ``results/figures/<paper_id>``: running a notebook never overwrites a
+    committed figure by accident."""
     _check_paper(paper_id)
-    env = os.environ.get("SPECSIM_FIGURES_DIR")
-    base = Path(env) if env else papers_dir()
+    if regenerate:
+        base = papers_dir()
+    else:
+        env = os.environ.get("SPECSIM_FIGURES_DIR")
+        base = Path(env) if env else RESULTS_FIGURES_DIR
     out = base / paper_id
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def save_figure(fig, paper_id: str, name: str, dpi: int = 110) -> Path:
-    """Save ``fig`` as ``<figures_dir(paper_id)>/<name>`` (PNG) and return the path."""
-    path = figures_dir(paper_id) / name
+def save_figure(fig, paper_id: str, name: str, dpi: int = 110, *,
+                regenerate: bool = False) -> Path:
+    """Save ``fig`` as ``<figures_dir(paper_id, regenerate=regenerate)>/<name>`` (PNG)
+    and return the path."""
+    path = figures_dir(paper_id, regenerate=regenerate) / name
     fig.savefig(path, dpi=dpi, bbox_inches="tight", metadata={"Software": None})
     return path
 

@@ -3,6 +3,8 @@ a tiny model. No wall-clock assertions: only counts, shapes, consistency and fil
 
 import json
 import os
+import re
+import time
 
 import numpy as np
 import pandas as pd
@@ -188,3 +190,38 @@ def test_interleaved_rounds_runs_every_call_once_per_round_in_fresh_orders():
     assert [len(s) for s in samples] == [3] * 5                   # the warm-up round dropped
     with pytest.raises(ValueError, match="warmup"):
         bench.interleaved_rounds(calls, 2, np.random.default_rng(0), warmup=2)
+
+
+def test_interleaved_rounds_progress_bar_shows_time_remaining(capsys):
+    """The demo's longest phase (the timed rounds) used to print nothing for minutes."""
+    calls = [lambda: time.sleep(0.001)] * 3
+    bench.interleaved_rounds(calls, 4, np.random.default_rng(0), progress="timed rounds")
+    err = capsys.readouterr().err
+    final = err.replace("\r", "\n").strip().splitlines()[-1]
+    # tqdm's "label: 100%|...| done/total [elapsed<remaining, rate, postfix]"
+    assert re.search(r"^timed rounds: 100%.*\| 12/12 \[\d\d:\d\d<\d\d:\d\d, .*round 4/4\]$",
+                     final), final
+    bench.interleaved_rounds(calls, 2, np.random.default_rng(0))      # no label: silent
+    assert capsys.readouterr().err == ""
+
+
+def test_demo_timing_asks_for_the_progress_bar(monkeypatch):
+    """experiment.timing.time_runs hands a label to interleaved_rounds when progress is on."""
+    from types import SimpleNamespace
+
+    from specsim.experiment import timing
+    seen = {}
+
+    def fake_rounds(calls, rounds, rng, **kw):
+        seen.update(kw)
+        return [[0.1] for _ in calls], [None] * len(calls)
+
+    monkeypatch.setattr(bench, "interleaved_rounds", fake_rounds)
+    monkeypatch.setattr(timing, "compile_programs", lambda state, specs: None)
+    monkeypatch.setattr(timing, "make_call", lambda state, spec, n: (lambda: None))
+    monkeypatch.setattr(timing, "timing_jobs", lambda specs: list(specs))
+    for progress, label in ((True, "timed rounds"), (False, None)):
+        state = SimpleNamespace(progress=progress, log=lambda *a: None,
+                                settings=SimpleNamespace(repeats=2, seed=0, max_new_tokens=8))
+        timing.time_runs(state, ["spec"])
+        assert seen["progress"] == label

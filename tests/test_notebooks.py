@@ -27,6 +27,8 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 CELL_TIMEOUT_S = 600          # per cell; a quick-mode notebook takes seconds to a minute
 KERNEL_NAME = "specsim-test-python"
+SAVE_FIGURE = r'save_figure\(fig, "([\w-]+)", "([\w.-]+)"'
+REPO = NOTEBOOK_DIR.parent
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +110,16 @@ def test_notebook_matches_its_percent_script(path):
         f"{path.name} differs from {path.with_suffix('.py').name}: run jupytext --sync on it"
 
 
+def _expected_06():
+    """Notebook 06 fits the sweep chosen on purpose (not the alphabetically first file),
+    bounded by its ceilings, and says which one it used."""
+    from specsim import bench
+    return ["using " + bench.choose_sweep().describe(), "measured ceilings: matmul"]
+
+
+EXPECTED_OUTPUT = {"06_fit_to_hardware": _expected_06}
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSIM_QUICK", "1")
@@ -119,8 +131,82 @@ def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, mo
         if cell.cell_type == "code":
             for o in cell.outputs:
                 assert o.get("output_type") != "error", f"{path.name}: {o.get('ename')}: {o.get('evalue')}"
+    text = "".join(_stream_text(c) for c in out.cells if c.cell_type == "code")
+    for expected in EXPECTED_OUTPUT.get(path.stem, lambda: ())():
+        assert expected in text, f"{path.name} does not say {expected!r}"
     # every figure the notebook saves is regenerated into the scratch folder
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    for paper_id, name in re.findall(r'save_figure\(fig, "([\w-]+)", "([\w.-]+)"\)', source):
+    for paper_id, name in re.findall(SAVE_FIGURE, source):
         written = tmp_path / "figures" / paper_id / name
         assert written.exists() and written.stat().st_size > 1000, f"{path.name} did not write {written}"
+
+
+def _code(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_figures_go_to_committed_folder_only_on_request(path):
+    """Every save_figure call passes the notebook's REGENERATE_FIGURES flag, committed as
+    False: by default figures go to results/figures/, never over papers/."""
+    source = _code(path)
+    calls = re.findall(r"save_figure\([^)]*\)", source)
+    if not calls:
+        return
+    assert re.search(r"^REGENERATE_FIGURES = False\b", source, re.M), path.name
+    for call in calls:
+        assert call.endswith("regenerate=REGENERATE_FIGURES)"), f"{path.name}: {call}"
+
+
+def _tracked_papers() -> dict[str, bytes]:
+    import subprocess
+    names = subprocess.run(["git", "-C", str(REPO), "ls-files", "papers"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    return {n: (REPO / n).read_bytes() for n in names if (REPO / n).exists()}
+
+
+def test_running_a_paper_notebook_leaves_papers_unchanged(kernel_spec_manager, monkeypatch):
+    """Notebook 03 run as a user runs it (no SPECSIM_FIGURES_DIR): the committed files under
+    papers/ stay byte for byte, and the figure lands in results/figures/."""
+    from specsim import papers
+    monkeypatch.setenv("SPECSIM_QUICK", "1")
+    monkeypatch.delenv("SPECSIM_FIGURES_DIR", raising=False)
+    monkeypatch.delenv("SPECSIM_PAPERS_DIR", raising=False)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    before = _tracked_papers()
+    path = NOTEBOOK_DIR / "03_chen2023.ipynb"
+    (paper_id, name), = re.findall(SAVE_FIGURE, _code(path))
+    target = papers.RESULTS_FIGURES_DIR / paper_id / name
+    target.unlink(missing_ok=True)
+    _execute(nbformat.read(path, as_version=4), kernel_spec_manager, NOTEBOOK_DIR)
+    assert _tracked_papers() == before
+    assert target.exists() and target.stat().st_size > 1000
+
+
+def test_notebook_06_chooses_its_sweep_on_purpose():
+    source = _code(NOTEBOOK_DIR / "06_fit_to_hardware.ipynb")
+    assert "bench.choose_sweep(name=SWEEP_NAME)" in source
+    assert "fitting.ceiling_bounds(ceilings)" in source and "**bounds" in source
+    assert "MEASUREMENTS_DIR.glob" not in source          # no "first file found" choice
+
+
+def test_notebook_05_uses_the_presets():
+    source = _code(NOTEBOOK_DIR / "05_width_vs_depth.ipynb")
+    assert "config.LLAMA31_8B" in source and "config.LLAMA32_1B" in source
+    assert "ModelConfig(" not in source                   # no hand-copied, tied-head shapes
+
+
+@pytest.mark.parametrize("stem, controls", [
+    ("01_speedup_explorer", ("alpha=", "k=", "c=")),
+    ("05_width_vs_depth", ("hardware=", "batch=", "context=")),
+    ("06_fit_to_hardware", ("sweep=", "form=")),
+])
+def test_exploring_notebooks_have_guarded_widgets(stem, controls):
+    """Widgets where a user explores, behind an ImportError guard so a headless run
+    without ipywidgets still works."""
+    source = _code(NOTEBOOK_DIR / f"{stem}.ipynb")
+    assert re.search(r"try:\n\s+import ipywidgets as widgets\nexcept ImportError:", source)
+    call = source[source.index("widgets.interact("):]
+    for control in controls:
+        assert control in call, f"{stem}: no {control} control"

@@ -287,6 +287,21 @@ def test_save_figure_honours_env(tmp_path, monkeypatch):
     assert path == tmp_path / "leviathan2023" / "x.png" and path.stat().st_size > 1000
 
 
+def test_figures_go_to_results_unless_regenerating(tmp_path, monkeypatch):
+    """Running notebooks 02–04 used to overwrite the committed figures under papers/."""
+    real = papers.RESULTS_FIGURES_DIR            # the default: results/ (git-ignored)
+    assert real == papers._REPO_ROOT / "results" / "figures"
+    monkeypatch.delenv("SPECSIM_FIGURES_DIR", raising=False)
+    monkeypatch.setattr(papers, "RESULTS_FIGURES_DIR", tmp_path / "results" / "figures")
+    monkeypatch.setenv("SPECSIM_PAPERS_DIR", str(tmp_path / "papers"))
+    default = papers.figures_dir("chen2023")
+    assert default == tmp_path / "results" / "figures" / "chen2023"
+    assert papers.figures_dir("chen2023", regenerate=True) == tmp_path / "papers" / "chen2023"
+    monkeypatch.setenv("SPECSIM_FIGURES_DIR", str(tmp_path / "scratch"))
+    assert papers.figures_dir("chen2023") == tmp_path / "scratch" / "chen2023"
+    assert papers.figures_dir("chen2023", regenerate=True) == tmp_path / "papers" / "chen2023"
+
+
 def test_explorer_summary_numbers():
     s = explore_plots.explorer_summary(0.8, 4, 0.05)
     assert s["expected_tokens"] == pytest.approx(_thm38(0.8, 4, 0.0))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specsim import decode
-from specsim.results import GenerationResult, ShapePlan, SpeculativeStats
+from specsim.results import GenerationResult, ShapePlan, SpeculativeStats, binomial_interval
 
 
 def _stats():
@@ -77,3 +77,74 @@ def test_warmup_tokens_shares_the_iteration_bucket():
         w = decode.warmup_tokens(n)
         assert w <= n and decode.bucket(w) == decode.bucket(n)
         assert w == 1 or decode.bucket(w - 1) != decode.bucket(n)
+
+
+# ---- results that read themselves (issue 13) ---------------------------------------------------
+def test_binomial_interval_is_wilson():
+    """Against scipy's own Wilson interval (an independent implementation)."""
+    from scipy.stats import binomtest
+    x, n = np.array([0, 3, 7, 50, 20]), np.array([10, 5, 9, 200, 20])
+    low, high = binomial_interval(x, n)
+    for xi, ni, lo, hi in zip(x, n, low, high):
+        ci = binomtest(int(xi), int(ni)).proportion_ci(0.95, method="wilson")
+        assert (lo, hi) == pytest.approx((ci.low, ci.high), abs=1e-9)
+    low, high = binomial_interval(0, 0)
+    assert np.isnan(low) and np.isnan(high)
+
+
+def _long_stats(I=400, B=4, K=5):
+    rng = np.random.default_rng(1)
+    acc = rng.integers(0, K + 1, size=(I, B))
+    acc[I // 2:, 0] = -1
+    return SpeculativeStats(K, acc, np.where(acc >= 0, K, -1), np.full((I, B, K), np.nan))
+
+
+def test_print_stats_is_a_compact_summary_not_arrays():
+    """`print(res.stats)` used to dump hundreds of lines of NaN arrays."""
+    st = _long_stats()
+    text = str(st)
+    assert repr(st) == text == st.summary()
+    assert len(text.splitlines()) <= st.k + 6 and "nan" not in text.lower()
+    assert f"alpha_per_slot {st.alpha_per_slot:.3g}" in text           # both α's, named
+    assert f"alpha_per_proposal {st.alpha_per_proposal:.3g}" in text
+    assert f"tokens per iteration {st.tokens_per_iteration:.3g}" in text
+    assert "400 iterations" in text
+    for j in range(st.k):                                # each position: accepted/reached
+        assert f"({st.per_position_accepted[j]}/{st.per_position_counts[j]})" in text
+    few = str(_stats())                                  # 5, 3, 2 samples: flagged
+    assert few.count("few samples") == 3 and "few samples" not in text
+
+
+def test_stats_frame_and_html():
+    st = _stats()
+    df = st.to_frame()
+    assert list(df.index) == [1, 2, 3]
+    np.testing.assert_array_equal(df["reached"], st.per_position_counts)
+    np.testing.assert_allclose(df["alpha_per_slot"], st.per_position_per_slot)
+    np.testing.assert_allclose(df["alpha_per_proposal"], st.per_position_per_proposal)
+    assert ((df["low"] <= df["alpha_per_slot"]) & (df["alpha_per_slot"] <= df["high"])).all()
+    page = st._repr_html_()
+    assert "<table" in page and "alpha_per_slot" in page and "Wilson" in page
+
+
+def test_generation_results_carry_wall_time_and_read_themselves():
+    """decode.generate_* measure their wall time with compiling excluded; a second call of
+    the same shapes compiles nothing; tokens/s follows from the two."""
+    from specsim import models
+    m = models.load("tiny-llama")
+    runs = [decode.generate_speculative(m, m, [[1, 2, 3], [4, 5]], 12, k=2,
+                                        eos_token_id=None) for _ in range(2)]
+    runs.append(decode.generate_autoregressive(m, [[1, 2, 3]], 9, eos_token_id=None))
+    for res in runs:
+        assert res.wall_s > 0 and res.compile_s >= 0
+        assert res.tokens_per_s == pytest.approx(res.n_generated / res.wall_s)
+        assert res.ms_per_token == pytest.approx(1000 * res.wall_s / res.n_generated)
+    assert runs[1].compile_s == 0.0                     # cached program: nothing compiled
+    text = str(runs[1])
+    assert "tokens/s" in text and "alpha_per_slot" in text and "nan" not in text.lower()
+    assert "compile" not in text.splitlines()[1]        # nothing compiled: nothing excluded
+    df = runs[0].to_frame()
+    assert list(df["new_tokens"]) == [12, 12] and list(df["prompt_length"]) == [3, 2]
+    np.testing.assert_array_equal(df["iterations"], runs[0].stats.iterations_per_row)
+    assert "<b>GenerationResult</b>" in runs[0]._repr_html_()
+    assert "SpeculativeStats" not in str(runs[2])       # autoregressive: no stats section

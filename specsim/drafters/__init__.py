@@ -27,7 +27,10 @@ it started; `commit` advances it by the n_accepted + 1 tokens the row kept (roll
 the rejected drafts is just not counting them).
 
 Drafters: `ModelDrafter` (a small model sharing the target's vocabulary; also the
-layer-skip self-draft, see `layer_skip_drafter`) and `NGramDrafter` (prompt lookup).
+layer-skip self-draft, see `layer_skip_drafter`), `NGramDrafter` (prompt lookup) and
+`InstrumentDrafter` (set acceptance and draft cost, for measurement; temperature 0 only,
+see `instrument_drafter`), `DistilledDrafter` (a draft trained by `specsim.train`, its head
+restricted to the most frequent tokens; see `distilled_drafter`).
 A new drafter (a trained head, a tree) implements the same three methods, in a module of
 its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
 """
@@ -37,6 +40,10 @@ from __future__ import annotations
 from specsim.drafters.base import Context, Draft, Drafter, check_drafter, gather_last
 from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_drafter
 from specsim.drafters.ngram import NGramDrafter
+from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
+from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter, reference_tokens
 
 __all__ = ["Context", "Draft", "Drafter", "ModelDrafter", "NGramDrafter", "model_drafter",
-           "layer_skip_drafter", "check_drafter", "gather_last"]
+           "layer_skip_drafter", "check_drafter", "gather_last",
+           "InstrumentDrafter", "instrument_drafter", "reference_tokens",
+           "DistilledDrafter", "distilled_drafter"]

@@ -66,7 +66,8 @@ def time_runs(state: DemoState, specs: list[RunSpec]) -> list[TimedRun]:
     calls = [make_call(state, spec, state.settings.max_new_tokens) for spec in jobs]
     t0 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds(
-        calls, state.settings.repeats, np.random.default_rng(state.settings.seed))
+        calls, state.settings.repeats, np.random.default_rng(state.settings.seed),
+        progress="timed rounds" if state.progress else None)
     state.log(f"    timed {len(jobs)} runs x {state.settings.repeats} rounds in "
               f"{time.perf_counter() - t0:.0f} s")
     pooled: dict[RunSpec, list[float]] = {}

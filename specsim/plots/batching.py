@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
+from specsim.plots.axes import integer_axis, plain_log
 
 __all__ = ["speedup_vs_load", "speedup_vs_k"]
+
+
+def _log_ticks(values, most: int = 9) -> np.ndarray:
+    """At most ``most`` of the grid's values, evenly spaced along the log axis."""
+    v = np.unique(np.asarray(values, float))
+    step = max(1, int(np.ceil(len(v) / most)))
+    return v[::step]
 
 
 def speedup_vs_load(grid, best, along: str = "batch", k_ref: int = 4, title: str = "") -> Figure:
@@ -28,8 +36,11 @@ def speedup_vs_load(grid, best, along: str = "batch", k_ref: int = 4, title: str
             ax_s.plot(d[along], d["speedup_opt"], marker=".", color=col, label=f"α = {a:g}")
             ax_k.step(d[along], d["k_opt"], where="mid", color=col, label=f"α = {a:g}")
         ax_s.axhline(1.0, color="grey", lw=1)
-        ax_s.set(xscale="log", xlabel=along, ylabel="speedup at the best K", title="speedup")
-        ax_k.set(xscale="log", xlabel=along, ylabel="best K", title="best draft length")
+        ax_s.set(xlabel=along, ylabel="speedup at the best K", title="speedup")
+        ax_k.set(xlabel=along, ylabel="best K", title="best draft length")
+        for ax in (ax_s, ax_k, ax_v):
+            plain_log(ax, "x", ticks=_log_ticks(best[along]))
+        integer_axis(ax_k, "y")
         ax_s.legend(fontsize=8)
         ref = grid[(grid["k"] == k_ref) & (grid["alpha"] == alphas[0])].sort_values(along)
         if not ref.empty:
@@ -39,7 +50,7 @@ def speedup_vs_load(grid, best, along: str = "batch", k_ref: int = 4, title: str
             ax_v.plot(ref[along], drafting, marker=".", ls="--", label="drafting: K·c")
             ax_v.plot(ref[along], total, marker=".", color="k", label="one iteration")
             ax_v.axhline(k_ref + 1, color="grey", ls=":", lw=1, label=f"K + 1 = {k_ref + 1} steps")
-            ax_v.set(xscale="log", xlabel=along, ylabel="target steps (t(1) = 1)",
+            ax_v.set(xlabel=along, ylabel="target steps (t(1) = 1)",
                      title=f"cost of one iteration, K = {k_ref}",
                      ylim=(0, max(k_ref + 1.5, float(np.nanmax(total)) + 0.5)))
             ax_v.legend(fontsize=7)
@@ -59,5 +70,6 @@ def speedup_vs_k(grid, style: str | None = None, title: str = "") -> Figure:
         sns.lineplot(d, x="k", y="speedup", hue="α", style=style, marker="o", palette="viridis", ax=ax)
         ax.axhline(1.0, color="grey", lw=1)
         ax.set(xlabel="draft length K", ylabel="predicted speedup", title=title or "speedup against K")
+        integer_axis(ax, "x")
         ax.legend(fontsize=8)
     return fig

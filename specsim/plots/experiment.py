@@ -13,6 +13,8 @@ from matplotlib.figure import Figure
 
 from specsim import schema as S
 from specsim.errors import InvalidArgument
+from specsim.plots.axes import integer_axis, plain_log
+from specsim.results import binomial_interval
 
 __all__ = ["speculative_runs", "speedup_predicted_vs_measured", "acceptance_by_position",
            "alpha_by_kind", "predicted_vs_measured", "demo_figures"]
@@ -52,6 +54,7 @@ def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
             ax.axhline(1.0, color="grey", lw=0.8)
             ax.set(title=f"{drafter}, T={temp:g}", xlabel="draft length K",
                    ylabel="speedup over autoregressive")
+            integer_axis(ax, "x")
         axes[0].legend(fontsize=7)
     return fig
 
@@ -67,18 +70,42 @@ def _positions_long(spec: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def acceptance_by_position(runs: pd.DataFrame) -> Figure:
+def acceptance_by_position(runs: pd.DataFrame, level: float = 0.95) -> Figure:
     """Per-position acceptance α_j (conditional on reaching j) for the largest K of each
-    drafter, by kind of work and temperature."""
+    drafter, one line per kind of work and temperature, with the Wilson interval of each
+    rate at ``level`` (`specsim.results.binomial_interval`); below, the number of samples
+    that reached each position (a rate from a handful of samples is no trend)."""
     df = _positions_long(speculative_runs(runs))
+    low, high = binomial_interval(df[S.ALPHA] * df["samples"], df["samples"], level)
+    df = df.assign(low=low, high=high)
     drafters = sorted(df[S.DRAFTER].unique())
+    kinds = sorted(df[S.KIND].unique())
+    colors = dict(zip(kinds, sns.color_palette("tab10", len(kinds))))
+    styles = dict(zip(sorted(df["T"].unique()), ["-", "--", ":", "-."] * 4))
     with sns.axes_style("whitegrid"):
-        fig = Figure(figsize=(4.4 * len(drafters), 3.8), layout="constrained")
-        axes = np.atleast_1d(fig.subplots(1, len(drafters), sharey=True))
-        for ax, name in zip(axes, drafters):
-            sns.lineplot(df[df[S.DRAFTER] == name], x="position", y=S.ALPHA, hue=S.KIND,
-                         style="T", markers=True, ax=ax)
-            ax.set(title=name, xlabel="draft position j", ylabel="α_j", ylim=(0, 1.02))
+        fig = Figure(figsize=(4.6 * len(drafters), 5.4), layout="constrained")
+        axes = np.array(fig.subplots(2, len(drafters), sharex="col", squeeze=False,
+                                     height_ratios=(2.2, 1)))
+        for col, name in enumerate(drafters):
+            ax, ax_n = axes[0, col], axes[1, col]
+            d = df[df[S.DRAFTER] == name]
+            for (kind, temp), g in d.groupby([S.KIND, "T"]):
+                g = g.sort_values("position")
+                yerr = np.vstack([g[S.ALPHA] - g["low"], g["high"] - g[S.ALPHA]])
+                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.nan_to_num(yerr), marker="o",
+                            ms=4, capsize=2, color=colors[kind], ls=styles[temp],
+                            label=f"{kind}, {temp}")
+                ax_n.plot(g["position"], g["samples"], marker=".", color=colors[kind],
+                          ls=styles[temp])
+            ax.set(title=name, ylabel=f"α_j ({level:.0%} interval)", ylim=(0, 1.02))
+            ax_n.set(xlabel="draft position j", ylabel="samples reaching j")
+            if (d["samples"] > 0).any():
+                plain_log(ax_n, "y")
+            else:                      # a runs table written before counts were kept
+                ax_n.text(0.5, 0.5, "sample counts not recorded in this table",
+                          transform=ax_n.transAxes, ha="center", va="center", fontsize=8)
+                ax_n.set_yticks([])
+            integer_axis(ax_n, "x")
             ax.legend(fontsize=7)
     return fig
 
@@ -99,24 +126,39 @@ def alpha_by_kind(runs: pd.DataFrame) -> Figure:
     return fig
 
 
+PREDICTION_NAMES = {
+    S.PRED_IID: ("one α for every draft position", "predicted speedup: E(α, K), fitted pass times"),
+    S.PRED_POSITIONAL: ("per-position α", "predicted speedup: per-position α, fitted pass times"),
+    S.PRED_SWEPT: ("per-position α, measured pass times",
+                   "predicted speedup: per-position α, swept pass times"),
+    S.PRED_CONSTANT_COST: ("constant cost ratio c (Thm 3.8)",
+                           "predicted speedup: Thm 3.8 with the fitted c"),
+}
+"""Prediction column -> (panel title, x-axis name) of `predicted_vs_measured`."""
+
+
 def predicted_vs_measured(runs: pd.DataFrame, columns=(S.PRED_IID, S.PRED_POSITIONAL)) -> Figure:
-    """Measured speedup against each prediction column, with the line measured = predicted."""
+    """Measured speedup against each prediction column, one panel per prediction (titled
+    by what it assumes, with its mean absolute error), with the line measured = predicted."""
     d = speculative_runs(runs)
     cols = [c for c in columns if c in d.columns]
     if S.MEASURED_SPEEDUP not in d.columns or not cols:
         raise InvalidArgument("runs lacks measured_speedup or the prediction columns")
     with sns.axes_style("whitegrid"):
-        fig = Figure(figsize=(4.8 * len(cols), 4.4), layout="constrained")
+        fig = Figure(figsize=(4.8 * len(cols), 4.6), layout="constrained")
         axes = np.atleast_1d(fig.subplots(1, len(cols), sharey=True))
         values = d[cols + [S.MEASURED_SPEEDUP]].to_numpy()
         lo, hi = float(np.nanmin(values)) * 0.9, float(np.nanmax(values)) * 1.1
         for ax, col in zip(axes, cols):
+            title, xlabel = PREDICTION_NAMES.get(col, (col.replace("_", " "),
+                                                       "predicted speedup"))
             sns.scatterplot(d, x=col, y=S.MEASURED_SPEEDUP, hue=S.DRAFTER, style="T", ax=ax)
-            ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1)
+            ax.plot([lo, hi], [lo, hi], color="grey", ls="--", lw=1, label="measured = predicted")
             ax.axhline(1.0, color="grey", lw=0.8)
             err = (d[col] - d[S.MEASURED_SPEEDUP]).abs() / d[S.MEASURED_SPEEDUP]
-            ax.set(xlabel=col.replace("_", " "), ylabel="measured speedup", xlim=(lo, hi),
-                   ylim=(lo, hi), title=f"MAPE {100 * float(err.mean()):.0f} %")
+            ax.set(xlabel=xlabel, ylabel="measured speedup (over autoregressive)",
+                   xlim=(lo, hi), ylim=(lo, hi),
+                   title=f"{title}\nmean abs. error {100 * float(err.mean()):.0f}%")
             ax.legend(fontsize=7)
     return fig
 
@@ -131,7 +173,10 @@ def demo_figures(result) -> dict[str, Figure]:
     target = result.environment.get("model")
     if not result.sweeps.empty and target in result.fits:
         sweep_t = result.sweeps[result.sweeps[S.MODEL] == target]
-        figs["roofline.png"] = roofline_plot(sweep_t, result.fits[target])
+        ceilings = getattr(result, "ceilings", None)
+        figs["roofline.png"] = roofline_plot(
+            sweep_t, result.fits[target],
+            ceilings=ceilings if ceilings is not None and len(ceilings) else None)
         figs["latency_vs_tokens.png"] = latency_vs_tokens(sweep_t, result.fits[target])
     if not result.runs.empty:
         figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)

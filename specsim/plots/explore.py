@@ -7,6 +7,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from specsim import analytic
+from specsim.plots.axes import integer_axis, plain_log
 
 __all__ = ["explorer_summary", "explorer_figure"]
 
@@ -64,7 +65,9 @@ def explorer_figure(alpha: float, k: int, c: float, c_hat: float | None = None, 
         k_best, _ = analytic.optimal_k(alphas, np.full_like(alphas, c), k_max=k_max)
         ax_k.step(alphas, k_best, where="mid")
         ax_k.scatter([alpha], [s["k_opt"]], color="red", zorder=5)
-        ax_k.set(xlabel="α", ylabel="optimal K", yscale="log", title=f"optimal K at c = {c:g}")
+        plain_log(ax_k, "y")
+        ax_k.set(xlabel="α", ylabel="optimal K", title=f"optimal K at c = {c:g}")
+        integer_axis(ax_e, "x")
 
         ax_o.plot(alphas, analytic.ops_factor(alphas, k, c_hat), label=f"K = {k}, ĉ = {c_hat:g}")
         ax_o.scatter([alpha], [s["ops_factor"]], color="red", zorder=5)

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from specsim import analytic
+from specsim.plots.axes import integer_axis, plain_log
 
 __all__ = [
     "leviathan_speedup_ops",
@@ -70,7 +71,8 @@ def leviathan_optimal_gamma(cs=(0.01, 0.02, 0.05, 0.1, 0.2), k_max: int = 32, n:
         for c, col in zip(cs, palette):
             k_opt, _ = analytic.optimal_k(alphas, np.full_like(alphas, c), k_max=k_max)
             ax.step(alphas, k_opt, where="mid", color=col, label=f"c = {c}")
-        ax.set(xlabel="α", ylabel="optimal γ", yscale="log", title="Optimal γ (Thm 3.8, integer γ)")
+        plain_log(ax, "y")
+        ax.set(xlabel="α", ylabel="optimal γ", title="Optimal γ (Thm 3.8, integer γ)")
         ax.legend(fontsize=8)
     return fig
 
@@ -135,6 +137,7 @@ def chen_speedup_vs_k(chen, c: float, k_measured: int = 4, k_max: int = 12) -> F
             ax.scatter([r["k_opt"]], [r["speedup_at_k_opt"]], facecolors="none", edgecolors=col, s=90,
                        zorder=5)
         ax.axhline(1.0, color="grey", lw=1)
+        integer_axis(ax, "x")
         ax.set(xlabel="draft length K", ylabel="speedup",
                title=f"Chinchilla 70B / 4B draft, c = {c:.3f} (× measured, ○ best K)")
         ax.legend(fontsize=8)

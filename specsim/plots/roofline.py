@@ -1,5 +1,5 @@
-"""Figures of the hardware side: the roofline with measured points and the fitted
-ceilings, and forward latency against tokens per pass with the fitted curve.
+"""Figures of the hardware side: the roofline with measured points, the fitted and the
+measured ceilings, and forward latency against tokens per pass with the fitted curve.
 
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot's global
 state and never calls ``matplotlib.use``. Inputs are the DataFrames of
@@ -14,6 +14,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from specsim.plots.axes import plain_log, plain_number
+
 __all__ = ["roofline_plot", "latency_vs_tokens"]
 
 _STYLE = "whitegrid"
@@ -27,33 +29,75 @@ def _check_sweep(df, needed=("n_tokens", "batch", "context", "time_s", "flops", 
         raise ValueError("df has no rows")
 
 
-def roofline_plot(df: pd.DataFrame, fit=None, *, hardware=(), dtype: str = "float32",
-                  hue: str = "n_tokens", title: str | None = None) -> Figure:
-    """Achieved FLOP/s against arithmetic intensity (FLOPs/byte, both from forward_cost)
-    for every measured pass, with the fitted roofline min(P, I·W) (and, dashed, the fit's
-    ceilings including its overhead t0 at each point) and optional datasheet rows
-    (`specsim.roofline.Hardware`) for comparison."""
+_LABELS = {"n_tokens": "tokens per pass", "batch": "batch", "context": "context"}
+
+
+def _categories(d: pd.DataFrame, column: str) -> tuple[str, list[str]]:
+    """Add a categorical copy of ``column`` whose categories are the measured values in
+    numeric order (the legend lists 1, 2, 4, 8, not seaborn's binned 1, 3, 4, 6, 7)."""
+    label = _LABELS.get(column, column)
+    values = sorted(d[column].unique())
+    order = [plain_number(v) for v in values]
+    d[label] = pd.Categorical(d[column].map(plain_number), categories=order, ordered=True)
+    return label, order
+
+
+def _ceiling_values(ceilings) -> tuple[float, float] | None:
+    """(matmul FLOP/s, copy bytes/s): the highest measured in a ceilings table or dict."""
+    if ceilings is None or len(ceilings) == 0:
+        return None
+    peak = float(np.nanmax(np.asarray(ceilings["matmul_flops_per_s"], float)))
+    bw = float(np.nanmax(np.asarray(ceilings["copy_bytes_per_s"], float)))
+    return peak, bw
+
+
+def roofline_plot(df: pd.DataFrame, fit=None, *, ceilings=None, hardware=(),
+                  dtype: str = "float32", hue: str = "n_tokens",
+                  title: str | None = None) -> Figure:
+    """Achieved GFLOP/s against arithmetic intensity (FLOPs/byte, both from forward_cost)
+    for every measured pass: colour by ``hue`` (tokens per pass), size by batch, marker by
+    context, each legend listing the values measured. With ``fit``: its roofline
+    min(P, I·W) (line) and its prediction at every point including the overhead t0 (open
+    rings behind the points, so they never hide them). ``ceilings`` (a ceilings table of
+    `specsim.bench.measure_ceilings`, or a dict with ``matmul_flops_per_s`` and
+    ``copy_bytes_per_s``): the measured ceilings, dotted. ``hardware``: datasheet rows
+    (`specsim.roofline.Hardware`), dashed."""
     _check_sweep(df)
-    d = df.assign(intensity=df["flops"] / df["bytes"], achieved=df["flops"] / df["time_s"])
+    d = df.assign(intensity=df["flops"] / df["bytes"], achieved=df["flops"] / df["time_s"] / 1e9)
+    hue_label, hue_order = _categories(d, hue)
+    size_label, size_order = _categories(d, "batch")
+    style_label, style_order = _categories(d, "context")
     lo, hi = d["intensity"].min() / 3, d["intensity"].max() * 3
+    grid = np.geomspace(lo, hi, 200)
     with sns.axes_style(_STYLE):
-        fig = Figure(figsize=(8.0, 4.6), layout="constrained")
+        fig = Figure(figsize=(8.4, 4.8), layout="constrained")
         ax = fig.subplots()
-        sns.scatterplot(d, x="intensity", y="achieved", hue=hue, size="batch", style="context",
-                        palette="viridis", ax=ax, legend="brief")
-        grid = np.geomspace(lo, hi, 200)
+        sns.scatterplot(d, x="intensity", y="achieved", hue=hue_label, hue_order=hue_order,
+                        size=size_label, size_order=size_order,
+                        sizes=dict(zip(size_order, np.linspace(22, 110, len(size_order)))),
+                        style=style_label, style_order=style_order, palette="viridis",
+                        ax=ax, legend="full", zorder=3, alpha=0.9)
         if fit is not None:
-            ax.plot(grid, np.minimum(fit.peak_flops, grid * fit.bandwidth), color="k", lw=1.6,
-                    label=f"fit: P={fit.peak_flops / 1e9:.3g} GFLOP/s, W={fit.bandwidth / 1e9:.3g} GB/s")
-            pred = d["flops"] / fit.predict(d["flops"].to_numpy(), d["bytes"].to_numpy())
-            ax.scatter(d["intensity"], pred, marker="x", color="k", s=18,
-                       label=f"fit with t0={fit.t0 * 1e3:.3g} ms")
+            ax.plot(grid, np.minimum(fit.peak_flops, grid * fit.bandwidth) / 1e9, color="k",
+                    lw=1.6, zorder=2, label=f"fit: P={fit.peak_flops / 1e9:.3g} GFLOP/s, "
+                                             f"W={fit.bandwidth / 1e9:.3g} GB/s")
+            pred = d["flops"] / fit.predict(d["flops"].to_numpy(), d["bytes"].to_numpy()) / 1e9
+            ax.scatter(d["intensity"], pred, s=170, facecolors="none", edgecolors="0.35",
+                       linewidths=0.8, zorder=1, label=f"fit at each point, t0={fit.t0 * 1e3:.3g} ms")
+        measured = _ceiling_values(ceilings)
+        if measured is not None:
+            peak, bw = measured
+            ax.plot(grid, np.minimum(peak, grid * bw) / 1e9, color="tab:red", ls=":", lw=1.6,
+                    zorder=2, label=f"measured ceilings: matmul {peak / 1e9:.3g} GFLOP/s, "
+                                    f"copy {bw / 1e9:.3g} GB/s")
         for hw in hardware:
             peak = hw.peak(dtype)
-            ax.plot(grid, np.minimum(peak, grid * hw.bandwidth), ls="--", lw=1,
+            ax.plot(grid, np.minimum(peak, grid * hw.bandwidth) / 1e9, ls="--", lw=1,
                     label=f"{hw.name} ({dtype})")
-        ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOPs / byte)",
-               ylabel="achieved FLOP/s", title=title or "roofline: measured forward passes")
+        plain_log(ax, "x")
+        plain_log(ax, "y")
+        ax.set(xlabel="arithmetic intensity (FLOPs / byte)", ylabel="achieved GFLOP/s",
+               title=title or "roofline: measured forward passes")
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
@@ -89,7 +133,9 @@ def latency_vs_tokens(df: pd.DataFrame, fit=None, cfg=None, *, batch: int | None
                 t = fit.predict(d["flops"].to_numpy(), d["bytes"].to_numpy())
             ax.plot(n, np.asarray(t) * 1e3, color="k", lw=1.4,
                     label=f"roofline fit ({fit.kind}), held-out MAPE {fit.mape_heldout:.1f}%")
-        ax.set(xscale="log", yscale="log", xlabel="new tokens per pass", ylabel="latency (ms)",
+        plain_log(ax, "x", ticks=d["n_tokens"])
+        plain_log(ax, "y")
+        ax.set(xlabel="new tokens per pass", ylabel="latency of one pass (ms)",
                title=title or f"forward latency, batch {batch}, context {context}")
         ax.legend(fontsize=8)
     return fig

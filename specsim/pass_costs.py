@@ -1,0 +1,266 @@
+"""Pass costs under the conditions of a run: what one loop iteration of
+`specsim.decode` costs, timed so that a speedup prediction can be checked.
+
+The prediction (DESIGN.md, "Speedup with measured costs")::
+
+    S = E · t_target_1 / (K · t_draft + t_verify + residual)
+
+needs three times, each measured here as the loop pays it, not as a bare forward pass:
+
+* ``t_target_1``: one autoregressive step: gather the last token, one target pass over
+  it, the sampling work (``SamplingParams.probs`` over the vocabulary, the draw), the
+  append to the token buffer;
+* ``t_verify``: one target pass over K+1 positions plus the acceptance test, the
+  residual/bonus draw, the non-finite checks, the measured overlap β over [B, K, V] and
+  the statistics writes;
+* ``t_draft``: one draft step, ``drafter.propose`` of K steps and ``commit`` divided by K.
+
+Each is a jitted program running ``steps`` of its iteration in a `lax.fori_loop` (so the
+per-call dispatch is amortised the way the compiled loop amortises it) with the run's
+model (same parameters and layer loop), batch B, cache slots S, token buffer [B, S] and
+sampling settings. Every step consumes the previous step's output (the sampled tokens
+are written where the next step reads them; the caches are carried), so XLA cannot
+hoist the work out of the loop; the cache length is set back every step, so every
+step does the same work (attention reads all S slots whatever the length).
+``TRACE_COUNTS`` counts traces (one per distinct shape).
+
+Time these calls in the same interleaved rounds as the generation runs they predict
+(`specsim.bench.time_calls` for a single series); `PassCosts.from_times` turns per-call
+times into per-pass medians with their spread. The verify program calls the loop's own
+acceptance, non-finite policy and statistics steps (``decode._verify``,
+``_nonfinite_policy``, ``_record_stats``); the autoregressive step mirrors the loop's.
+
+Finite runs: a run of n decode tokens at batch B takes the iterations its slowest row
+needs, so its effective tokens per iteration is n / E[max_b I_b], below E;
+`expected_iterations` gives E[max_b I_b] from a tokens-per-iteration pmf
+(`specsim.simulate.tokens_pmf`, ``tokens_pmf_positional``).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.errors import InvalidArgument
+from specsim import analytic, decode
+from specsim.bench import TimingStats, stats_from_times
+from specsim.drafters.base import Context, Draft
+from specsim.models.config import ModelConfig
+from specsim.models.transformer import forward, init_cache
+from specsim.sampling import SamplingParams, is_finite_row
+
+__all__ = ["TRACE_COUNTS", "PassCalls", "PassCosts", "pass_calls", "predict_speedup",
+           "expected_iterations"]
+
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+
+# ---- the per-iteration programs ----------------------------------------------------------------
+def _gather(tokens, start, n):
+    """tokens[b, start[b] : start[b] + n] → [B, n] (indices clamped into the buffer)."""
+    idx = jnp.clip(start[:, None] + jnp.arange(n, dtype=jnp.int32)[None], 0, tokens.shape[1] - 1)
+    return jnp.take_along_axis(tokens, idx, axis=1)
+
+
+def _append(tokens, start, new):
+    return jax.vmap(lambda row, x, s: jax.lax.dynamic_update_slice(row, x, (s,)))(
+        tokens, new, start)
+
+
+@partial(jax.jit, static_argnames=("cfg", "steps"))
+def _target_1_program(params, sp: SamplingParams, tokens, length, cache, key, *,
+                      cfg: ModelConfig, steps: int):
+    """``steps`` autoregressive steps. tokens [B, S], length [B] (fixed), cache at
+    length − 1 (the loop's invariant)."""
+    TRACE_COUNTS["target_1"] += 1
+    start = cache.length
+
+    def body(i, carry):
+        tokens, cache, key = carry
+        key, k_sample = jax.random.split(key)
+        last = _gather(tokens, length - 1, 1)                                   # [B, 1]
+        logits, cache = forward(params, cfg, last, cache)                       # [B, 1, V]
+        probs = sp.probs(logits[:, 0])                                           # [B, V]
+        tok = sp.sample(k_sample, probs)                                         # [B]
+        tok = jnp.where(is_finite_row(probs), tok, 0)
+        tokens = _append(tokens, length - 1, tok[:, None])   # the next step reads it
+        return tokens, cache._replace(length=start), key
+
+    return jax.lax.fori_loop(0, steps, body, (tokens, cache, key))[0]
+
+
+@partial(jax.jit, static_argnames=("cfg", "k", "steps"))
+def _verify_program(params, sp: SamplingParams, tokens, length, cache, key, *,
+                    cfg: ModelConfig, k: int, steps: int):
+    """``steps`` verify passes over K+1 positions with acceptance, residual draw,
+    overlap and statistics, as `specsim.decode`'s loop body does them."""
+    TRACE_COUNTS["verify"] += 1
+    B, K, V = tokens.shape[0], k, cfg.vocab_size
+    start = cache.length
+    stats = decode._SpecStatsBuf(jnp.full((steps, B), -1, jnp.int32),
+                                 jnp.full((steps, B), -1, jnp.int32),
+                                 jnp.full((steps, B, K), jnp.nan, jnp.float32))
+
+    def body(i, carry):
+        tokens, cache, key, stats = carry
+        key, k_accept, k_resid = jax.random.split(key, 3)
+        window = _gather(tokens, length - 1, K + 1)                             # [B, K+1]
+        draft = Draft(window[:, 1:], jax.nn.one_hot(window[:, 1:], V, dtype=jnp.float32))
+        logits, cache = forward(params, cfg, window, cache)                      # [B, K+1, V]
+        target_probs = sp.probs(logits)
+        # the loop's own steps 3-5 (acceptance, residual/bonus, non-finite policy, stats)
+        n_acc, new = decode._verify(k_accept, k_resid, draft, target_probs, sp)
+        finite, _ = decode._nonfinite_policy(draft.probs, target_probs, n_acc)
+        stats = decode._record_stats(stats, i, finite, n_acc, draft, target_probs)
+        # the kept tokens become the next step's last token and drafts
+        tokens = _append(tokens, length - 1, new)
+        return tokens, cache._replace(length=start), key, stats
+
+    tokens, _, _, stats = jax.lax.fori_loop(0, steps, body, (tokens, cache, key, stats))
+    return tokens, stats
+
+
+@partial(jax.jit, static_argnames=("k", "steps"))
+def _draft_program(drafter, sp: SamplingParams, tokens, length, dstate, key, *, k: int,
+                   steps: int):
+    """``steps`` proposals of K tokens (and commits of none accepted, which is what the
+    loop pays per iteration whatever it accepts)."""
+    TRACE_COUNTS["draft"] += 1
+    B = tokens.shape[0]
+    active = jnp.ones((B,), bool)
+
+    def body(i, carry):
+        tokens, dstate, key = carry
+        key, k_draft = jax.random.split(key)
+        dstate, draft = drafter.propose(dstate, Context(tokens, length), k, k_draft, sp)
+        dstate = drafter.commit(dstate, jnp.zeros((B,), jnp.int32), active)
+        tokens = _append(tokens, length, draft.tokens)          # the next proposal reads it
+        return tokens, dstate, key
+
+    return jax.lax.fori_loop(0, steps, body, (tokens, dstate, key))[0]
+
+
+@partial(jax.jit, static_argnames=("P", "S"))
+def _draft_setup(drafter, tokens, *, P: int, S: int):
+    B = tokens.shape[0]
+    return drafter.init_state(tokens[:, :P], jnp.full((B,), P, jnp.int32), S)
+
+
+# ---- calls and costs ---------------------------------------------------------------------------
+class PassCalls(NamedTuple):
+    """Zero-argument timed calls; each runs ``steps`` iterations of its piece."""
+    target_1: Callable[[], Any]
+    verify: Callable[[], Any]
+    draft: Callable[[], Any] | None
+    steps: int
+    k: int
+
+
+def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
+               temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, steps: int = 4,
+               seed: int = 0) -> PassCalls:
+    """Compiled calls timing one iteration's pieces for ``target`` (a `Model`, with the
+    layer loop and layout of the run) and ``drafter`` (None: no draft work) at the run's
+    batch, cache slots and K. Compiles here (one warm call each), so timing excludes it.
+    Passes run at context S/2 (the cost does not depend on it: attention reads all S
+    slots, as in the loop)."""
+    for name, v in (("batch", batch), ("cache_len", cache_len), ("k", k), ("steps", steps)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
+    cfg = target.cfg
+    S, K = int(cache_len), int(k)
+    ctx = S // 2
+    if ctx + steps * (K + 1) + K + 1 > S or ctx < 2:
+        raise InvalidArgument(f"cache_len ({S}) too small for k ({K}) and steps ({steps}): need "
+                         f"S/2 + steps*(k+1) + k + 1 <= S")
+    sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
+    rng = np.random.default_rng(seed)
+    tokens = jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, S)), jnp.int32)
+    length = jnp.full((batch,), ctx, jnp.int32)
+    cache = init_cache(cfg, batch, S)
+    cache = cache._replace(length=length - 1)
+    key = jax.random.PRNGKey(seed)
+    calls = [partial(_target_1_program, target.params, sp, tokens, length, cache, key,
+                     cfg=cfg, steps=steps),
+             partial(_verify_program, target.params, sp, tokens, length, cache, key,
+                     cfg=cfg, k=K, steps=steps)]
+    if drafter is not None:
+        dstate = _draft_setup(drafter, tokens, P=ctx - 1, S=S)
+        calls.append(partial(_draft_program, drafter, sp, tokens, length, dstate, key,
+                             k=K, steps=steps))
+    else:
+        calls.append(None)
+    for c in calls:
+        if c is not None:
+            jax.block_until_ready(c())
+    return PassCalls(*calls, steps=int(steps), k=K)
+
+
+@dataclass(frozen=True)
+class PassCosts:
+    """Per-pass times (seconds, medians over the samples) with their spread."""
+    t_target_1: TimingStats
+    t_verify: TimingStats
+    t_draft: TimingStats | None
+    k: int
+
+    @classmethod
+    def from_times(cls, calls: PassCalls, target_1, verify, draft=None) -> "PassCosts":
+        """From per-call times (seconds, one per timed call of each piece)."""
+        per = lambda ts, n: stats_from_times([t / n for t in ts])
+        return cls(per(target_1, calls.steps), per(verify, calls.steps),
+                   None if draft is None else per(draft, calls.steps * calls.k), calls.k)
+
+    @property
+    def draft_s(self) -> float:
+        return 0.0 if self.t_draft is None else self.t_draft.median
+
+    @property
+    def cost_ratio(self) -> float:
+        """c = draft step / target step (the autoregressive step, same batch)."""
+        return self.draft_s / self.t_target_1.median
+
+    @property
+    def iteration_s(self) -> float:
+        """K · t_draft + t_verify: one speculative iteration's passes."""
+        return self.k * self.draft_s + self.t_verify.median
+
+
+def predict_speedup(expected_tokens, k: int, t_target_1: float, t_verify: float,
+                    t_draft: float = 0.0, residual: float = 0.0):
+    """S = E · t_target_1 / (K · t_draft + t_verify + residual): the closed form of
+    `analytic.speedup_from_costs` with the verify pass carrying the iteration's
+    residual loop overhead (seconds, >= 0)."""
+    if not np.all(np.asarray(residual) >= 0):
+        raise InvalidArgument(f"residual must be >= 0 seconds, got {residual!r}")
+    return analytic.speedup_from_costs(expected_tokens, k, t_draft, t_target_1,
+                                       np.asarray(t_verify) + residual)
+
+
+def expected_iterations(pmf, n_tokens: int, batch: int = 1) -> float:
+    """E[max over ``batch`` independent rows of the iterations needed to produce at least
+    ``n_tokens`` tokens], each iteration yielding j tokens with probability ``pmf[j-1]``
+    (j = 1..K+1). The batched loop runs until its slowest row is done."""
+    pmf = np.asarray(pmf, float).reshape(-1)
+    if pmf.size < 1 or np.any(pmf < 0) or not np.isclose(pmf.sum(), 1.0):
+        raise InvalidArgument("pmf must be a probability vector over 1..K+1 tokens")
+    for name, v in (("n_tokens", n_tokens), ("batch", batch)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
+    mass = np.zeros(n_tokens)          # P(not done, m tokens so far), m < n
+    mass[0] = 1.0
+    survival = [1.0]                   # P(I > i)
+    while survival[-1] > 1e-12:
+        nxt = np.zeros(n_tokens)
+        for j, p in enumerate(pmf, start=1):
+            nxt[j:] += p * mass[:n_tokens - j]
+        mass = nxt
+        survival.append(float(mass.sum()))
+    s = np.asarray(survival)
+    return float(np.sum(1.0 - (1.0 - s) ** batch))

@@ -1,0 +1,183 @@
+"""specsim.drafters.instrument: the set acceptance is what the loop measures, the output
+is the target's greedy output, the cost computation survives compilation, bad settings
+are clear errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specsim import analytic, decode, models
+from specsim.drafters import Context, InstrumentDrafter, instrument_drafter, reference_tokens
+from specsim.sampling import SamplingParams
+
+MAX_NEW, K, ROWS = 60, 3, 32
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    m = models.load("tiny-llama", seed=3)
+    return m.with_layer_loop("scan")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    rng = np.random.default_rng(0)
+    return [[int(t) for t in rng.integers(0, 97, n)] for n in rng.integers(2, 9, ROWS)]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny, prompts):
+    return reference_tokens(tiny, prompts, MAX_NEW + K + 1)
+
+
+def _run(tiny, prompts, reference, **kw):
+    d = instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, reference=reference, **kw)
+    d.check_run(max_new_tokens=MAX_NEW, k=K)
+    res = decode.generate_speculative(tiny, d, prompts, MAX_NEW, k=K, eos_token_id=None)
+    ref, plens = reference
+    for b, p in enumerate(prompts):   # greedy equality with the autoregressive reference
+        assert plens[b] == len(p)
+        assert res.tokens[b] == ref[b, len(p):len(p) + MAX_NEW].tolist(), f"row {b}"
+    return d, res.stats
+
+
+def _pooled(stats, first: int = 0):
+    """(accepted, reached) pooled over draft positions >= first."""
+    a = stats.accepted[stats.active]
+    j = np.arange(first, stats.k)[:, None]
+    return int((a[None] > j).sum()), int((a[None] >= j).sum())
+
+
+def _within_binomial(successes, n, p, z=4.0):
+    sd = np.sqrt(p * (1 - p) / n)
+    assert abs(successes / n - p) <= z * sd + 1e-12, (successes / n, p, n)
+
+
+def test_reference_is_the_greedy_autoregressive_output(tiny, prompts, reference):
+    ref, plens = reference
+    ar = decode.generate_autoregressive(tiny, prompts[:4], 12, eos_token_id=None)
+    for b in range(4):
+        assert ref[b, :plens[b]].tolist() == prompts[b]
+        assert ref[b, plens[b]:plens[b] + 12].tolist() == ar.tokens[b]
+
+
+def test_iid_alpha_measured_and_greedy_equal_with_cost_layers(tiny, prompts, reference):
+    d, stats = _run(tiny, prompts, reference, alpha=0.7, layers=2, head=True)
+    assert d.passes_per_iteration(K) == K
+    acc, reached = _pooled(stats)
+    assert reached > 1500
+    _within_binomial(acc, reached, 0.7)
+    # the same compiled program serves another alpha (the rates are a traced child)
+    before = decode.TRACE_COUNTS["speculative"]
+    _, stats2 = _run(tiny, prompts, reference, alpha=0.3, layers=2, head=True)
+    assert decode.TRACE_COUNTS["speculative"] == before
+    _within_binomial(*_pooled(stats2), 0.3)
+
+
+def test_positional_profile_measured(tiny, prompts, reference):
+    alphas = [0.9, 0.6, 0.3]
+    d, stats = _run(tiny, prompts, reference, alphas=alphas)
+    assert d.passes_per_iteration(K) == 0
+    a = stats.accepted[stats.active]
+    for j, target in enumerate(alphas):
+        _within_binomial(int((a > j).sum()), int((a >= j).sum()), target)
+    E = analytic.expected_tokens_positional(alphas)
+    sd = (a + 1).std() / np.sqrt(a.size)
+    assert abs(stats.tokens_per_iteration - E) < 4 * sd
+
+
+def test_markov_measured(tiny, prompts, reference):
+    alpha, rho = 0.6, 0.5
+    _, stats = _run(tiny, prompts, reference, alpha=alpha, rho=rho)
+    p01, p11 = analytic.markov_transitions(alpha, rho)
+    # after an accepted draft the next one is accepted with p11 (not alpha)
+    acc, reached = _pooled(stats, first=1)
+    _within_binomial(acc, reached, float(p11))
+    # the first draft of an iteration: p11 after an accepting start state, else p01
+    pi1 = float(analytic.markov_start_probability(alpha, rho, K))
+    a0 = stats.accepted[stats.active]
+    _within_binomial(int((a0 > 0).sum()), a0.size, (1 - pi1) * float(p01) + pi1 * float(p11))
+    assert abs(acc / reached - alpha) > 6 * np.sqrt(alpha * (1 - alpha) / reached)  # not i.i.d.
+    a = stats.accepted[stats.active]
+    E = float(analytic.expected_tokens_markov(alpha, rho, K))
+    sd = (a + 1).std() / np.sqrt(a.size)
+    assert abs(stats.tokens_per_iteration - E) < 6 * sd   # rows' iterations are correlated
+
+
+def _propose_hlo(tiny, prompts, reference, layers, head):
+    d = instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, reference=reference, alpha=0.5,
+                           layers=layers, head=head)
+    B = len(prompts)
+    sp = SamplingParams.make(0.0, vocab_size=tiny.cfg.vocab_size)
+
+    def run(d, tokens, length, key):
+        state = d.init_state(jnp.zeros((B, 8), jnp.int32), length, 96)
+        _, draft = d.propose(state, Context(tokens, length), K, key, sp)
+        return draft.tokens
+
+    args = (d, jnp.zeros((B, 96), jnp.int32), jnp.full((B,), 10, jnp.int32),
+            jax.random.PRNGKey(0))
+    return jax.jit(run).lower(*args).compile().as_text()
+
+
+def test_cost_computation_survives_compilation(tiny, prompts, reference):
+    """The draft step's layers feed the proposal: the compiled program keeps their
+    matrix products (and the full head's [D, V] product), and layers=0 has none."""
+    D, V = tiny.cfg.d_model, tiny.cfg.vocab_size
+    none = _propose_hlo(tiny, prompts, reference, 0, False)
+    work = _propose_hlo(tiny, prompts, reference, 2, True)
+    assert " dot(" not in none and "convolution(" not in none
+    assert work.count(" dot(") >= 5
+    assert f"f32[{len(prompts)},1,{V}]" in work or f"f32[{len(prompts)},{V}]" in work
+
+
+# ---- bad settings ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw, match", [
+    (dict(alpha=1.2), "alpha"), (dict(alpha=-0.1), "alpha"), (dict(alphas=[0.5, 1.5]), "alphas"),
+    (dict(alpha=0.5, rho=1.0), "rho"), (dict(alpha=0.9, rho=-0.5), "rho"),
+    (dict(alpha=0.5, layers=-1), "layers"), (dict(alpha=0.5, layers=4), "layers"),
+    (dict(alpha=0.5, layers=0, head=True), "head"), (dict(), "exactly one"),
+    (dict(alpha=0.5, alphas=[0.5]), "exactly one"), (dict(alphas=[]), "alphas"),
+])
+def test_bad_settings_name_the_argument(tiny, prompts, reference, kw, match):
+    with pytest.raises(ValueError, match=match):
+        instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, reference=reference, **kw)
+
+
+def test_short_reference_and_wrong_profile_length(tiny, prompts, reference):
+    ref, plens = reference
+    with pytest.raises(ValueError, match="reference too short"):
+        instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, alpha=0.5,
+                           reference=(ref[:, :-3], plens))
+    d = instrument_drafter(tiny, prompts, MAX_NEW - 8, k_max=K, alpha=0.5, reference=reference)
+    with pytest.raises(ValueError, match="reference too short"):
+        d.check_run(max_new_tokens=MAX_NEW + 8, k=K)
+    d = instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, alphas=[0.5, 0.5],
+                           reference=reference)
+    with pytest.raises(ValueError, match="profile"):
+        d.check_run(max_new_tokens=MAX_NEW, k=K)
+    with pytest.raises(ValueError, match="profile"):      # and at trace time in the loop
+        decode.generate_speculative(tiny, d, prompts, MAX_NEW, k=K, eos_token_id=None)
+
+
+def test_temperature_above_zero_is_refused(tiny, prompts, reference):
+    d = instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, alpha=0.5, reference=reference)
+    d.check_sampling(0.0)
+    d.check_sampling(0)
+    for t in (0.5, 1.0):
+        with pytest.raises(ValueError, match="temperature must be 0"):
+            d.check_sampling(t)
+    with pytest.raises(ValueError, match="temperature must be 0"):
+        decode.generate_speculative(tiny, d, prompts, MAX_NEW, k=K, temperature=1.0,
+                                    eos_token_id=None)
+
+
+def test_pytree_roundtrip_keeps_settings(tiny, prompts, reference):
+    d = instrument_drafter(tiny, prompts, MAX_NEW, k_max=K, alpha=0.25, rho=0.2,
+                           reference=reference, layers=1)
+    leaves, tree = jax.tree_util.tree_flatten(d)
+    back = jax.tree_util.tree_unflatten(tree, leaves)
+    assert isinstance(back, InstrumentDrafter) and back.spec == d.spec
+    p01, p11 = analytic.markov_transitions(0.25, 0.2)
+    np.testing.assert_allclose(np.asarray(back.rates), [p01, p11], rtol=1e-6)

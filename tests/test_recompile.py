@@ -1,0 +1,51 @@
+"""What makes a generation program compile again, as README's "Compiling, and paying for
+it once" section states it: counted with `decode.TRACE_COUNTS` on a tiny model."""
+
+import dataclasses
+
+import jax
+import pytest
+
+from specsim import decode, drafters, models
+
+
+@pytest.fixture(scope="module")
+def model():
+    return models.load("tiny-gpt2")
+
+
+def _traces(fn):
+    before = decode.TRACE_COUNTS["speculative"]
+    res = fn()
+    n = decode.TRACE_COUNTS["speculative"] - before
+    assert (res.compile_s > 0) == (n > 0)       # compile time reported exactly when paid
+    return n, res
+
+
+@pytest.mark.slow
+def test_what_compiles_again(model):
+    ngram = drafters.NGramDrafter(vocab_size=model.cfg.vocab_size)
+    prompt = [[1, 2, 3, 1, 2]]
+
+    def run(prompts=prompt, new=20, k=3, drafter=ngram, **kw):
+        kw.setdefault("eos_token_id", None)
+        return _traces(lambda: decode.generate_speculative(model, drafter, prompts, new,
+                                                           k=k, **kw))
+
+    assert run()[0] == 1                                             # first call compiles
+    # the same program: values are traced, sizes inside one bucket share it
+    assert run(temperature=0.0, seed=5)[0] == 0
+    assert run(new=17)[0] == 0                  # iteration buffer bucket(17) = bucket(20) = 32
+    assert run(prompts=[[4, 5, 6, 7]])[0] == 0  # padded prompt bucket(4, 8) = bucket(5, 8)
+    assert run(eos_token_id=7)[0] == 0
+    new_weights = dataclasses.replace(model, params=jax.tree.map(lambda x: x * 1.5,
+                                                                 model.params))
+    assert _traces(lambda: decode.generate_speculative(
+        new_weights, ngram, prompt, 20, k=3, eos_token_id=None))[0] == 0
+    # a new program each
+    assert run(k=4)[0] == 1                                          # K is static
+    assert run(new=40)[0] == 1                                       # I: 32 -> 64
+    assert run(prompts=prompt * 2)[0] == 1                           # batch 1 -> 2
+    assert run(temperature=0.7)[0] == 1                              # greedy -> sampled
+    assert run(temperature=0.9)[0] == 0                              # ... not per temperature
+    assert run(drafter=drafters.NGramDrafter(vocab_size=model.cfg.vocab_size, n=2))[0] == 1
