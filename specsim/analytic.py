@@ -48,6 +48,10 @@ __all__ = [
     "acceptance_rate",
     "speedup_table",
     "format_speedup_table",
+    "threshold_policy",
+    "speedup_threshold",
+    "optimal_fixed_vs_dynamic",
+    "goodput_k",
 ]
 
 DEFAULT_K_MAX = 64
@@ -466,3 +470,168 @@ def format_speedup_table(table: dict[str, np.ndarray], *, digits: int = 3) -> st
                             for i, v in enumerate(s))
             lines.append(f"{c:<7.4g} {a:<6.4g} {cells}")
     return "\n".join(lines)
+
+
+# --- dynamic draft length: confidence thresholds and goodput ------------------------------
+
+def _confidence_law(confidence, p_accept, weights):
+    """Validated (s [M], g [M], w [M] summing to 1) of the draft-confidence law."""
+    s = check_probability("confidence", confidence).reshape(-1)
+    if s.size == 0:
+        raise InvalidArgument("confidence must hold at least one value (got none)")
+    g = s if p_accept is None else check_probability("p_accept", p_accept).reshape(-1)
+    w = np.ones_like(s) if weights is None else check_nonnegative("weights", weights).reshape(-1)
+    if g.shape != s.shape or w.shape != s.shape:
+        raise InvalidArgument(f"confidence, p_accept and weights must have the same length "
+                         f"(got {s.size}, {g.size}, {w.size})")
+    if w.sum() <= 0:
+        raise InvalidArgument("weights must not all be 0")
+    return s, g, w / w.sum()
+
+
+def _threshold_ks(k_max, k_min) -> tuple[int, int]:
+    k_max = int(check_draft_length("k_max", k_max))
+    k_min = int(check_draft_length("k_min", k_min, minimum=0))
+    if k_min > k_max:
+        raise InvalidArgument(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
+    return k_max, k_min
+
+
+def threshold_policy(confidence, p_accept=None, weights=None, *, p_min, k_max, k_min=0):
+    """Expected outcome of one iteration of the confidence-threshold policy.
+
+    Model: at every draft position the draft's confidence s (its probability of the token
+    it drew) is an independent draw from the law (``confidence`` values s_m with
+    ``weights`` w_m, e.g. a histogram or the samples of a recorded trace), and the draft
+    is accepted with probability g(s) (``p_accept`` g_m, the calibration; default g(s) = s,
+    a calibrated drafter; for samples of a trace pass their 0/1 accept outcomes).
+    Draft j (0-based) is proposed when every earlier draft was and j < k_min or
+    s_j > p_min (see `specsim.policies.ConfidenceThreshold`). Let
+
+        α = E[g(s)]                 (accept, below k_min)
+        γ = E[g(s) 1{s > p_min}]    (proposed and accepted, at and past k_min)
+        π = P(s > p_min)            (proposed, past k_min)
+        n = k_max − k_min.
+
+    The accepted run is at least m long iff its first m drafts were proposed and
+    accepted, whose probability factorises over positions, so
+
+        E[T] = 1 + Σ_{m=1}^{k_min} α^m + α^{k_min} Σ_{m=1}^{n} γ^m,
+        P(N_proposed = k_min + m) = π^m (1 − π) for m < n, and π^n for m = n,
+        E[draft steps] = k_min + Σ_{m=0}^{n−1} π^m   (the draft that stops the row is
+                                                     computed, then dropped).
+
+    With k_min = k_max (or p_min = 0 under a law with s > 0) this is the fixed-K form
+    E = (1 − α^{K+1}) / (1 − α). ``p_min`` broadcasts (a grid); k_max, k_min integers.
+    Returns dict(expected_tokens, expected_proposed, expected_draft_steps: [...p_min],
+    proposed_pmf: [...p_min, k_max + 1], entry i = P(N_proposed = i)).
+    """
+    s, g, w = _confidence_law(confidence, p_accept, weights)
+    k_max, k_min = _threshold_ks(k_max, k_min)
+    p_min = check_probability("p_min", p_min)
+    above = s > p_min[..., None]                                        # [..., M]
+    alpha = float(np.sum(w * g))
+    gamma = np.sum(w * g * above, -1)                                   # [...]
+    pi = np.clip(np.sum(w * above, -1), 0.0, 1.0)
+    n = k_max - k_min
+    m = np.arange(1, n + 1)                                             # [n]
+    head = float(np.sum(alpha ** np.arange(1, k_min + 1)))
+    tokens = 1.0 + head + alpha ** k_min * np.sum(gamma[..., None] ** m, -1)
+    pi_m = pi[..., None] ** np.arange(n + 1)                            # [..., n+1]
+    tail = pi_m.copy()
+    tail[..., :-1] -= pi_m[..., 1:]                                     # P(m proposed past k_min)
+    pmf = np.zeros(p_min.shape + (k_max + 1,))
+    pmf[..., k_min:] = tail
+    steps = k_min + np.sum(pi_m[..., :n], -1)
+    proposed = k_min + np.sum(tail * np.arange(n + 1), -1)
+    return dict(expected_tokens=_out(tokens), expected_proposed=_out(proposed),
+                expected_draft_steps=_out(steps), proposed_pmf=pmf)
+
+
+def _verify_ratio(verify_cost, k_max: int) -> np.ndarray:
+    if verify_cost is None:
+        return np.ones(k_max + 1)
+    r = check_positive("verify_cost", verify_cost).reshape(-1)
+    if r.size < k_max + 1:
+        raise InvalidArgument(f"verify_cost must give k_max + 1 = {k_max + 1} pass times "
+                         f"(got {r.size})")
+    return r[:k_max + 1] / r[0]
+
+
+def speedup_threshold(confidence, p_accept=None, weights=None, *, p_min, k_max, k_min=0,
+                      c, verify_cost=None):
+    """Speedup of the confidence-threshold policy over autoregressive decoding:
+
+        S = E[T] / (c · E[draft steps] + Σ_i P(N_proposed = i) r(i + 1)),
+
+    r(n) = t_target(n) / t_target(1) (``verify_cost``: pass times for n = 1..k_max+1, in
+    any unit; default all equal, Leviathan's constant-cost model; the engine's fixed
+    K_max buffer verifies k_max + 1 positions every iteration, i.e. r(k_max + 1) always).
+    Law and policy as `threshold_policy`; c = draft step / target step, finite >= 0.
+    """
+    out = threshold_policy(confidence, p_accept, weights, p_min=p_min, k_max=k_max,
+                           k_min=k_min)
+    c = float(check_nonnegative("c", c))
+    r = _verify_ratio(verify_cost, int(k_max))
+    time = c * out["expected_draft_steps"] + np.sum(out["proposed_pmf"] * r, -1)
+    return _out(out["expected_tokens"] / time)
+
+
+def optimal_fixed_vs_dynamic(confidence, p_accept=None, weights=None, *, c, k_max,
+                             p_min_grid=None, verify_cost=None):
+    """The best fixed K against the best confidence-threshold policy, same law and costs.
+
+    Fixed K is the threshold policy with k_min = k_max = K (E = (1 − α^{K+1})/(1 − α),
+    K draft steps, verify over K + 1). The dynamic side searches p_min over
+    ``p_min_grid`` (default: 0, the law's distinct confidences and 1; the expected
+    outcome only changes at those values) and its own k_max' in 1..k_max, with k_min = 0.
+    Under i.i.d. positions a threshold on the current draft's confidence is the natural
+    dynamic rule: whether to draft one more depends only on the next draft's chance
+    g(s) of being accepted, which the confidence reveals. Returns dict(fixed_k,
+    fixed_speedup, p_min, k_max, dynamic_speedup, gain = dynamic / fixed).
+    """
+    s, g, w = _confidence_law(confidence, p_accept, weights)
+    k_max = int(check_draft_length("k_max", k_max))
+    if p_min_grid is None:
+        p_min_grid = np.unique(np.concatenate([[0.0, 1.0], s]))
+    grid = check_probability("p_min_grid", p_min_grid).reshape(-1)
+    best_fixed = max(((float(speedup_threshold(s, g, w, p_min=0.0, k_max=k, k_min=k, c=c,
+                                               verify_cost=verify_cost)), k)
+                      for k in range(1, k_max + 1)))
+    best_dyn = (-np.inf, 0.0, 0)
+    for k in range(1, k_max + 1):
+        sp = np.atleast_1d(speedup_threshold(s, g, w, p_min=grid, k_max=k, c=c,
+                                             verify_cost=verify_cost))
+        i = int(np.argmax(sp))
+        if sp[i] > best_dyn[0]:
+            best_dyn = (float(sp[i]), float(grid[i]), k)
+    return dict(fixed_k=best_fixed[1], fixed_speedup=best_fixed[0], p_min=best_dyn[1],
+                k_max=best_dyn[2], dynamic_speedup=best_dyn[0],
+                gain=best_dyn[0] / best_fixed[0])
+
+
+def goodput_k(alphas, t_draft, t_target):
+    """The draft length K in 0..len(alphas) maximising expected tokens per unit time,
+
+        E(K) / (K t_draft + t_target(K + 1)),   E(K) = 1 + Σ_{k≤K} Π_{j≤k} α_j,
+
+    with K = 0 meaning no speculation (E = 1 per target step t_target(1)); ties go to
+    the smaller K. alphas [..., K_max] per-position rates; t_draft >= 0; t_target
+    [K_max + 1] pass times over 1..K_max+1 tokens. Returns (k int64 [...], goodput
+    [...] tokens per unit time). The reference for `specsim.policies.Goodput`.
+    """
+    alphas = check_probability("alphas", alphas)
+    if alphas.ndim == 0 or alphas.shape[-1] < 1:
+        raise InvalidArgument(f"alphas must have a last axis of length K_max >= 1 "
+                         f"(got shape {alphas.shape})")
+    k_max = alphas.shape[-1]
+    t_draft = float(check_nonnegative("t_draft", t_draft))
+    t_target = check_positive("t_target", t_target).reshape(-1)
+    if t_target.size < k_max + 1:
+        raise InvalidArgument(f"t_target must give K_max + 1 = {k_max + 1} pass times "
+                         f"(got {t_target.size})")
+    surv = np.cumprod(alphas, -1)
+    e = 1.0 + np.concatenate([np.zeros(alphas.shape[:-1] + (1,)), np.cumsum(surv, -1)], -1)
+    rate = e / (np.arange(k_max + 1) * t_draft + t_target[:k_max + 1])
+    k = np.argmax(rate, -1)
+    return _out(k.astype(np.int64)), _out(np.take_along_axis(rate, k[..., None], -1)[..., 0])

@@ -3,7 +3,12 @@ program (a `lax.while_loop` over a state pytree with fixed-size buffers).
 
     generate_autoregressive(model, prompts, max_new_tokens, temperature, top_k, top_p, seed)
     generate_speculative(target, drafter, prompts, max_new_tokens, k, temperature, top_k,
-                         top_p, seed)
+                         top_p, seed, policy=None)
+
+With a draft-length ``policy`` (`specsim.policies`) the speculative loop is a second
+program, `_policy_program`: per-row K within a policy.k_max buffer, an early-stopping
+draft loop, and a one-token target pass in iterations where no row proposed (see
+`specsim.policy_engine` for the slots and why the verify step gets the thresholded q').
 
 Both start with a prefill of the (padded) prompts through the target, whose last-position
 logits give the first new token. Each speculative iteration then
@@ -47,7 +52,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim.drafters import Context, check_drafter, model_drafter
+from specsim import policies, policy_engine, sharding
+from specsim.drafters import Context, Draft, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
 from specsim.errors import InvalidArgument
@@ -369,6 +375,103 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
     return common, stats
 
 
+class _PolicyStatsBuf(NamedTuple):
+    k_used: jax.Array       # [I, B] int32 planned K (−1 where the row had finished)
+    confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
+    accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
+    draft_steps: jax.Array  # [] int32: draft passes run by the loop
+    single: jax.Array       # [] int32: target passes over one token (nothing proposed)
+
+
+def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
+    """Step 1 under a policy: plan each row's K and draft (stopping early)."""
+    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
+    dstate, pd = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length), K, key,
+                                     sp, policy, k_plan)
+    return dstate, pd, k_plan
+
+
+def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
+                   accepted):
+    """Policy statistics of iteration ``it``; `drafted` counts proposals and `overlap`
+    is kept at proposed slots only (the slot that stopped a row holds a thresholded
+    row that was never proposed)."""
+    n_prop = jnp.sum(pd.proposed, 1)
+    stats = stats._replace(
+        drafted=stats.drafted.at[it].set(jnp.where(ok, n_prop, -1)),
+        overlap=stats.overlap.at[it].set(jnp.where(pd.proposed, stats.overlap[it], jnp.nan)))
+    pstats = _PolicyStatsBuf(
+        pstats.k_used.at[it].set(jnp.where(ok, k_plan, -1)),
+        pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
+        pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
+        pstats.draft_steps + pd.steps,
+        pstats.single + (~jnp.any(pd.proposed)).astype(jnp.int32))
+    return stats, pstats
+
+
+def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_proposed,
+                        cache):
+    """Step 2 under a policy: the target pass over the last token and the K drafts, or,
+    when no row proposed anything (p_min = 1, Goodput's K = 0), over the last token
+    alone (an autoregressive step), its distribution repeated over the K+1 positions
+    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache)."""
+    B, K = draft.tokens.shape
+    last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
+
+    def full(cache):
+        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        return sp.probs(logits), cache
+
+    def one(cache):
+        logits, cache = forward(params, cfg, last, cache)                        # [B, 1, V]
+        probs = sp.probs(logits)
+        return jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache
+
+    return jax.lax.cond(any_proposed, full, one, cache)
+
+
+@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
+def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
+                    key, *, cfg: ModelConfig, policy, S: int, I: int):
+    """`_speculative_program` with a draft-length policy: per-row K within a
+    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop."""
+    TRACE_COUNTS["speculative-policy"] += 1
+    B, K = prompts.shape[0], policy.k_max
+    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    dstate = drafter.init_state(prompts, prompt_lens, S)
+    stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
+                          jnp.full((I, B, K), jnp.nan, jnp.float32))
+    pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
+                             jnp.full((I, B, K), jnp.nan, jnp.float32),
+                             jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
+
+    def body(carry):
+        c, cache, dstate, pstate, stats, pstats = carry
+        key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
+        dstate, pd, k_plan = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy, pstate)
+        draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
+        start = cache.length                                                     # [B]
+        target_probs, cache = _policy_verify_pass(params, cfg, sp, c, draft,
+                                                  jnp.any(pd.proposed), cache)    # [B, K+1, V]
+        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+        finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
+        ok = ~c.done & finite                                                    # [B]
+        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        dstate = drafter.commit(dstate, n_acc, ok)
+        pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
+        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                                 greedy=sp.greedy)       # the test _verify ran (same key)
+        stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
+        stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
+        c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
+        return c, cache, dstate, pstate, stats, pstats
+
+    carry = (common, cache, dstate, policy.init(B, jnp), stats, pstats)
+    common, _, _, _, stats, pstats = jax.lax.while_loop(
+        lambda carry: _running(carry[0], I), body, carry)
+    return common, stats, pstats
+
+
 # ---- public entry points -------------------------------------------------------------------------
 def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields):
     tokens = np.asarray(common.tokens)
@@ -389,6 +492,14 @@ def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields
             f"stopped before the bad step (pass on_nonfinite='report' to get the result)",
             result)
     return result
+
+
+def _placed(mesh, model, batch, replicated, drafter=None):
+    """The program's arguments: as they are without a mesh (one device, the program
+    unchanged), else placed on ``mesh`` by `specsim.sharding.place`."""
+    if mesh is None:
+        return model.params, tuple(jnp.asarray(x) for x in batch), replicated, drafter
+    return sharding.place(mesh, model, batch=batch, replicated=replicated, drafter=drafter)
 
 
 def _check_on_nonfinite(on_nonfinite):
@@ -448,12 +559,14 @@ def _timed(generate):
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
                             top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
                             eos_token_id="auto", cache_len: int | None = None,
-                            on_nonfinite: str = "raise") -> GenerationResult:
+                            on_nonfinite: str = "raise", mesh=None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` per prompt, one target pass per token, in one
     compiled loop. ``prompts``: token-id lists (or strings with a tokenizer), rows may
     differ in length. ``eos_token_id``: "auto" (the config's), None (never stop early)
     or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
-    max_seq_len; see `plan_shapes`)."""
+    max_seq_len; see `plan_shapes`). ``mesh``: a `specsim.sharding.make_mesh` mesh to
+    run the same program on (weights tensor-parallel on "model", the batch on "data");
+    None: one device."""
     cfg = model.cfg
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
@@ -464,9 +577,11 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     plan = plan_shapes(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
                        cache_len)
     arr, lens = _pad(encoded, plan.padded_prompt)
-    common = _autoregressive_program(model.params, sp, jnp.asarray(arr), jnp.asarray(lens),
-                                     jnp.int32(max_new), jnp.int32(eos), key, cfg=cfg,
+    params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
+        mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
+    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
                                      S=plan.cache_len, I=plan.iterations)
+    common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=0, plan=plan,
@@ -482,23 +597,46 @@ def _as_drafter(drafter, target):
     return drafter
 
 
+def _resolve_policy(k, policy):
+    """(K, policy or None): k alone is today's fixed-K program; a policy sets K = its
+    k_max (k, if also given, must agree)."""
+    if policy is None:
+        return positive_int("k", 4 if k is None else k), None
+    policy = policies.as_policy(policy)
+    if k is not None and positive_int("k", k) != policy.k_max:
+        raise InvalidArgument(f"k must be None or equal to policy.k_max = {policy.k_max} "
+                              f"when a policy is given (got {k!r})")
+    return policy.k_max, policy
+
+
 @_timed
-def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int = 4,
+def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise") -> GenerationResult:
+                         on_nonfinite: str = "raise", policy=None,
+                         mesh=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
     ``k`` drafts per iteration, in one compiled
     loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
     target and draft distributions after the same temperature/top-k/top-p processing.
-    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`."""
+    Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
+    the result carries `SpeculativeStats`.
+
+    ``k``: drafts per iteration (default 4). ``policy``: a draft-length policy of
+    `specsim.policies` (FixedK, ConfidenceThreshold, Heuristic, Goodput): each row drafts
+    its own number of tokens per iteration within a K = policy.k_max buffer, a model
+    drafter's loop stops when every row has stopped, and the stats also record each
+    row's planned K, the draft confidences and the per-slot accept outcomes. None (the
+    default) runs the fixed-K program unchanged."""
     cfg = target.cfg
-    k = positive_int("k", k)
+    k, policy = _resolve_policy(k, policy)
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
     drafter = _as_drafter(drafter, target)
+    if hasattr(drafter, "check_run"):       # a drafter's own eager limits (e.g. instrument)
+        drafter.check_run(max_new_tokens=max_new, k=k, temperature=temperature)
     key = _seed_key(seed)
     eos = _resolve_eos(eos_token_id, cfg)
     encoded = _encode_prompts(prompts, target, cfg)
@@ -507,14 +645,27 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int =
         caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
     plan = plan_shapes(encoded, max_new, k, caps, cache_len)
     arr, lens = _pad(encoded, plan.padded_prompt)
-    common, stats = _speculative_program(target.params, drafter, sp, jnp.asarray(arr),
-                                         jnp.asarray(lens), jnp.int32(max_new), jnp.int32(eos),
-                                         key, cfg=cfg, k=k, S=plan.cache_len, I=plan.iterations)
-    n_it = int(common.it)
-    st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
-                          np.asarray(stats.overlap)[:n_it])
+    params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
+        mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
+    args = (params, placed_drafter, sp, arr, lens, max_new_a, eos_a, key)
+    shapes = dict(cfg=cfg, S=plan.cache_len, I=plan.iterations)
     dp = drafter.passes_per_iteration(k)
+    if policy is None:
+        common, stats = _speculative_program(*args, k=k, **shapes)
+        pstats, more = None, {}
+    else:
+        common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
+        more = dict(policy=repr(policy), single_token_target_passes=int(pstats.single))
+    if mesh is not None:
+        common, stats, pstats = sharding.to_host((common, stats, pstats))
+    n_it = int(common.it)
+    extra = {} if pstats is None else dict(
+        k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],
+        accept_mask=np.asarray(pstats.accept_mask)[:n_it])
+    st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
+                          np.asarray(stats.overlap)[:n_it], **extra)
+    loop_passes = n_it * dp if pstats is None else int(pstats.draft_steps)
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0), stats=st,
-                   plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
-                                         drafter=drafter.name))
+                   target_passes=n_it + 1, draft_passes=loop_passes + (1 if dp else 0),
+                   stats=st, plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
+                                                   drafter=drafter.name, **more))

@@ -83,6 +83,14 @@ class SpeculativeStats:
     accepted: np.ndarray   # [I, B] int
     drafted: np.ndarray    # [I, B] int
     overlap: np.ndarray    # [I, B, K] float
+    # Recorded under a draft-length policy (``generate_speculative(policy=...)``; None
+    # without one): k_used[i, b] the row's planned K (−1 when finished); confidence
+    # [i, b, j] the draft's probability of its own token at slots the row reached (NaN
+    # elsewhere); accept_mask[i, b, j] the acceptance test passed at a proposed slot.
+    # `specsim.simulate.AcceptanceTrace.from_stats` turns a FixedK run into a trace.
+    k_used: np.ndarray | None = None       # [I, B] int
+    confidence: np.ndarray | None = None   # [I, B, K] float
+    accept_mask: np.ndarray | None = None  # [I, B, K] bool
 
     @property
     def active(self) -> np.ndarray:

@@ -11,6 +11,10 @@ compared with the closed forms in ``specsim.analytic`` and with the exact pmfs h
                            sequence (``specsim.analytic.markov_transitions``);
 - ``replay_masks``         recorded per-iteration accept masks (e.g. from the engine).
 
+``simulate_policy`` replays a draft-length policy (``specsim.policies``) on an
+``AcceptanceTrace`` (recorded per-slot accept outcomes and draft confidences, or
+``synthetic_trace``), answering "what would p_min = 0.4 have done on my run".
+
 ``wall_time`` turns any such sequence into time, tokens/s and speedup given the draft and
 verify costs; ``simulate_generation`` does both for i.i.d. acceptance.
 
@@ -44,6 +48,10 @@ __all__ = [
     "WallTime",
     "wall_time",
     "simulate_generation",
+    "AcceptanceTrace",
+    "synthetic_trace",
+    "PolicyRun",
+    "simulate_policy",
 ]
 
 _CHUNK_ELEMENTS = 1 << 22  # uniforms drawn at once: bounds memory at 32 MiB per chunk
@@ -304,3 +312,162 @@ def simulate_generation(alpha, k, n_tokens, *, t_draft, t_target_1, t_target_ver
         per_run = n_tokens
     return wall_time(tokens, n_tokens, k, t_draft=t_draft, t_target_1=t_target_1,
                      t_target_verify=t_target_verify)
+
+
+# --- draft-length policies on acceptance traces --------------------------------------------
+
+@dataclass(frozen=True)
+class AcceptanceTrace:
+    """What a policy needs from a run, per iteration i and row b, at every draft slot j:
+
+    accept [I, B, K] bool: draft j passes the acceptance test given drafts 0..j−1 (the
+        engine tests every slot; a slot counts only while all before it were accepted);
+    confidence [I, B, K] float in [0, 1]: the draft's probability of its own token
+        (greedy: the draft's top probability);
+    present [I, B] bool: row b took part in iteration i.
+
+    Recorded with a policy that drafted every slot (FixedK(K)), a trace answers "what
+    would policy P have done" for any P with k_max <= K, under the replay assumption that
+    iteration i of row b meets the same (accept, confidence) slots whatever an earlier
+    policy decision was (the replay keeps each row's order, so stateful policies see
+    the same sequence of outcomes; the text they would have continued is not regenerated).
+    Build one with `from_stats` (from `SpeculativeStats` of a FixedK run: the engine
+    records ``accept_mask`` [I, B, K] and ``confidence`` [I, B, K] beside ``accepted``,
+    ``drafted`` and ``k_used`` [I, B]) or `synthetic_trace`.
+    """
+    accept: np.ndarray
+    confidence: np.ndarray
+    present: np.ndarray
+
+    def __post_init__(self):
+        acc = np.asarray(self.accept)
+        conf = np.asarray(self.confidence, np.float64)
+        pres = np.asarray(self.present)
+        if acc.ndim != 3 or acc.dtype != bool:
+            raise InvalidArgument(f"accept must be a bool array [I, B, K] (got {acc.dtype} "
+                             f"{acc.shape})")
+        if conf.shape != acc.shape or pres.shape != acc.shape[:2] or pres.dtype != bool:
+            raise InvalidArgument(f"confidence must be [I, B, K] = {acc.shape} and present a bool "
+                             f"[I, B] (got {conf.shape}, {pres.dtype} {pres.shape})")
+        bad = pres[..., None] & ~((conf >= 0) & (conf <= 1))
+        if bad.any():
+            raise InvalidArgument(f"confidence must lie in [0, 1] where present "
+                             f"(got {conf[bad][0]!r})")
+        object.__setattr__(self, "confidence", np.where(pres[..., None], conf, 0.0))
+        object.__setattr__(self, "accept", acc & pres[..., None])
+
+    @property
+    def k(self) -> int:
+        return self.accept.shape[2]
+
+    @classmethod
+    def from_stats(cls, stats) -> "AcceptanceTrace":
+        """From the `SpeculativeStats` of a run whose every present iteration proposed
+        all K slots (a FixedK run of a model drafter); raises otherwise, since slots a
+        policy did not draft have no recorded outcome."""
+        for name in ("accept_mask", "confidence", "drafted"):
+            if getattr(stats, name, None) is None:
+                raise InvalidArgument(f"stats has no {name!r}: record the run with an engine "
+                                 f"that stores per-slot accept outcomes and confidences")
+        present = np.asarray(stats.drafted) >= 0
+        if (np.asarray(stats.drafted)[present] != stats.k).any():
+            raise InvalidArgument(f"every iteration of the run must propose all k = {stats.k} "
+                             f"drafts (record the trace with FixedK and a model drafter)")
+        conf = np.nan_to_num(np.asarray(stats.confidence, np.float64), nan=0.0)
+        return cls(np.asarray(stats.accept_mask, bool), np.clip(conf, 0.0, 1.0), present)
+
+
+def synthetic_trace(n_iterations, k, *, confidence_a=2.0, confidence_b=1.0,
+                    calibration=None, batch=1, rng=None) -> AcceptanceTrace:
+    """A trace with i.i.d. slots: confidence s ~ Beta(confidence_a, confidence_b), and
+    accept ~ Bernoulli(calibration(s)) (default the identity: a calibrated drafter).
+    Its closed forms are `specsim.analytic.threshold_policy` with the same law."""
+    n = _check_count("n_iterations", n_iterations)
+    k = _check_count("k", k)
+    batch = _check_count("batch", batch)
+    a = _scalar("confidence_a", check_positive("confidence_a", confidence_a))
+    b = _scalar("confidence_b", check_positive("confidence_b", confidence_b))
+    rng = _rng(rng)
+    s = rng.beta(a, b, size=(n, batch, k))
+    g = s if calibration is None else check_probability("calibration(s)", calibration(s))
+    accept = rng.random(s.shape) < g
+    return AcceptanceTrace(accept, s, np.ones((n, batch), bool))
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """A policy replayed on a trace, per iteration and row ([I, B]; 0 where absent):
+    k_plan (planned K), proposed, draft_steps (drafts computed, incl. one that stopped
+    the row), accepted, tokens (= accepted + 1). time [I]: per batched iteration,
+    max_b draft_steps · t_draft + t_target(max_b proposed + 1) (None without costs);
+    speedup: tokens · t_target(1) / Σ_i time_i · rows present_i (per-row throughput
+    against autoregressive decoding at the same batch)."""
+    k_plan: np.ndarray
+    proposed: np.ndarray
+    draft_steps: np.ndarray
+    accepted: np.ndarray
+    present: np.ndarray
+    time: np.ndarray | None = None
+    speedup: float | None = None
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return np.where(self.present, self.accepted + 1, 0)
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        return float(self.tokens[self.present].mean())
+
+    @property
+    def alpha_per_proposal(self) -> float:
+        p = self.proposed[self.present].sum()
+        return float(self.accepted[self.present].sum() / p) if p else float("nan")
+
+
+def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
+                    cost_model: str = "theory") -> PolicyRun:
+    """Replay ``policy`` (a `specsim.policies` policy) on ``trace``, one batched
+    iteration at a time, with the same NumPy semantics the engine traces: plan, propose
+    while kept, accept the leading accepted run, update. ``costs``: a
+    `specsim.policies.Costs` with at least policy.k_max + 1 pass times, for time and
+    speedup. ``cost_model``: "theory" (a batched iteration costs max_b draft_steps draft
+    passes and a verify over max_b proposed + 1 tokens) or "engine" (what
+    `specsim.decode` runs: at least one draft pass, the model drafter's catch-up, and a
+    verify over k_max + 1 tokens unless no row proposed, then over one)."""
+    from specsim import policies as P                # NumPy only: theory side
+
+    policy = P.as_policy(policy)
+    if policy.k_max > trace.k:
+        raise InvalidArgument(f"policy.k_max ({policy.k_max}) must be <= the trace's k "
+                         f"({trace.k}): slots past it were never drafted")
+    I, B, _ = trace.accept.shape
+    K = policy.k_max
+    state = policy.init(B, np)
+    out = {n: np.zeros((I, B), np.int64) for n in ("k_plan", "proposed", "draft_steps",
+                                                   "accepted")}
+    for i in range(I):
+        act = trace.present[i]
+        plan = np.asarray(policy.plan(state, B, np))
+        prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
+        slot = np.arange(K)[None] < prop[:, None]
+        acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
+        state = policy.update(state, acc, prop, act, np)
+        for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
+                        ("draft_steps", P.draft_steps(plan, prop, np))):
+            out[name][i] = np.where(act, v, 0)
+    run = PolicyRun(present=trace.present, **out)
+    if costs is None:
+        return run
+    if len(costs.t_target) < K + 1:
+        raise InvalidArgument(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
+    t_target = np.asarray(costs.t_target)
+    steps, widest = run.draft_steps.max(1), run.proposed.max(1)            # [I]
+    if cost_model == "engine":
+        steps, widest = np.maximum(steps, 1), np.where(widest > 0, K, 0)
+    elif cost_model != "theory":
+        raise InvalidArgument(f"cost_model must be one of 'theory', 'engine' "
+                              f"(got {cost_model!r})")
+    time = steps * costs.t_draft + t_target[widest]
+    busy = float(np.sum(time * trace.present.sum(1)))
+    speedup = float(run.tokens.sum() * t_target[0] / busy) if busy else float("nan")
+    return PolicyRun(present=trace.present, time=time, speedup=speedup, **out)

@@ -181,3 +181,16 @@ def test_pytree_roundtrip_keeps_settings(tiny, prompts, reference):
     assert isinstance(back, InstrumentDrafter) and back.spec == d.spec
     p01, p11 = analytic.markov_transitions(0.25, 0.2)
     np.testing.assert_allclose(np.asarray(back.rates), [p01, p11], rtol=1e-6)
+
+
+def test_generate_speculative_refuses_eagerly_before_tracing(tiny, prompts, reference):
+    """decode calls the drafter's check_run before anything is traced: a run too long for
+    the reference, or a temperature above 0, never reaches the compiled program."""
+    d = instrument_drafter(tiny, prompts, MAX_NEW - 8, k_max=K, alpha=0.5, reference=reference)
+    before = dict(decode.TRACE_COUNTS)
+    with pytest.raises(ValueError, match="reference too short"):
+        decode.generate_speculative(tiny, d, prompts, MAX_NEW + 8, k=K, eos_token_id=None)
+    with pytest.raises(ValueError, match="temperature must be 0"):
+        decode.generate_speculative(tiny, d, prompts, MAX_NEW - 8, k=K, temperature=0.7,
+                                    eos_token_id=None)
+    assert dict(decode.TRACE_COUNTS) == before

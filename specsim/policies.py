@@ -1,0 +1,267 @@
+"""Draft-length policies: how many tokens each row drafts in each iteration.
+
+A policy is a frozen, keyword-only, hashable dataclass (so the engine can pass it to
+``jax.jit`` as a static argument) with one small interface, written against an array
+module ``xp`` (``numpy`` here and in `specsim.simulate`; ``jax.numpy`` inside the compiled
+loop), so the NumPy reference and the engine run the same arithmetic:
+
+    state = policy.init(B, xp)                     per-row state: a tuple of [B, ...] arrays
+    k_plan = policy.plan(state, B, xp)             [B] int32: drafts a row may propose, 0..k_max
+    keep = policy.keep(j, confidence, xp)          [B] bool: is draft j (0-based) kept, given
+                                                   the draft's probability of its own token
+    state = policy.update(state, n_accepted, n_proposed, active, xp)
+
+A row drafts j = 0, 1, ... while ``j < k_plan`` and every draft so far was kept; the
+first draft that is not kept is computed (its confidence is needed) but not proposed, and
+drafting stops. `n_proposed` gives this count for a [B, K] array of confidences. In the
+engine a row that stops proposes nothing in its remaining slots (a zero probs row).
+
+Policies:
+
+- `FixedK(k)`: K drafts every iteration (today's behaviour).
+- `ConfidenceThreshold(p_min, k_max, k_min)`: draft j is kept when j < k_min or its
+  confidence s_j > p_min (llama.cpp's ``--draft-p-min/--draft-min/--draft-max``; llama.cpp
+  stops on s < p_min, which differs only at s = p_min; the strict test makes p_min = 1
+  never draft, even with a one-hot drafter, and p_min = 0 keep every draft).
+- `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
+  K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
+  capped at k_max.
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay)`: each iteration's K in
+  {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j from a running
+  (optionally decayed) estimate of each row's per-position acceptance, each position
+  shrunk towards the row's pooled rate, which is shrunk towards ``prior_alpha``;
+  t(K) = K·t_draft + t_target(K + 1) from `Costs` measured at the run's batch size;
+  K = 0 (no speculation, E = 1, t = t_target(1)) wins whenever speculation cannot pay,
+  which is disable-by-batch-size done by arithmetic. Counts decay by ``decay`` per
+  iteration (memory ~ 1/(1 − decay) iterations), so a position the row stopped reaching
+  relaxes to the pooled rate and a row that turned itself off relaxes to the prior and
+  tries again (without decay a greedy choice can freeze on an unlucky early estimate:
+  seen on synthetic traces, a row stuck at K = 1 where K = 2 was best).
+
+No JAX here: this module belongs to the theory side and is imported by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from specsim.errors import InvalidArgument
+from specsim.validation import (nonnegative_float, nonnegative_int, positive_float,
+                                positive_int, probability)
+
+__all__ = ["Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
+           "n_proposed", "draft_steps", "as_policy"]
+
+
+# ---- validation ---------------------------------------------------------------------------
+def _decay(value) -> float:
+    d = positive_float("decay", value)
+    if d > 1.0:
+        raise InvalidArgument(f"decay must be a number in (0, 1] (got {d!r})")
+    return d
+
+
+def _set(obj, **values):
+    for name, v in values.items():
+        object.__setattr__(obj, name, v)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    k_max: int
+
+    def init(self, batch: int, xp=np) -> tuple: ...
+
+    def plan(self, state: tuple, batch: int, xp=np): ...
+
+    def keep(self, j: int, confidence, xp=np): ...
+
+    def update(self, state: tuple, n_accepted, n_proposed, active, xp=np) -> tuple: ...
+
+
+class _Stateless:
+    """No per-row state; K = k_max every iteration unless `keep` stops earlier."""
+
+    def init(self, batch: int, xp=np) -> tuple:
+        return ()
+
+    def plan(self, state, batch: int, xp=np):
+        return xp.full((batch,), self.k_max, xp.int32)
+
+    def update(self, state, n_accepted, n_proposed, active, xp=np) -> tuple:
+        return state
+
+
+@dataclass(frozen=True, kw_only=True)
+class FixedK(_Stateless):
+    """K drafts in every iteration."""
+    k: int
+
+    def __post_init__(self):
+        _set(self, k=positive_int("k", self.k))
+
+    @property
+    def k_max(self) -> int:
+        return self.k
+
+    def keep(self, j, confidence, xp=np):
+        return xp.ones(confidence.shape, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfidenceThreshold(_Stateless):
+    """Stop drafting at the first draft j >= k_min whose confidence s_j <= p_min."""
+    p_min: float
+    k_max: int
+    k_min: int = 0
+
+    def __post_init__(self):
+        k_max = positive_int("k_max", self.k_max)
+        k_min = nonnegative_int("k_min", self.k_min)
+        if k_min > k_max:
+            raise InvalidArgument(f"k_min must be <= k_max (got k_min={k_min}, k_max={k_max})")
+        _set(self, p_min=probability("p_min", self.p_min), k_max=k_max, k_min=k_min)
+
+    def keep(self, j, confidence, xp=np):
+        return (confidence > self.p_min) | (j < self.k_min)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heuristic:
+    """K + 2 after an all-accepted iteration, K − 1 otherwise (floor 1, cap k_max)."""
+    k_init: int
+    k_max: int
+
+    def __post_init__(self):
+        k_max = positive_int("k_max", self.k_max)
+        k_init = positive_int("k_init", self.k_init)
+        if k_init > k_max:
+            raise InvalidArgument(f"k_init must lie in [1, k_max = {k_max}] (got {k_init})")
+        _set(self, k_init=k_init, k_max=k_max)
+
+    def init(self, batch: int, xp=np) -> tuple:
+        return (xp.full((batch,), self.k_init, xp.int32),)
+
+    def plan(self, state, batch: int, xp=np):
+        return state[0]
+
+    def keep(self, j, confidence, xp=np):
+        return xp.ones(confidence.shape, bool)
+
+    def update(self, state, n_accepted, n_proposed, active, xp=np) -> tuple:
+        k = state[0]
+        nxt = xp.where(n_accepted >= k, xp.minimum(k + 2, self.k_max), xp.maximum(k - 1, 1))
+        return (xp.where(active, nxt, k).astype(xp.int32),)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Costs:
+    """The cost model of one iteration at the run's batch size and context:
+    t_draft = one draft step; t_target[n − 1] = one target pass over n new tokens,
+    n = 1 .. k_max + 1 (t_target[0] is the autoregressive step). Any time unit."""
+    t_draft: float
+    t_target: tuple
+
+    def __post_init__(self):
+        t_target = tuple(positive_float(f"t_target[{i}]", float(t))
+                         for i, t in enumerate(np.atleast_1d(np.asarray(self.t_target))))
+        if not t_target:
+            raise InvalidArgument("t_target must hold at least one pass time (got none)")
+        _set(self, t_draft=nonnegative_float("t_draft", self.t_draft), t_target=t_target)
+
+    @classmethod
+    def from_ratio(cls, c: float, k_max: int, verify_slope: float = 0.0) -> "Costs":
+        """Constant costs in target-step units: t_draft = c, t_target(n) = 1 +
+        verify_slope·(n − 1) (slope 0: verifying K + 1 tokens costs one step)."""
+        k_max = positive_int("k_max", k_max)
+        slope = nonnegative_float("verify_slope", verify_slope)
+        return cls(t_draft=c, t_target=tuple(1.0 + slope * n for n in range(k_max + 1)))
+
+    def iteration_time(self, k, xp=np):
+        """t(K) = K·t_draft + t_target(K + 1) for K = 0..k_max ([K+1] or broadcast)."""
+        return k * self.t_draft + xp.asarray(self.t_target)[k]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Goodput:
+    """K maximising expected tokens per unit time from running per-position estimates."""
+    k_max: int
+    costs: Costs
+    prior_alpha: float = 0.6
+    prior_weight: float = 4.0
+    decay: float = 0.98
+
+    def __post_init__(self):
+        k_max = positive_int("k_max", self.k_max)
+        if not isinstance(self.costs, Costs):
+            raise InvalidArgument(f"costs must be a specsim.policies.Costs (got {self.costs!r})")
+        if len(self.costs.t_target) < k_max + 1:
+            raise InvalidArgument(f"costs.t_target must give k_max + 1 = {k_max + 1} pass times "
+                             f"(got {len(self.costs.t_target)})")
+        _set(self, k_max=k_max,
+             prior_alpha=probability("prior_alpha", self.prior_alpha),
+             prior_weight=positive_float("prior_weight", self.prior_weight),
+             decay=_decay(self.decay))
+
+    def init(self, batch: int, xp=np) -> tuple:
+        zeros = xp.zeros((batch, self.k_max), xp.float32)
+        return (zeros, zeros)                               # accepted, reached: [B, K]
+
+    def alpha_estimate(self, state, xp=np):
+        """[B, K] per-position rates, each shrunk towards the row's pooled rate (itself
+        shrunk towards prior_alpha) with prior_weight pseudo-observations, so a position
+        the row stopped reaching follows the pooled rate instead of freezing."""
+        acc, reached = state
+        w = self.prior_weight
+        pooled = (xp.sum(acc, 1, keepdims=True) + w * self.prior_alpha) / \
+            (xp.sum(reached, 1, keepdims=True) + w)                              # [B, 1]
+        return (acc + w * pooled) / (reached + w)                              # [B, K]
+
+    def plan(self, state, batch: int, xp=np):
+        alpha = self.alpha_estimate(state, xp)                                 # [B, K]
+        surv = xp.cumprod(alpha, axis=1)                                       # [B, K]
+        e = 1.0 + xp.concatenate([xp.zeros_like(surv[:, :1]), xp.cumsum(surv, 1)], 1)
+        t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
+        return xp.argmax(e / t[None], axis=1).astype(xp.int32)                # [B]
+
+    def keep(self, j, confidence, xp=np):
+        return xp.ones(confidence.shape, bool)
+
+    def update(self, state, n_accepted, n_proposed, active, xp=np) -> tuple:
+        acc, reached = state
+        j = xp.arange(self.k_max)[None]                                        # [1, K]
+        was_reached = (j < n_proposed[:, None]) & (j <= n_accepted[:, None])   # [B, K]
+        was_acc = j < n_accepted[:, None]
+        d = self.decay
+        new_acc = d * acc + was_acc.astype(acc.dtype)
+        new_reached = d * reached + was_reached.astype(reached.dtype)
+        a = active[:, None]
+        return (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
+
+
+def as_policy(policy, k: int | None = None):
+    """None → FixedK(k); a policy is checked for the interface and returned."""
+    if policy is None:
+        return FixedK(k=k)
+    if not isinstance(policy, (FixedK, ConfidenceThreshold, Heuristic, Goodput)) and \
+            not isinstance(policy, Policy):
+        raise InvalidArgument(f"policy must be None or a specsim.policies policy (got {policy!r})")
+    return policy
+
+
+def n_proposed(policy, k_plan, confidence, xp=np):
+    """[B]: drafts proposed, given the plan [B] and the confidence [B, K] of the drafts
+    the row would draft (positions past k_plan are ignored)."""
+    K = confidence.shape[1]
+    j = xp.arange(K)[None]                                                     # [1, K]
+    kept = policy.keep(j, confidence, xp) & (j < k_plan[:, None])              # [B, K]
+    return xp.sum(xp.cumprod(kept.astype(xp.int32), axis=1), axis=1)
+
+
+def draft_steps(k_plan, proposed, xp=np):
+    """[B]: draft steps a row needed: its proposals plus the one whose confidence
+    stopped it (none when it proposed its whole plan or planned none)."""
+    return xp.minimum(k_plan, proposed + 1)

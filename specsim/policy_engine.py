@@ -1,0 +1,106 @@
+"""The draft-length policies of `specsim.policies` inside the compiled loop (JAX).
+
+The policy objects are static (hashable) arguments of the jitted program; their per-row
+state is a tuple of [B, ...] arrays in the loop state, and their `plan` / `keep` /
+`update` run here with ``xp = jax.numpy``, the same arithmetic `specsim.simulate`
+replays with NumPy.
+
+One iteration under a policy, for K = policy.k_max draft slots:
+
+1. ``k_plan = policy.plan(state)`` [B] (0 for finished rows, so they never hold the
+   draft loop open);
+2. slot j of row b is *reached* when j < k_plan[b] and every earlier slot was proposed;
+   a reached slot draws x_j ~ q_j and proposes it when ``policy.keep(j, s_j)`` holds,
+   s_j the draft's confidence in x_j (sampling: q_j(x_j); greedy: the draft's softmax
+   at temperature 1, since q_j is one-hot there);
+3. the verify distribution of a reached slot is the thresholded law
+   q'_j = q_j · keep(j, q_j) (elementwise), of an unreached slot zero ("no proposal").
+
+Exactness: a slot proposes x with probability q'_j(x) and nothing with the remaining
+mass. Speculative sampling is exact for any such sub-probability proposal Q when the
+acceptance test uses Q (accept x w.p. min(1, p(x)/Q(x))) and a rejection *or* an empty
+proposal samples the residual (p − Q)⁺ / Σ(p − Q)⁺: the output law is
+min(p, Q) + (p − Q)⁺ = p. Hence the verify step receives q', not q: the slot that
+stopped the row keeps its thresholded row (its token has q'(x) = 0 and is always
+rejected), and the residual there is (p − q')⁺, not p. At temperature 0 the output is
+the target's argmax whatever is proposed, so there q' is q on proposed slots and zero
+elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "plan", "update"]
+
+
+class PolicyDraft(NamedTuple):
+    tokens: jax.Array      # [B, K] int32
+    probs: jax.Array       # [B, K, V] fp32: q' per slot (zero rows past the stop)
+    proposed: jax.Array    # [B, K] bool
+    confidence: jax.Array  # [B, K] fp32: s_j where the slot was reached, NaN elsewhere
+    steps: jax.Array       # [] int32: draft passes this iteration
+
+
+def plan(policy, state, active):
+    """[B] int32 planned drafts, 0 for inactive rows."""
+    B = active.shape[0]
+    return jnp.where(active, policy.plan(state, B, jnp), 0).astype(jnp.int32)
+
+
+def update(policy, state, n_accepted, n_proposed, active):
+    return policy.update(state, n_accepted, n_proposed, active, jnp)
+
+
+def confidence(logits, probs, tokens, greedy: bool):
+    """[B]: the draft's probability of its own token; greedy uses softmax(logits)."""
+    if greedy:
+        probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    return jnp.take_along_axis(probs, tokens[:, None], axis=-1)[:, 0]
+
+
+def slot(policy, j, probs, tokens, conf, reach, greedy: bool):
+    """One draft slot j: probs [B, V] (q_j), tokens [B], conf [B], reach [B] bool →
+    (q'_j [B, V], proposed [B] bool). Non-finite entries of q_j are kept, so the loop
+    still detects a non-finite draft."""
+    if greedy:
+        proposed = reach & policy.keep(j, conf, jnp) & (conf > 0)
+        return jnp.where(proposed[:, None], probs, 0.0), proposed
+    keep = policy.keep(j, probs, jnp) | jnp.isnan(probs)                     # [B, V]
+    q = jnp.where(reach[:, None] & keep, probs, 0.0)
+    proposed = reach & (jnp.take_along_axis(q, tokens[:, None], axis=-1)[:, 0] > 0)
+    return q, proposed
+
+
+def masked_draft(policy, tokens, probs, k_plan, greedy: bool, steps,
+                 conf_all=None) -> PolicyDraft:
+    """A full K-slot draft (from a drafter without an early-stopping loop) cut by the
+    policy after the fact: the same slots and q' as drafting slot by slot, but every
+    slot was computed. ``conf_all`` [B, K]: the confidences (default q_j(x_j); for a
+    one-hot draft such as n-gram lookup 1 where it proposed and 0 where it did not)."""
+    B, K, _ = probs.shape
+    if conf_all is None:
+        conf_all = jnp.take_along_axis(probs, tokens[..., None], axis=-1)[..., 0]  # [B, K]
+    qs, props, confs = [], [], []
+    reach = k_plan > 0
+    for j in range(K):                                  # K is small and static
+        q, p = slot(policy, j, probs[:, j], tokens[:, j], conf_all[:, j], reach, greedy)
+        qs.append(q)
+        props.append(p)
+        confs.append(jnp.where(reach, conf_all[:, j], jnp.nan))
+        reach = p & (j + 1 < k_plan)
+    return PolicyDraft(tokens, jnp.stack(qs, 1), jnp.stack(props, 1), jnp.stack(confs, 1),
+                       jnp.asarray(steps, jnp.int32))
+
+
+def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
+    """(dstate, PolicyDraft): the drafter's own early-stopping loop when it has one
+    (`propose_policy`), else its K-slot proposal masked by `masked_draft`."""
+    if hasattr(drafter, "propose_policy"):
+        return drafter.propose_policy(dstate, context, k, key, sampling, policy, k_plan)
+    dstate, d = drafter.propose(dstate, context, k, key, sampling)
+    return dstate, masked_draft(policy, d.tokens, d.probs, k_plan, sampling.greedy,
+                                drafter.passes_per_iteration(k))
