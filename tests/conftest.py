@@ -13,8 +13,15 @@ Markers:
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
+
+# The tests never read or write the user's persistent compilation cache: the CLI turns it
+# on by default (specsim.compile_cache), and a test run calling the CLI in-process would
+# otherwise share ~/.cache/specsim/jax with whatever else runs on the machine.
+# tests/test_compile_cache.py exercises the cache in subprocesses with their own folder.
+os.environ["SPECSIM_COMPILATION_CACHE"] = "0"
 
 
 def installed(name: str) -> bool:
