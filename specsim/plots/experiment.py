@@ -181,4 +181,14 @@ def demo_figures(result) -> dict[str, Figure]:
     if not result.runs.empty:
         figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)
         figs["acceptance_by_position.png"] = acceptance_by_position(result.runs)
+    tables = getattr(result, "tables", {})
+    if S.DRAFTER_SPEEDUP in tables and not tables[S.DRAFTER_SPEEDUP].empty:
+        d = tables[S.DRAFTER_SPEEDUP]            # the runs table's columns (drafters part)
+        main = d[S.TARGET] == result.environment.get("model", d[S.TARGET].iloc[0])
+        figs["drafters_speedup_vs_k.png"] = speedup_predicted_vs_measured(d[main])
+    if S.ALPHA_BY_KIND in tables and not tables[S.ALPHA_BY_KIND].empty:
+        a = tables[S.ALPHA_BY_KIND]
+        a = a[a[S.K] == a[S.K].mode().iloc[0]]     # the one K every temperature ran
+        figs["drafters_alpha_by_kind.png"] = alpha_by_kind(
+            a[a[S.TARGET] == result.environment.get("model", a[S.TARGET].iloc[0])])
     return figs

@@ -181,7 +181,7 @@ def cost_rows(state, drafters, medians: dict, k_alpha: int) -> pd.DataFrame:
         t_draft = medians[("draft", d.name)] / k_alpha      # per draft step
         rows.append({S.DRAFTER: d.name, "drafter_kind": d.kind, S.T_DRAFT: t_draft,
                      S.T_TARGET_1: t1, S.T_VERIFY: medians[("verify", k_alpha)],
-                     S.K: k_alpha, S.C_MEASURED: t_draft / t1,
+                     S.K: k_alpha, S.CACHE_LEN: state.cache_len, S.C_MEASURED: t_draft / t1,
                      **study.bytes_ratios(d, state.target.cfg, state.cache_len),
                      S.WEIGHT_BITS: d.weight_bits, "train_steps": d.train_steps})
     return pd.DataFrame(rows)
