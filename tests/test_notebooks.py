@@ -55,7 +55,7 @@ def _stream_text(cell) -> str:
 
 
 def test_there_are_seven_numbered_notebooks():
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07"]
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06", "07", "09"]
 
 
 def test_kernel_is_this_interpreter(kernel_spec_manager, tmp_path):
