@@ -108,7 +108,8 @@ def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
     """Every table a demo wrote to ``folder`` (runs upgraded to today's schema)."""
     folder = Path(folder)
     tables = {name: pd.read_csv(folder / f"{name}.csv")
-              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE)
+              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE, S.ALPHA_BY_KIND,
+                           S.DRAFTER_COSTS, S.DRAFTER_SPEEDUP, S.DRAFTER_LIMITS)
               if (folder / f"{name}.csv").exists()}
     if S.RUNS in tables:
         tables[S.RUNS] = S.upgrade_runs(tables[S.RUNS])
