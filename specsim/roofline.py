@@ -89,6 +89,10 @@ class Hardware:
     kind: str = ""
     flops_basis: str = "dense"
     notes: str = ""
+    # chip-to-chip link (NVLink, ICI, PCIe): bytes/s per chip, both directions together
+    # as datasheets state it (NaN: not published); see `allreduce_time`
+    interconnect_bandwidth: float = math.nan
+    interconnect: str = ""
 
     def __post_init__(self) -> None:
         pairs = tuple((canonical_dtype(d), float(v)) for d, v in dict(self.peak_flops).items())
@@ -125,7 +129,9 @@ def _parse_row(row: Mapping[str, str]) -> Hardware:
                     bandwidth=float(row["bandwidth_GBps"]) * 1e9,
                     memory_bytes=float(row["memory_bytes"]), source=row["source"],
                     vendor=row["vendor"], kind=row["kind"], flops_basis=row["flops_basis"],
-                    notes=row.get("notes", ""))
+                    notes=row.get("notes", ""),
+                    interconnect_bandwidth=float(row.get("interconnect_GBps") or "nan") * 1e9,
+                    interconnect=row.get("interconnect", ""))
 
 
 def _read_rows(path: Path = HARDWARE_CSV) -> list[dict]:
@@ -153,7 +159,8 @@ def hardware_table(path: Path = HARDWARE_CSV):
     import pandas as pd
 
     df = pd.DataFrame(_read_rows(path))
-    for col in ("memory_bytes", "bandwidth_GBps", *_CSV_FLOPS_COLUMNS.values()):
+    for col in ("memory_bytes", "bandwidth_GBps", "interconnect_GBps",
+                *_CSV_FLOPS_COLUMNS.values()):
         df[col] = pd.to_numeric(df[col].replace("", np.nan))
     df["bandwidth"] = df["bandwidth_GBps"] * 1e9
     df["ridge_bf16"] = df["bf16_tflops"] * 1e12 / df["bandwidth"]
@@ -370,3 +377,102 @@ def bound(hw_or_params, cost: ForwardCost, dtype=None) -> str:
     """'compute' or 'memory': which ceiling limits this pass."""
     peak, bw = _ceilings(hw_or_params, dtype or cost.dtype)
     return "compute" if cost.flops / peak >= cost.bytes / bw else "memory"
+
+
+# ---- several devices: tensor parallelism ------------------------------------------------
+# The layout of `specsim.sharding`: attention heads, kv heads and MLP columns split over
+# ``model`` devices, embedding/head and norms replicated, the batch split over ``data``.
+# Each layer then all-reduces its [B, T, D] output twice (after the attention output
+# projection and after the MLP down projection). A ring all-reduce of M bytes over p
+# devices sends and receives 2 (p - 1) / p * M bytes per device, each direction at half
+# the chip's (bidirectional) interconnect bandwidth.
+def _mesh_sizes(cfg, batch: int, model: int, data: int) -> tuple[int, int]:
+    model = positive_int("model", model)
+    data = positive_int("data", data)
+    for what, n in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads),
+                    ("d_ff", cfg.d_ff)):
+        if n % model:
+            raise ValueError(f"model ({model} devices) must divide {what} ({n})")
+    if batch % data:
+        raise ValueError(f"data ({data} devices) must divide the batch ({batch})")
+    return model, data
+
+
+def allreduce_bytes(cfg, batch: int = 1, n_tokens: int = 1, model: int = 1,
+                    dtype=None) -> float:
+    """Bytes one device sends (and receives) in the all-reduces of one tensor-parallel
+    pass over ``model`` devices: 2 per layer of B*T*D activations, ring algorithm,
+    ``L * 2 * 2 (p - 1) / p * B*T*D*bytes``. ``batch`` is the batch one device holds."""
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    p = positive_int("model", model)
+    w = dtype_bytes(dtype or cfg.dtype)
+    return float(cfg.n_layers * 2 * 2.0 * (p - 1) / p * B * T * cfg.d_model * w)
+
+
+def allreduce_time(hw_or_bandwidth, cfg, batch: int = 1, n_tokens: int = 1, model: int = 1,
+                   dtype=None, *, latency: float = 0.0) -> float:
+    """Seconds of a pass's tensor-parallel all-reduces: `allreduce_bytes` over one
+    direction of the interconnect (half the chip's bidirectional figure), plus
+    ``latency`` seconds per all-reduce (2 per layer; a few microseconds on NVLink, not a
+    datasheet figure). ``hw_or_bandwidth``: a `Hardware` or bidirectional bytes/s. 0 for
+    one device."""
+    if not (latency >= 0 and math.isfinite(latency)):
+        raise ValueError(f"latency must be a finite number >= 0 seconds, got {latency!r}")
+    nbytes = allreduce_bytes(cfg, batch, n_tokens, model, dtype)
+    if model == 1:
+        return 0.0
+    bw = (hw_or_bandwidth.interconnect_bandwidth if isinstance(hw_or_bandwidth, Hardware)
+          else float(hw_or_bandwidth))
+    if not (bw > 0 and math.isfinite(bw)):
+        name = getattr(hw_or_bandwidth, "name", "the interconnect")
+        raise ValueError(f"{name}: no interconnect bandwidth (data/hardware.csv column "
+                         f"interconnect_GBps); pass bytes/s instead")
+    return nbytes / (bw / 2) + cfg.n_layers * 2 * latency
+
+
+def sharded_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
+                 dtype=None, *, model: int = 1, data: int = 1, **kwargs) -> ForwardCost:
+    """FLOPs and bytes of one pass on ONE device of a (data, model) mesh: the pass of a
+    model with n_heads/model heads, n_kv_heads/model kv heads and d_ff/model MLP columns
+    (replicated embedding, head and norms) over batch/data rows. Keywords as
+    `forward_cost`; the all-reduces are `allreduce_time`'s."""
+    model, data = _mesh_sizes(cfg, positive_int("batch", batch), model, data)
+    import dataclasses
+    part = dataclasses.replace(cfg, n_heads=cfg.n_heads // model,
+                               n_kv_heads=cfg.n_kv_heads // model, d_ff=cfg.d_ff // model)
+    return forward_cost(part, batch // data, n_tokens, context, dtype, **kwargs)
+
+
+def predict_time_sharded(hw: Hardware, cfg, batch: int = 1, n_tokens: int = 1,
+                         context: int | None = None, dtype=None, *, model: int = 1,
+                         data: int = 1, overhead: float = 0.0, latency: float = 0.0,
+                         mode: str = "max", **kwargs) -> float:
+    """Roofline time of one pass on a (data, model) mesh of ``hw`` chips: the slowest
+    (every) device's `predict_time` of its `sharded_cost`, plus the all-reduces, not
+    overlapped with compute. ``overhead`` is the fixed per-pass cost t0 (on a GPU the
+    kernel launches, which the fit measures). With model = data = 1 this is
+    `predict_time` of `forward_cost`."""
+    cost = sharded_cost(cfg, batch, n_tokens, context, dtype, model=model, data=data, **kwargs)
+    t = predict_time(hw, cost, overhead, mode=mode)
+    return t + allreduce_time(hw, cfg, batch // data, n_tokens, model, dtype, latency=latency)
+
+
+def device_scaling(hw: Hardware, cfg, batch: int = 1, n_tokens: int = 1,
+                   context: int | None = None, dtype=None, *, devices=(1, 2, 4, 8),
+                   overhead: float = 0.0, latency: float = 0.0, **kwargs) -> list[dict]:
+    """What tensor parallelism over n chips buys against 1: for each n in ``devices``
+    (that divides the heads, kv heads and MLP width), the pass time and its speedup
+    over one chip, split into the compute/memory part and the all-reduce part."""
+    t1 = predict_time_sharded(hw, cfg, batch, n_tokens, context, dtype, overhead=overhead,
+                              **kwargs)
+    rows = []
+    for n in devices:
+        n = positive_int("devices", n)
+        if cfg.n_heads % n or cfg.n_kv_heads % n or cfg.d_ff % n:
+            continue
+        comm = allreduce_time(hw, cfg, batch, n_tokens, n, dtype, latency=latency)
+        t = predict_time_sharded(hw, cfg, batch, n_tokens, context, dtype, model=n,
+                                 overhead=overhead, latency=latency, **kwargs)
+        rows.append(dict(devices=n, time=t, allreduce_time=comm, speedup=t1 / t))
+    return rows
