@@ -29,6 +29,7 @@ import pandas as pd
 from specsim import schema as S
 from specsim.experiment import drafter_study as study
 from specsim.experiment.part import Part
+from specsim.experiment.runspec import BASELINE_REPEATS
 from specsim.experiment.settings import DemoSettings
 from specsim.experiment.state import DemoState
 
@@ -64,12 +65,14 @@ class _Calls:
     holds, for generation runs, the same program on fewer tokens (to compile it)."""
 
     def __init__(self):
-        self.labels, self.calls, self.warm = [], [], []
+        self.labels, self.calls, self.warm, self.per = [], [], [], []
 
-    def add(self, label, call, warm=None) -> None:
+    def add(self, label, call, warm=None, per: int = 1) -> None:
+        """``per``: passes one call runs (its median is divided by it)."""
         self.labels.append(label)
         self.calls.append(call)
         self.warm.append(warm)
+        self.per.append(per)
 
 
 def _gen(state, target, drafter, kind, k, temperature, max_new):
@@ -111,8 +114,9 @@ def _schedule(state, drafters, targets) -> tuple[_Calls, list]:
                   _gen(state, target, drafter, kind, k, 0.0, warm_n))
 
     for tname, target in targets.items():
-        for kind in speed_kinds:
-            run(tname, target, None, S.AUTOREGRESSIVE, 0, kind)
+        for kind in speed_kinds:     # the baseline serves every drafter: timed more often
+            for _ in range(BASELINE_REPEATS):
+                run(tname, target, None, S.AUTOREGRESSIVE, 0, kind)
         for d in drafters:
             if tname != main and d.kind != "ngram":
                 continue                        # the quantised target: n-gram only
@@ -126,36 +130,37 @@ def _schedule(state, drafters, targets) -> tuple[_Calls, list]:
                         untimed.append((("run", tname, d.name, k_alpha, kind, temp),
                                         _gen(state, target, d.drafter, kind, k_alpha, temp, n)))
         pc = pass_costs.pass_calls(target, None, batch=1, cache_len=state.cache_len, k=k_alpha)
-        timed.add(("t1", tname), pc.target_1)
+        timed.add(("t1", tname), pc.target_1, per=pc.steps)
     for k in ks:
         pc = pass_costs.pass_calls(state.target, None, batch=1, cache_len=state.cache_len, k=k)
-        timed.add(("verify", k), pc.verify)
+        timed.add(("verify", k), pc.verify, per=pc.steps)
     for d in drafters:
         pc = pass_costs.pass_calls(state.target, d.drafter, batch=1, cache_len=state.cache_len,
                                    k=k_alpha)
-        timed.add(("draft", d.name), pc.draft)
+        timed.add(("draft", d.name), pc.draft, per=pc.steps * pc.k)     # one draft step
     return timed, untimed
 
 
 def _measure(state, timed: _Calls, untimed: list) -> tuple[dict, dict]:
-    """Compile and run everything: (label -> per-call median seconds, label -> result)."""
+    """Compile and run everything: (label -> median seconds per run or per pass, label ->
+    result)."""
     from specsim import bench
 
     results = {}
     for label, call in untimed:
         results[label] = call()
-    for warm in timed.warm:                     # compile outside the timed rounds
+    for label, warm in dict(zip(timed.labels, timed.warm)).items():   # compile first
         if warm is not None:
             warm()
     samples, outs = bench.interleaved_rounds(
         timed.calls, state.settings.repeats, np.random.default_rng(state.settings.seed),
         progress="drafters: timed rounds" if state.progress else None)
-    medians = {}
-    for label, ts, out in zip(timed.labels, samples, outs):
-        medians[label] = float(np.median(ts))
+    pooled: dict = {}
+    for label, ts, out, per in zip(timed.labels, samples, outs, timed.per):
+        pooled.setdefault(label, []).extend(t / per for t in ts)
         if label[0] == "run":
             results[label] = out
-    return medians, results
+    return {label: float(np.median(ts)) for label, ts in pooled.items()}, results
 
 
 # ---- tables -----------------------------------------------------------------------------------
@@ -178,7 +183,7 @@ def cost_rows(state, drafters, medians: dict, k_alpha: int) -> pd.DataFrame:
     t1 = medians[("t1", state.target.cfg.name)]
     rows = []
     for d in drafters:
-        t_draft = medians[("draft", d.name)] / k_alpha      # per draft step
+        t_draft = medians[("draft", d.name)]                # per draft step
         rows.append({S.DRAFTER: d.name, "drafter_kind": d.kind, S.T_DRAFT: t_draft,
                      S.T_TARGET_1: t1, S.T_VERIFY: medians[("verify", k_alpha)],
                      S.K: k_alpha, S.CACHE_LEN: state.cache_len, S.C_MEASURED: t_draft / t1,
@@ -230,7 +235,10 @@ def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame, targets
                      S.PRED_POSITIONAL: st.tokens_per_iteration * t1 / iteration,
                      S.PRED_CONSTANT_COST: float(analytic.speedup(st.alpha_per_slot, k,
                                                                   c_of[name])),
-                     S.C_MEASURED: c_of[name], S.T_VERIFY: tv,
+                     S.C_MEASURED: c_of[name], S.T_VERIFY: tv, S.T_TARGET_1: t1,
+                     S.TIME_S: medians[label], "baseline_time_s": medians[base],
+                     S.PREFILL_S: t_pre + t_pre_d, S.ITERATIONS: res.n_iterations,
+                     S.NEW_TOKENS: res.n_generated,
                      "speedup_vs_main_target": medians[("run", main, S.AUTOREGRESSIVE, 0, kind,
                                                         0.0)] / medians[label]})
     return pd.DataFrame(rows)
