@@ -68,7 +68,7 @@ else:
         if QUICK else experiment.DemoSettings.quick_settings())
     print(f"no demo output: running the experiment now ({settings.target}, quick) ...")
     tables = experiment.run_demo(settings, progress=False).tables
-runs, hardware = tables["runs"], tables.get("hardware")
+runs, hardware = tables.get("runs"), tables.get("hardware")
 
 # %% [markdown]
 # ## α by kind of work and temperature
@@ -115,3 +115,27 @@ run_plots.predicted_vs_measured(runs)
 
 # %%
 report.hardware_table(hardware) if hardware is not None else print("no hardware predictions in this run")
+
+# %% [markdown]
+# ## The quantised self-draft and the distilled draft
+#
+# When the demo ran its `drafters` part (`specsim demo --parts drafters`), its tables set
+# the target's own weights quantised to int8 (a quantised self-draft) and a draft
+# distilled from the target (`specsim train-draft`, when one is trained) beside n-gram
+# lookup and the layer-skip self-draft: α by kind of work and temperature, the draft's
+# cost ratio c measured from the loop's own programs and from bytes, the measured
+# speedup against K with its predictions, and what limits each drafter (the α it would
+# need for 1.5× at its c, the c it would need at its α).
+
+# %%
+if "drafter_costs" in tables:
+    display(report.drafter_alpha_table(tables["alpha_by_kind"]))
+    display(tables["drafter_costs"])
+    display(report.drafter_speedup_table(tables["drafter_speedup"]))
+    display(tables["drafter_limits"])
+    main_target = tables["drafter_speedup"]["target"].iloc[0]
+    display(run_plots.speedup_predicted_vs_measured(
+        tables["drafter_speedup"].query("target == @main_target")))
+else:
+    print("this demo output has no drafters part: run `specsim demo --parts drafters` "
+          "(and `specsim train-draft` first for the distilled draft)")

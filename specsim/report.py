@@ -108,7 +108,8 @@ def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
     """Every table a demo wrote to ``folder`` (runs upgraded to today's schema)."""
     folder = Path(folder)
     tables = {name: pd.read_csv(folder / f"{name}.csv")
-              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE)
+              for name in (S.RUNS, S.SWEEPS, S.CEILINGS, S.HARDWARE, S.ALPHA_BY_KIND,
+                           S.DRAFTER_COSTS, S.DRAFTER_SPEEDUP, S.DRAFTER_LIMITS)
               if (folder / f"{name}.csv").exists()}
     if S.RUNS in tables:
         tables[S.RUNS] = S.upgrade_runs(tables[S.RUNS])
@@ -314,11 +315,49 @@ def _inrun_section(result) -> list[str]:
         lines += ["Break-even batch (speculation stops paying; inf: pays on the whole grid):",
                   "", _fmt(be, ".1f"), ""]
     return lines + ["Every run:", "", _fmt(decomposition_table(runs), ".2f"), ""]
+def drafter_alpha_table(alpha_by_kind: pd.DataFrame) -> pd.DataFrame:
+    """The drafters part's α per slot, one column per kind of work, one row per
+    (target, drafter, temperature, K)."""
+    return alpha_by_kind.pivot_table(index=[S.TARGET, S.DRAFTER, S.TEMPERATURE, S.K],
+                                     columns=S.KIND, values=S.ALPHA,
+                                     aggfunc="mean").reset_index()
+
+
+def drafter_speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
+    """The drafters part's speedups, mean over the kinds of work, per (target, drafter, K)."""
+    return speedup.groupby([S.TARGET, S.DRAFTER, S.K], as_index=False).agg(
+        alpha=(S.ALPHA, "mean"), measured=(S.MEASURED_SPEEDUP, "mean"),
+        pred_iid=(S.PRED_IID, "mean"), pred_pos=(S.PRED_POSITIONAL, "mean"),
+        pred_closed_form=(S.PRED_CONSTANT_COST, "mean"),
+        vs_fp32_target=("speedup_vs_main_target", "mean"))
+
+
+def _drafters_section(result) -> list[str]:
+    t = result.tables
+    if S.DRAFTER_COSTS not in t:
+        return []
+    costs = t[S.DRAFTER_COSTS].drop(columns=[S.T_TARGET_1, S.T_VERIFY], errors="ignore")
+    return ["## Drafters: quantised self-draft, distilled, n-gram, layer-skip", "",
+            "α per draft slot by kind of work (`alpha_by_kind.csv`; a quantised target is a "
+            "row of its own):", "", _fmt(drafter_alpha_table(t[S.ALPHA_BY_KIND]), ".2f"), "",
+            "Cost ratio c: measured from the loop's own draft and target programs "
+            "(`pass_costs`, same interleaved rounds), from the roofline's bytes at the "
+            "draft's stored weight width (`c_bytes`), and with the fp32 copies XLA:CPU "
+            "writes and reads of every dequantised matrix (`c_bytes_materialised`):", "",
+            _fmt(costs, ".3g"), "",
+            "Speedup against K at temperature 0 (decode time per token, prefill removed; "
+            "`pred_iid`/`pred_pos`: E(α, K) / the run's tokens per iteration with the "
+            "measured pass times; `pred_closed_form`: Thm 3.8 at the measured c):", "",
+            _fmt(drafter_speedup_table(t[S.DRAFTER_SPEEDUP]), ".2f"), "",
+            "![drafters](drafters_speedup_vs_k.png) ![alpha](drafters_alpha_by_kind.png)", "",
+            "What limits each drafter (closed form at temperature 0, mean α over the kinds; "
+            "α and c needed for 1.5× minimised over K ≤ 16):", "",
+            _fmt(t[S.DRAFTER_LIMITS], ".3g"), ""]
 
 
 SECTIONS: list[Callable[[object], list[str]]] = [
     _header, _headline_section, _machine_section, _fidelity_section, _hardware_section,
-    _inrun_section]
+    _inrun_section, _drafters_section]
 """report.md's sections in order; a new demo part appends the function for its own."""
 
 

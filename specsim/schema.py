@@ -139,6 +139,18 @@ PRED_SPEEDUP = "pred_speedup"
 THIS_MACHINE = "this machine (fit)"
 
 
+# ---- the drafters part (`specsim.experiment.parts.drafters`) ----------------------------------
+ALPHA_BY_KIND = "alpha_by_kind"            # α per (target, drafter, temperature, K, kind)
+DRAFTER_COSTS = "drafter_costs"            # per drafter: pass times, c measured and from bytes
+DRAFTER_SPEEDUP = "drafter_speedup"        # per timed run: measured and predicted speedup
+DRAFTER_LIMITS = "drafter_limits"          # per drafter: closed-form best, α/c needed for 1.5x
+TARGET = "target"                          # the target model's name
+C_MEASURED = "c_measured"                  # t_draft / t_target_1 from the loop's own programs
+C_BYTES = "c_bytes"                        # draft pass bytes / target pass bytes (roofline)
+C_BYTES_MATERIALISED = "c_bytes_materialised"   # + fp32 copies of dequantised matrices
+WEIGHT_BITS = "weight_bits"                # quantised weight width (None: dense)
+
+
 def alpha_pos(j: int) -> str:
     """Column of the acceptance rate at draft position ``j`` (1-based)."""
     return f"{_POS}{int(j)}"

@@ -18,7 +18,7 @@ from specsim.decode import generate_autoregressive, generate_speculative
 from specsim.drafters import quantized_self_drafter
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
 from specsim.models.quantize import (QuantizedWeight, dequantize, dequantize_params,
-                                     quantize_params, quantize_weight)
+                                     quantize_params, quantize_weight, quantized_matmul)
 from specsim.models.transformer import forward, init_cache, init_params, select_layers
 
 from test_decode import (CHI_PROMPT, N_SAMPLES, V_SMALL, _chi2_pvalue,  # noqa: F401
@@ -220,3 +220,17 @@ def test_int8_smollm2_logits_close_to_fp32():
     print(f"max {diff.max():.4f} mean {diff.mean():.5f} top1 {agree.mean():.4f} "
           f"positions {agree.size}")
     assert diff.max() < 3.0 and diff.mean() < 0.32 and agree.mean() > 0.95
+
+
+@pytest.mark.parametrize("bits, group_size", [(8, None), (8, 6), (4, 4), (4, 12)])
+@pytest.mark.parametrize("lead", [(5,), (2, 3)])
+def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, group_size, lead):
+    # scales on the per-group partial products (int4, grouped int8) or on the output
+    # (int8 per channel): the same sum as x @ ŵ up to fp32 rounding
+    rng = np.random.default_rng(7)
+    qw = quantize_weight(rng.standard_normal((24, 10)).astype(np.float32), bits, group_size)
+    x = jnp.asarray(rng.standard_normal((*lead, 24)), jnp.float32)
+    ref = np.asarray(x, np.float64) @ np.asarray(dequantize(qw), np.float64)
+    got = np.asarray(quantized_matmul(x, qw))
+    assert got.shape == (*lead, 10)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

@@ -258,4 +258,14 @@ def demo_figures(result) -> dict[str, Figure]:
         spec = S.speculative(result.runs)
         if ((spec[S.DRAFTER_KIND] == "instrument") & (spec[S.BATCH] == 1)).any():
             figs["speedup_surface.png"] = speedup_surface(result.runs)
+    tables = getattr(result, "tables", {})
+    if S.DRAFTER_SPEEDUP in tables and not tables[S.DRAFTER_SPEEDUP].empty:
+        d = tables[S.DRAFTER_SPEEDUP]            # the runs table's columns (drafters part)
+        main = d[S.TARGET] == result.environment.get("model", d[S.TARGET].iloc[0])
+        figs["drafters_speedup_vs_k.png"] = speedup_predicted_vs_measured(d[main])
+    if S.ALPHA_BY_KIND in tables and not tables[S.ALPHA_BY_KIND].empty:
+        a = tables[S.ALPHA_BY_KIND]
+        a = a[a[S.K] == a[S.K].mode().iloc[0]]     # the one K every temperature ran
+        figs["drafters_alpha_by_kind.png"] = alpha_by_kind(
+            a[a[S.TARGET] == result.environment.get("model", a[S.TARGET].iloc[0])])
     return figs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
-from specsim.experiment.parts import batch, fidelity, hardware, instrument, roofline
+from specsim.experiment.parts import batch, drafters, fidelity, hardware, instrument, roofline
 
 PARTS: dict[str, Part] = {p.name: p for p in (
     roofline.PART,
@@ -15,6 +15,7 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     fidelity.PART,
     batch.PART,
     hardware.PART,
+    drafters.PART,
 )}
 
 
