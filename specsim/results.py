@@ -70,8 +70,26 @@ def _ratio(num, den) -> np.ndarray:
         return np.asarray(num, float) / np.asarray(den, float)
 
 
-@dataclass(frozen=True)
-class SpeculativeStats:
+class _Readable:
+    """What a result shows when printed or displayed in a notebook: ``summary()`` (a few
+    lines, never the raw arrays) as its repr and str; ``_head_html()`` its headline lines
+    for ``_repr_html_``."""
+
+    def summary(self) -> str:                      # pragma: no cover - each class has one
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def _head_html(self) -> str:
+        return "<br>".join(html.escape(x) for x in self._headline())
+
+
+@dataclass(frozen=True, repr=False)
+class SpeculativeStats(_Readable):
     """Per-iteration statistics of a speculative run.
 
     accepted[i, b]: drafts accepted by row b in iteration i (−1 where the row had already
@@ -221,20 +239,15 @@ class SpeculativeStats:
                          f"({int(r.accepted)}/{int(r.reached)}){few}")
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
-
-    __str__ = __repr__
-
     def _repr_html_(self) -> str:
-        head = "<br>".join(html.escape(x) for x in self._headline())
+        head = self._head_html()
         table = self.to_frame().to_html(float_format=lambda v: f"{v:.3g}", na_rep="n/a")
         return (f"<div><b>SpeculativeStats</b><br>{head}<br>per position (low, high: "
                 f"95% Wilson interval of alpha_per_slot)<br>{table}</div>")
 
 
-@dataclass(frozen=True)
-class GenerationResult:
+@dataclass(frozen=True, repr=False)
+class GenerationResult(_Readable):
     """tokens: the new tokens of each row (prompt excluded, trimmed at its stop);
     text: their decoding when the model has a tokenizer; finish_reason per row: "eos",
     "length" or "nonfinite"; nonfinite [B] bool: the row met non-finite logits.
@@ -312,12 +325,7 @@ class GenerationResult:
             lines.append(self.stats.summary())
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.summary()
-
-    __str__ = __repr__
-
     def _repr_html_(self) -> str:
-        head = "<br>".join(html.escape(x) for x in self._headline())
+        head = self._head_html()
         stats = "" if self.stats is None else self.stats._repr_html_()
         return f"<div><b>GenerationResult</b><br>{head}{stats}</div>"
