@@ -96,8 +96,9 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--layer-loop", choices=["scan", "unroll"], default=None,
                    help="layer loop for the run (default scan: it compiles 2-3x faster)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
-                   help="parts of the demo to run (default roofline fidelity hardware; the "
-                        "parts a chosen one needs run too); see --list-parts")
+                   help="parts of the demo to run (default: the central check, instrument "
+                        "fidelity batch; the parts a chosen one needs run too); see "
+                        "--list-parts")
     p.add_argument("--list-parts", action="store_true", help="list the demo's parts and exit")
     _add_inrun_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
