@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
-from specsim.experiment.parts import fidelity, hardware, roofline
+from specsim.experiment.parts import fidelity, hardware, policies, roofline
 
 PARTS: dict[str, Part] = {p.name: p for p in (
     roofline.PART,
     fidelity.PART,
     hardware.PART,
+    policies.PART,
 )}
 
 
