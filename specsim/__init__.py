@@ -24,3 +24,9 @@ Errors are `specsim.errors.SpecsimError` subclasses (all ``ValueError``s); publi
 arguments are checked by `specsim.validation`.
 """
 __version__ = "0.1.0"
+
+# Notebooks get JAX's persistent compilation cache by default (no JAX import here; see
+# specsim.compile_cache; SPECSIM_COMPILATION_CACHE=0 turns it off).
+from specsim import compile_cache as _compile_cache  # noqa: E402
+
+_compile_cache.enable_in_notebook()

@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from specsim import compile_cache
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -419,6 +421,7 @@ def _cmd_train_draft(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    compile_cache.enable_deferred()     # on unless SPECSIM_COMPILATION_CACHE=0 (no JAX import)
     try:
         return int(args.func(args) or 0)
     except ValueError as err:  # bad input: one clear line, no traceback

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim import policies, policy_engine
+from specsim import policies, policy_engine, sharding
 from specsim.drafters import Context, Draft, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
@@ -495,6 +495,14 @@ def _finish(common, prompts: list[list[int]], model, on_nonfinite: str, **fields
     return result
 
 
+def _placed(mesh, model, batch, replicated, drafter=None):
+    """The program's arguments: as they are without a mesh (one device, the program
+    unchanged), else placed on ``mesh`` by `specsim.sharding.place`."""
+    if mesh is None:
+        return model.params, tuple(jnp.asarray(x) for x in batch), replicated, drafter
+    return sharding.place(mesh, model, batch=batch, replicated=replicated, drafter=drafter)
+
+
 def _check_on_nonfinite(on_nonfinite):
     choice("on_nonfinite", on_nonfinite, ("raise", "report"))
 
@@ -552,12 +560,14 @@ def _timed(generate):
 def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: float = 0.0,
                             top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
                             eos_token_id="auto", cache_len: int | None = None,
-                            on_nonfinite: str = "raise") -> GenerationResult:
+                            on_nonfinite: str = "raise", mesh=None) -> GenerationResult:
     """Sample up to ``max_new_tokens`` per prompt, one target pass per token, in one
     compiled loop. ``prompts``: token-id lists (or strings with a tokenizer), rows may
     differ in length. ``eos_token_id``: "auto" (the config's), None (never stop early)
     or an id. ``cache_len``: KV slots (default: bucketed to need, capped by the model's
-    max_seq_len; see `plan_shapes`)."""
+    max_seq_len; see `plan_shapes`). ``mesh``: a `specsim.sharding.make_mesh` mesh to
+    run the same program on (weights tensor-parallel on "model", the batch on "data");
+    None: one device."""
     cfg = model.cfg
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
@@ -568,9 +578,11 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     plan = plan_shapes(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
                        cache_len)
     arr, lens = _pad(encoded, plan.padded_prompt)
-    common = _autoregressive_program(model.params, sp, jnp.asarray(arr), jnp.asarray(lens),
-                                     jnp.int32(max_new), jnp.int32(eos), key, cfg=cfg,
+    params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
+        mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
+    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
                                      S=plan.cache_len, I=plan.iterations)
+    common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=0, plan=plan,
@@ -602,13 +614,15 @@ def _resolve_policy(k, policy):
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise", policy=None) -> GenerationResult:
+                         on_nonfinite: str = "raise", policy=None,
+                         mesh=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
     ``k`` drafts per iteration, in one compiled
     loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
     target and draft distributions after the same temperature/top-k/top-p processing.
-    Arguments as `generate_autoregressive`; the result carries `SpeculativeStats`.
+    Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
+    the result carries `SpeculativeStats`.
 
     ``k``: drafts per iteration (default 4). ``policy``: a draft-length policy of
     `specsim.policies` (FixedK, ConfidenceThreshold, Heuristic, Goodput): each row drafts
@@ -632,8 +646,9 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
     plan = plan_shapes(encoded, max_new, k, caps, cache_len)
     arr, lens = _pad(encoded, plan.padded_prompt)
-    args = (target.params, drafter, sp, jnp.asarray(arr), jnp.asarray(lens),
-            jnp.int32(max_new), jnp.int32(eos), key)
+    params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
+        mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
+    args = (params, placed_drafter, sp, arr, lens, max_new_a, eos_a, key)
     shapes = dict(cfg=cfg, S=plan.cache_len, I=plan.iterations)
     dp = drafter.passes_per_iteration(k)
     if policy is None:
@@ -642,6 +657,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     else:
         common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
         more = dict(policy=repr(policy), single_token_target_passes=int(pstats.single))
+    if mesh is not None:
+        common, stats, pstats = sharding.to_host((common, stats, pstats))
     n_it = int(common.it)
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],

@@ -17,7 +17,10 @@ What `forward_cost` counts, for the transformer of `specsim.models.transformer`
   vocabulary. Elementwise work (norms, rotary, softmax, activations, residuals) is estimated
   at a few FLOPs per element and reported as its own component.
 * Bytes moved to and from main memory: every weight read once per pass (the tied embedding
-  is read once, as the head; the input embedding reads only the B*T gathered rows), the KV
+  is read once, as the head; the input embedding reads only the B*T gathered rows; weights
+  quantised weight-only, ``weight_bits=8|4``, are read as stored by
+  `specsim.models.quantize`: bits/8 bytes per value plus one fp32 scale per group of
+  ``group_size`` input rows and output column, or per output column), the KV
   cache read (S slots) and written (T new slots when updated in place; the whole cache when
   ``cache_update="copy"``, which is what a non-donated cache costs), the intermediate
   activations written and read once each (including the fp32 attention scores), and the
@@ -86,6 +89,10 @@ class Hardware:
     kind: str = ""
     flops_basis: str = "dense"
     notes: str = ""
+    # chip-to-chip link (NVLink, ICI, PCIe): bytes/s per chip, both directions together
+    # as datasheets state it (NaN: not published); see `allreduce_time`
+    interconnect_bandwidth: float = math.nan
+    interconnect: str = ""
 
     def __post_init__(self) -> None:
         pairs = tuple((canonical_dtype(d), float(v)) for d, v in dict(self.peak_flops).items())
@@ -122,7 +129,9 @@ def _parse_row(row: Mapping[str, str]) -> Hardware:
                     bandwidth=float(row["bandwidth_GBps"]) * 1e9,
                     memory_bytes=float(row["memory_bytes"]), source=row["source"],
                     vendor=row["vendor"], kind=row["kind"], flops_basis=row["flops_basis"],
-                    notes=row.get("notes", ""))
+                    notes=row.get("notes", ""),
+                    interconnect_bandwidth=float(row.get("interconnect_GBps") or "nan") * 1e9,
+                    interconnect=row.get("interconnect", ""))
 
 
 def _read_rows(path: Path = HARDWARE_CSV) -> list[dict]:
@@ -150,7 +159,8 @@ def hardware_table(path: Path = HARDWARE_CSV):
     import pandas as pd
 
     df = pd.DataFrame(_read_rows(path))
-    for col in ("memory_bytes", "bandwidth_GBps", *_CSV_FLOPS_COLUMNS.values()):
+    for col in ("memory_bytes", "bandwidth_GBps", "interconnect_GBps",
+                *_CSV_FLOPS_COLUMNS.values()):
         df[col] = pd.to_numeric(df[col].replace("", np.nan))
     df["bandwidth"] = df["bandwidth_GBps"] * 1e9
     df["ridge_bf16"] = df["bf16_tflops"] * 1e12 / df["bandwidth"]
@@ -210,7 +220,8 @@ def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
 
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
-                 activations: bool = True) -> ForwardCost:
+                 activations: bool = True, weight_bits: int | None = None,
+                 group_size: int | None = None, quantized_head: bool = False) -> ForwardCost:
     """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
     KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
 
@@ -222,6 +233,11 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     of a fused kernel whose intermediates stay on chip (weights + KV cache + logits only).
     For a narrow model such as SmolLM2-135M (d=576) these intermediates bound the
     arithmetic intensity to a few hundred FLOPs/byte however large the batch.
+    ``weight_bits`` (8 or 4; None: dense ``dtype``), ``group_size`` (input rows per fp32
+    scale; None: one scale per output column) and ``quantized_head``: the layout of
+    `specsim.models.quantize` (projection/MLP matrices of every layer, and the head when
+    ``quantized_head``). FLOPs are unchanged (the ideal dequantises on the fly); on
+    XLA:CPU the dequantised matrix is written and read again, which this does not count.
     """
     B = positive_int("batch", batch)
     T = positive_int("n_tokens", n_tokens)
@@ -238,20 +254,10 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     Q, K = H * E, G * E
     N = B * T
     gpt2 = cfg.arch == "gpt2"
-    n_mlp = 2 if gpt2 else 3
-    has_bias = gpt2 or cfg.qkv_bias
-
-    layer_params = D * (Q + 2 * K) + Q * D + n_mlp * D * F + (2 if not gpt2 else 4) * D
-    if has_bias:
-        layer_params += Q + 2 * K + (D + F + D if gpt2 else 0)
-    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
-    weight_elems = L * layer_params + D * V + N * D + (2 * D if gpt2 else D)
-    if gpt2:
-        weight_elems += N * D                   # learned position rows
     kv_slot = 2.0 * L * B * G * E * w           # bytes of k and v for one slot of every row
     act_per_layer = w * N * (6 * D + 2 * (Q + 2 * K) + 2 * Q + 4 * F) + 2 * 4.0 * B * H * T * S
     bytes_ = {
-        "weights": float(weight_elems * w),
+        "weights": _weight_bytes(cfg, N, w, weight_bits, group_size, quantized_head),
         "kv_read": kv_slot * S,
         "kv_write": kv_slot * (S if cache_update == "copy" else T),
         "activations": (L * act_per_layer + w * N * D * 2) if activations else 0.0,
@@ -260,6 +266,47 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     return ForwardCost(flops=float(sum(flops.values())), bytes=float(sum(bytes_.values())),
                        flops_by=tuple(flops.items()), bytes_by=tuple(bytes_.items()),
                        batch=B, n_tokens=T, context=S, dtype=dt)
+
+
+def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head) -> float:
+    """Bytes of the weights one pass over N tokens reads: every layer matrix (dense at
+    ``w`` bytes per value, or quantised), norms and biases, the head once, and the N
+    gathered embedding (and gpt2 position) rows."""
+    L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
+    Q, K = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    gpt2 = cfg.arch == "gpt2"
+    qbytes = _quantized_bytes_fn(weight_bits, group_size, w)
+    matrices = [(D, Q + 2 * K), (Q, D)] + ([(D, F), (F, D)] if gpt2 else [(D, F)] * 2 + [(F, D)])
+    dense_layer = (2 if not gpt2 else 4) * D
+    if gpt2 or cfg.qkv_bias:
+        dense_layer += Q + 2 * K + (D + F + D if gpt2 else 0)
+    layer_bytes = sum(qbytes(i, o) for i, o in matrices) + dense_layer * w
+    # head matrix D*V read once (tied or not); the input embedding only gathers N rows
+    head_bytes = qbytes(D, V) if quantized_head else D * V * w
+    total = L * layer_bytes + head_bytes + (N * D + (2 * D if gpt2 else D)) * w
+    if gpt2:
+        total += N * D * w                      # learned position rows
+    return float(total)
+
+
+def _quantized_bytes_fn(weight_bits, group_size, w):
+    """bytes(Din, Dout) of one weight matrix: dense at ``w`` bytes per value, or quantised
+    (bits/8 per value + 4-byte scales per group of ``group_size`` rows and column)."""
+    if weight_bits is None:
+        if group_size is not None:
+            raise InvalidArgument("group_size needs weight_bits (8 or 4)")
+        return lambda din, dout: din * dout * w
+    if isinstance(weight_bits, bool) or weight_bits not in (4, 8):
+        raise InvalidArgument(f"weight_bits must be 4, 8 or None, got {weight_bits!r}")
+    if group_size is not None:
+        group_size = positive_int("group_size", group_size)
+
+    def nbytes(din, dout):
+        g = din if group_size is None else group_size
+        if din % g:
+            raise InvalidArgument(f"group_size {g} must divide the input dimension {din}")
+        return din * dout * weight_bits / 8 + (din // g) * dout * 4.0
+    return nbytes
 
 
 def forward_costs(cfg, n_tokens, batch, context, dtype=None, **kwargs) -> tuple[np.ndarray, np.ndarray]:
@@ -330,3 +377,102 @@ def bound(hw_or_params, cost: ForwardCost, dtype=None) -> str:
     """'compute' or 'memory': which ceiling limits this pass."""
     peak, bw = _ceilings(hw_or_params, dtype or cost.dtype)
     return "compute" if cost.flops / peak >= cost.bytes / bw else "memory"
+
+
+# ---- several devices: tensor parallelism ------------------------------------------------
+# The layout of `specsim.sharding`: attention heads, kv heads and MLP columns split over
+# ``model`` devices, embedding/head and norms replicated, the batch split over ``data``.
+# Each layer then all-reduces its [B, T, D] output twice (after the attention output
+# projection and after the MLP down projection). A ring all-reduce of M bytes over p
+# devices sends and receives 2 (p - 1) / p * M bytes per device, each direction at half
+# the chip's (bidirectional) interconnect bandwidth.
+def _mesh_sizes(cfg, batch: int, model: int, data: int) -> tuple[int, int]:
+    model = positive_int("model", model)
+    data = positive_int("data", data)
+    for what, n in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads),
+                    ("d_ff", cfg.d_ff)):
+        if n % model:
+            raise ValueError(f"model ({model} devices) must divide {what} ({n})")
+    if batch % data:
+        raise ValueError(f"data ({data} devices) must divide the batch ({batch})")
+    return model, data
+
+
+def allreduce_bytes(cfg, batch: int = 1, n_tokens: int = 1, model: int = 1,
+                    dtype=None) -> float:
+    """Bytes one device sends (and receives) in the all-reduces of one tensor-parallel
+    pass over ``model`` devices: 2 per layer of B*T*D activations, ring algorithm,
+    ``L * 2 * 2 (p - 1) / p * B*T*D*bytes``. ``batch`` is the batch one device holds."""
+    B = positive_int("batch", batch)
+    T = positive_int("n_tokens", n_tokens)
+    p = positive_int("model", model)
+    w = dtype_bytes(dtype or cfg.dtype)
+    return float(cfg.n_layers * 2 * 2.0 * (p - 1) / p * B * T * cfg.d_model * w)
+
+
+def allreduce_time(hw_or_bandwidth, cfg, batch: int = 1, n_tokens: int = 1, model: int = 1,
+                   dtype=None, *, latency: float = 0.0) -> float:
+    """Seconds of a pass's tensor-parallel all-reduces: `allreduce_bytes` over one
+    direction of the interconnect (half the chip's bidirectional figure), plus
+    ``latency`` seconds per all-reduce (2 per layer; a few microseconds on NVLink, not a
+    datasheet figure). ``hw_or_bandwidth``: a `Hardware` or bidirectional bytes/s. 0 for
+    one device."""
+    if not (latency >= 0 and math.isfinite(latency)):
+        raise ValueError(f"latency must be a finite number >= 0 seconds, got {latency!r}")
+    nbytes = allreduce_bytes(cfg, batch, n_tokens, model, dtype)
+    if model == 1:
+        return 0.0
+    bw = (hw_or_bandwidth.interconnect_bandwidth if isinstance(hw_or_bandwidth, Hardware)
+          else float(hw_or_bandwidth))
+    if not (bw > 0 and math.isfinite(bw)):
+        name = getattr(hw_or_bandwidth, "name", "the interconnect")
+        raise ValueError(f"{name}: no interconnect bandwidth (data/hardware.csv column "
+                         f"interconnect_GBps); pass bytes/s instead")
+    return nbytes / (bw / 2) + cfg.n_layers * 2 * latency
+
+
+def sharded_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
+                 dtype=None, *, model: int = 1, data: int = 1, **kwargs) -> ForwardCost:
+    """FLOPs and bytes of one pass on ONE device of a (data, model) mesh: the pass of a
+    model with n_heads/model heads, n_kv_heads/model kv heads and d_ff/model MLP columns
+    (replicated embedding, head and norms) over batch/data rows. Keywords as
+    `forward_cost`; the all-reduces are `allreduce_time`'s."""
+    model, data = _mesh_sizes(cfg, positive_int("batch", batch), model, data)
+    import dataclasses
+    part = dataclasses.replace(cfg, n_heads=cfg.n_heads // model,
+                               n_kv_heads=cfg.n_kv_heads // model, d_ff=cfg.d_ff // model)
+    return forward_cost(part, batch // data, n_tokens, context, dtype, **kwargs)
+
+
+def predict_time_sharded(hw: Hardware, cfg, batch: int = 1, n_tokens: int = 1,
+                         context: int | None = None, dtype=None, *, model: int = 1,
+                         data: int = 1, overhead: float = 0.0, latency: float = 0.0,
+                         mode: str = "max", **kwargs) -> float:
+    """Roofline time of one pass on a (data, model) mesh of ``hw`` chips: the slowest
+    (every) device's `predict_time` of its `sharded_cost`, plus the all-reduces, not
+    overlapped with compute. ``overhead`` is the fixed per-pass cost t0 (on a GPU the
+    kernel launches, which the fit measures). With model = data = 1 this is
+    `predict_time` of `forward_cost`."""
+    cost = sharded_cost(cfg, batch, n_tokens, context, dtype, model=model, data=data, **kwargs)
+    t = predict_time(hw, cost, overhead, mode=mode)
+    return t + allreduce_time(hw, cfg, batch // data, n_tokens, model, dtype, latency=latency)
+
+
+def device_scaling(hw: Hardware, cfg, batch: int = 1, n_tokens: int = 1,
+                   context: int | None = None, dtype=None, *, devices=(1, 2, 4, 8),
+                   overhead: float = 0.0, latency: float = 0.0, **kwargs) -> list[dict]:
+    """What tensor parallelism over n chips buys against 1: for each n in ``devices``
+    (that divides the heads, kv heads and MLP width), the pass time and its speedup
+    over one chip, split into the compute/memory part and the all-reduce part."""
+    t1 = predict_time_sharded(hw, cfg, batch, n_tokens, context, dtype, overhead=overhead,
+                              **kwargs)
+    rows = []
+    for n in devices:
+        n = positive_int("devices", n)
+        if cfg.n_heads % n or cfg.n_kv_heads % n or cfg.d_ff % n:
+            continue
+        comm = allreduce_time(hw, cfg, batch, n_tokens, n, dtype, latency=latency)
+        t = predict_time_sharded(hw, cfg, batch, n_tokens, context, dtype, model=n,
+                                 overhead=overhead, latency=latency, **kwargs)
+        rows.append(dict(devices=n, time=t, allreduce_time=comm, speedup=t1 / t))
+    return rows

@@ -23,7 +23,7 @@ LAYERS = {
     "models": {"models"},
     "engine": {"sampling", "drafters", "decode", "policies", "policy_engine", "train",
                "results", "sharding"},
-    "measurement": {"bench", "experiment", "workloads", "pass_costs"},
+    "measurement": {"bench", "experiment", "workloads", "pass_costs", "compile_cache"},
     "face": {"report", "plots", "cli"},
 }
 JAX = {"jax", "jaxlib", "optax", "flax", "jaxtyping"}

@@ -42,8 +42,9 @@ from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_draft
 from specsim.drafters.ngram import NGramDrafter
 from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
 from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter, reference_tokens
+from specsim.drafters.quantized import quantized_self_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "ModelDrafter", "NGramDrafter", "model_drafter",
            "layer_skip_drafter", "check_drafter", "gather_last",
            "InstrumentDrafter", "instrument_drafter", "reference_tokens",
-           "DistilledDrafter", "distilled_drafter"]
+           "DistilledDrafter", "distilled_drafter", "quantized_self_drafter"]

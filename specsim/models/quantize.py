@@ -1,0 +1,219 @@
+"""Weight-only quantisation of a parameter pytree: int8 per output channel, int4 in
+groups along the input dimension, dequantised inside the matmul.
+
+    qparams = quantize_params(params, cfg, bits=8)                  # per output channel
+    qparams = quantize_params(params, cfg, bits=4, group_size=32)   # groups of 32 inputs
+    w_hat = dequantize(qparams["layers"][0]["wq"])                  # dense fp32 again
+
+A weight matrix w [..., Din, Dout] (the layout `forward` multiplies as ``x @ w``; a
+stacked leading L axis is allowed) becomes a `QuantizedWeight`: a pytree node whose
+children are the integer values and the fp32 scales, and whose ``bits`` and
+``group_size`` are static aux data (so `jit`, `lax.scan` over stacked layers and every
+tree map see two arrays per matrix). Symmetric quantisation, per group g of
+``group_size`` consecutive input rows and per output column j::
+
+    scale[g, j] = max_i∈g |w[i, j]| / qmax          qmax = 2^(bits-1) - 1 (127, 7)
+    q[i, j]     = round(w[i, j] / scale[g, j])      in [-qmax, qmax], never clipped
+    ŵ[i, j]     = q[i, j] * scale[g, j]             |w - ŵ| <= scale / 2
+
+int8 uses one group of all Din rows (one scale per output channel) unless
+``group_size`` is given. int4 values are packed two per byte along the input
+dimension (rows 2i and 2i+1 in the low and high nibble of byte i), so ``values`` is
+[..., Din/2, Dout] int8 and the bytes a pass reads are Din*Dout/2 plus the scales.
+Packed vs one int4 value per int8 byte, measured on XLA:CPU (30 matrices 576x1536,
+medians, 2 shared cores): 96 vs 100 ms at one token per pass, 93 vs 93 ms at two --
+the same, because XLA:CPU does not fuse the dequantisation into the dot: it writes a
+dense fp32 copy of every matrix and then calls its matmul kernel, and that write
+(plus the page faults of the fresh buffer: 26k minor faults per call, one per 4 KiB of
+the 106 MB of copies) dominates either way. Packing halves what is stored and read,
+which is what a fused kernel (XLA:GPU, TPU) is bound by, so int4 is packed. The same
+measurement put the fp32 matmul at 5 ms and int8 at 49 ms. In a whole SmolLM2-135M
+pass (benchmarks/bench_quantized.py) the copy costs least under ``layer_loop="scan"``,
+where one layer body's buffers are reused: int8 0.94x the fp32 pass (5.4x unrolled),
+int4 3.9x (its unpack and group scaling run elementwise before the dot). On XLA:CPU
+weight-only quantisation therefore buys no speed; the roofline's bytes
+(`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused kernel would read.
+
+The output head is left dense by default: quantising it (int8, SmolLM2-135M) kept α at
+temperature 0 and lowered it at temperature 1 (0.84/0.81/0.72/1.00 vs
+0.93/0.93/0.84/1.00 per slot on code/json/extraction/prose, K=4), cut the bytes of a
+pass from 0.44 to 0.29 of fp32 but measured 2.2x the fp32 pass on XLA:CPU (its 113 MB
+dequantised copy per pass).
+
+What is quantised: the projection and MLP matrices of every layer (`QUANTIZED_NAMES`);
+with ``head=True`` also the output head (for tied embeddings an ``lm_head`` is added
+holding the quantised transpose of ``embed``, and ``embed`` stays dense for the input
+gather). Norm scales, biases, embeddings and positions stay dense.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.errors import InvalidArgument
+
+__all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "quantize_weight", "dequantize",
+           "quantize_params", "dequantize_params", "is_quantized", "quantized_matmul",
+           "check_quantize_args", "param_bytes"]
+
+BITS = (4, 8)
+QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "w_proj")
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True)
+class QuantizedWeight:
+    """A weight-only quantised matrix. values: int8 [..., Din, Dout] (bits=8) or packed
+    [..., Din/2, Dout] (bits=4); scales: fp32 [..., Din/group_size, Dout]."""
+    values: Any
+    scales: Any
+    bits: int
+    group_size: int
+
+    def tree_flatten(self):
+        return (self.values, self.scales), (self.bits, self.group_size)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical (dequantised) shape [..., Din, Dout]."""
+        *lead, rows, cols = self.values.shape
+        return (*lead, rows * (2 if self.bits == 4 else 1), cols)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.values.nbytes) + int(self.scales.nbytes)
+
+
+def is_quantized(x) -> bool:
+    return isinstance(x, QuantizedWeight)
+
+
+def _pack_int4(q: np.ndarray) -> np.ndarray:
+    """q int8 in [-8, 7], [..., Din, Dout] (Din even) -> [..., Din/2, Dout] int8."""
+    lo, hi = q[..., 0::2, :], q[..., 1::2, :]
+    return ((lo.astype(np.uint8) & 0x0F) | (hi.astype(np.uint8) << 4)).astype(np.int8)
+
+
+def _unpack_int4(p):
+    """p int8 [..., Din/2, Dout] -> int8 [..., Din, Dout] (arithmetic shifts keep signs)."""
+    lo = jnp.right_shift(jnp.left_shift(p, 4), 4)
+    hi = jnp.right_shift(p, 4)
+    out = jnp.stack([lo, hi], axis=-2)                               # [..., Din/2, 2, Dout]
+    return out.reshape(*p.shape[:-2], 2 * p.shape[-2], p.shape[-1])
+
+
+def check_quantize_args(bits, group_size, in_dims=()) -> int | None:
+    """Validate ``bits`` (4 or 8) and ``group_size`` (None, or a positive integer dividing
+    every input dimension in ``in_dims``; even for int4). Returns group_size as int."""
+    if isinstance(bits, bool) or bits not in BITS:
+        raise InvalidArgument(f"bits must be 4 or 8, got {bits!r}")
+    if group_size is None:
+        if bits == 4:
+            raise InvalidArgument("group_size is required for bits=4 (int4 is quantised in groups "
+                             "along the input dimension), e.g. 32")
+        return None
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) \
+            or group_size < 1:
+        raise InvalidArgument(f"group_size must be a positive integer or None, got {group_size!r}")
+    if bits == 4 and group_size % 2:
+        raise InvalidArgument(f"group_size must be even for bits=4 (two values per byte), "
+                         f"got {group_size}")
+    bad = sorted({int(d) for d in in_dims if int(d) % int(group_size)})
+    if bad:
+        raise InvalidArgument(f"group_size {group_size} must divide the input dimension of every "
+                         f"quantised matrix; it does not divide {bad}")
+    return int(group_size)
+
+
+def quantize_weight(w, bits: int = 8, group_size: int | None = None) -> QuantizedWeight:
+    """Quantise one matrix w [..., Din, Dout] (see the module docstring). The arithmetic
+    runs in float64 on the host, so the only rounding beyond the format's is the fp32
+    product of `dequantize`."""
+    if isinstance(w, QuantizedWeight):
+        w = dequantize(w)
+    arr = np.asarray(w, np.float64)
+    if arr.ndim < 2:
+        raise InvalidArgument(f"w must be a matrix [..., Din, Dout], got shape {arr.shape}")
+    din, dout = arr.shape[-2:]
+    g = check_quantize_args(bits, group_size, (din,)) or din
+    qmax = 2 ** (bits - 1) - 1
+    grouped = arr.reshape(*arr.shape[:-2], din // g, g, dout)         # [..., Din/g, g, Dout]
+    scale = np.abs(grouped).max(axis=-2) / qmax                        # [..., Din/g, Dout]
+    scale = np.where(scale > 0, scale, 1.0)                            # an all-zero group
+    q = np.rint(grouped / scale[..., None, :]).reshape(arr.shape).astype(np.int8)
+    values = _pack_int4(q) if bits == 4 else q
+    return QuantizedWeight(jnp.asarray(values), jnp.asarray(scale, jnp.float32), bits, g)
+
+
+def _grouped_values(qw: QuantizedWeight, dtype):
+    """Integer values as ``dtype``, [..., Din/g, g, Dout]."""
+    q = _unpack_int4(qw.values) if qw.bits == 4 else qw.values
+    *lead, din, dout = q.shape
+    return q.astype(dtype).reshape(*lead, din // qw.group_size, qw.group_size, dout)
+
+
+def dequantize(qw: QuantizedWeight, dtype=jnp.float32):
+    """The dense matrix ŵ = q * scale, [..., Din, Dout] in ``dtype``."""
+    grouped = _grouped_values(qw, jnp.float32) * qw.scales[..., None, :]
+    return grouped.reshape(qw.shape).astype(dtype)
+
+
+def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
+    """x [..., Din] @ ŵ [Din, Dout] -> [..., Dout], dequantising inside the matmul. One
+    group per column (int8 per channel): (x @ q) * scale, the scale applied to the
+    output; otherwise ŵ is formed group by group and multiplied."""
+    out_type = preferred_element_type or x.dtype
+    if qw.group_size == qw.shape[-2] and qw.bits == 8:
+        y = jnp.matmul(x, qw.values.astype(x.dtype), preferred_element_type=out_type)
+        return y * qw.scales[0].astype(out_type)                      # [..., Dout]
+    return jnp.matmul(x, dequantize(qw, x.dtype), preferred_element_type=out_type)
+
+
+def _in_dims(cfg) -> tuple[int, ...]:
+    """Input dimensions of the quantised matrices (the head's is d_model)."""
+    return tuple(sorted({cfg.d_model, cfg.q_dim, cfg.d_ff}))
+
+
+def quantize_params(params: dict, cfg, bits: int = 8, group_size: int | None = None, *,
+                    head: bool = False) -> dict:
+    """``params`` with every layer's `QUANTIZED_NAMES` matrices (and, with ``head``, the
+    output head) quantised to ``bits`` in groups of ``group_size`` input rows (None: per
+    output channel, int8 only). Works on stacked and per-layer layouts; leaves that are
+    already quantised are re-quantised from their dequantised values."""
+    check_quantize_args(bits, group_size, _in_dims(cfg))
+
+    def layer(lp: dict) -> dict:
+        return {k: quantize_weight(v, bits, group_size) if k in QUANTIZED_NAMES else v
+                for k, v in lp.items()}
+
+    layers = params["layers"]
+    out = dict(params)
+    out["layers"] = (tuple(layer(lp) for lp in layers) if isinstance(layers, (tuple, list))
+                     else layer(layers))
+    if head:
+        dense = params.get("lm_head")
+        if dense is None:                                             # tied: quantise embed.T
+            dense = np.asarray(params["embed"]).T
+        out["lm_head"] = quantize_weight(dense, bits, group_size)
+    return out
+
+
+def dequantize_params(params: dict, dtype=jnp.float32) -> dict:
+    """Every `QuantizedWeight` of ``params`` replaced by its dense ŵ."""
+    return jax.tree_util.tree_map(lambda x: dequantize(x, dtype) if is_quantized(x) else x,
+                                  params, is_leaf=is_quantized)
+
+
+def param_bytes(params) -> int:
+    """Bytes the pytree stores (quantised values and scales counted as stored)."""
+    return int(sum(np.asarray(x).nbytes if not hasattr(x, "nbytes") else int(x.nbytes)
+                   for x in jax.tree_util.tree_leaves(params)))
