@@ -110,7 +110,9 @@ def time_fn(fn: Callable, *args, repeats: int = 10, warmup: int = 2, **kwargs) -
 
 def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, *,
                        warmup: int = 0, on_call: Callable[[int], None] | None = None,
-                       progress: str | None = None) -> tuple[list[list[float]], list]:
+                       progress: str | None = None,
+                       clock: Callable[[], float] = time.perf_counter
+                       ) -> tuple[list[list[float]], list]:
     """Time already compiled zero-argument ``calls`` in ``rounds`` rounds, each round
     every call once in a fresh order drawn from ``rng`` (a `numpy.random.Generator`), and
     drop the first ``warmup`` rounds. On a shared machine a burst of load then falls on
@@ -120,7 +122,9 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
     ``on_call(i)`` runs after every call; ``progress`` (a label) shows a tqdm bar over
     all rounds × calls with the time elapsed and remaining (every round times the same
-    calls, so the rate of the rounds so far predicts the rest well)."""
+    calls, so the rate of the rounds so far predicts the rest well). ``clock``: the
+    timer (`time.process_time` counts this process's CPU time, which time-slicing by
+    other processes on a shared machine does not inflate)."""
     rounds = validation.positive_int("rounds", rounds)
     warmup = validation.nonnegative_int("warmup", warmup)
     if warmup >= rounds:
@@ -131,9 +135,9 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     try:
         for r in range(rounds):
             for i in rng.permutation(len(calls)):
-                t0 = time.perf_counter()
+                t0 = clock()
                 outputs[i] = _block(calls[i]())
-                dt = time.perf_counter() - t0
+                dt = clock() - t0
                 if r >= warmup:
                     samples[i].append(dt)
                 if on_call is not None:

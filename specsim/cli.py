@@ -66,14 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_demo_command(sub) -> None:
     p = sub.add_parser(
         "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
-        description="Measures this machine's ceilings and forward sweeps of the target and "
-                    "its drafters, fits a roofline, runs autoregressive and speculative "
-                    "generation (n-gram and layer-skip drafters, K = 1..6, temperatures 0 "
-                    "and 1, four kinds of work), predicts each speedup from the measured "
-                    "acceptance with the fitted costs, sets it beside the measured speedup, "
-                    "predicts datasheet hardware, and writes report.md, CSV and figures.")
+        description="Runs autoregressive and speculative generation on SmolLM2-135M: the "
+                    "instrument drafter (set acceptance α and draft cost) over α × K × cost, "
+                    "the real drafters (n-gram, layer-skip) and batch 1, 4, 16; times each run "
+                    "with the pass programs it is predicted from in the same interleaved "
+                    "rounds; predicts every speedup, decomposes every miss (acceptance, cost, "
+                    "loop overhead) and writes runs.csv, fidelity.json, report.md and figures. "
+                    "--parts roofline fidelity hardware adds the roofline sweep and fit and "
+                    "datasheet hardware.")
     p.add_argument("--quick", action="store_true",
-                   help="K 2 and 4, two kinds, 40 tokens, 2 rounds (about 2 minutes on 2 cores)")
+                   help="smaller grids: instrument α 0.5 0.9 × K 2 4, n-gram K 4 on two kinds, "
+                        "batch 1 and 4 (under 3 minutes on 2 cores)")
     p.add_argument("--target", default="smollm2-135m",
                    help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
     p.add_argument("--draft", default=None,
@@ -82,9 +85,9 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--drafters", nargs="+", default=None, choices=["ngram", "layer-skip"],
                    help="built-in drafters to run (default: both)")
     p.add_argument("--k", nargs="+", default=None,
-                   help="draft lengths, e.g. 1-6 (default 1-6; quick 2 4)")
+                   help="draft lengths of the real drafters, e.g. 1-6 (default 2 4; quick 4)")
     p.add_argument("--temperatures", type=float, nargs="+", default=None,
-                   help="sampling temperatures (default 0 1)")
+                   help="sampling temperatures of the real drafters (default 0)")
     p.add_argument("--kinds", nargs="+", default=None,
                    choices=["code", "json", "extraction", "prose"],
                    help="kinds of work (default all four; quick code and prose)")
@@ -96,6 +99,7 @@ def _add_demo_command(sub) -> None:
                    help="parts of the demo to run (default roofline fidelity hardware; the "
                         "parts a chosen one needs run too); see --list-parts")
     p.add_argument("--list-parts", action="store_true", help="list the demo's parts and exit")
+    _add_inrun_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--out", default="results/demo",
                    help="output folder (default results/demo)")
@@ -105,6 +109,24 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--c", type=float, default=0.05,
                    help="cost ratio for --analytic-only (default 0.05)")
     p.set_defaults(func=_cmd_demo)
+
+
+def _add_inrun_arguments(p) -> None:
+    """The demo's options for the instrument and batch parts and the in-run timing."""
+    p.add_argument("--clock", choices=["wall", "cpu"], default=None,
+                   help="clock the predictions and speedups use: cpu (default: this process's "
+                        "CPU time, which other jobs on a shared machine do not inflate) or wall; "
+                        "both are recorded")
+    p.add_argument("--repeats", type=int, default=None, help="timing rounds (default 2)")
+    p.add_argument("--alphas", type=float, nargs="+", default=None,
+                   help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
+    p.add_argument("--instrument-k", nargs="+", default=None,
+                   help="instrument draft lengths (default 1 2 4 8)")
+    p.add_argument("--draft-costs", type=float, nargs="+", default=None,
+                   help="instrument draft cost as a fraction of the target's layers "
+                        "(default 0 0.25)")
+    p.add_argument("--batches", type=int, nargs="+", default=None,
+                   help="batch sizes of the batch part (default 1 4 16)")
 
 
 # --- theory -------------------------------------------------------------------------------
@@ -332,10 +354,15 @@ def _demo_settings(args):
                 "temperatures": tuple(args.temperatures) if args.temperatures else None,
                 "kinds": tuple(args.kinds) if args.kinds else None,
                 "max_new_tokens": args.max_new_tokens,
-                "parts": tuple(args.parts) if args.parts else None}
+                "parts": tuple(args.parts) if args.parts else None,
+                "clock": args.clock, "repeats": args.repeats,
+                "instrument_alphas": tuple(args.alphas) if args.alphas else None,
+                "instrument_ks": (tuple(parse_k_values(args.instrument_k))
+                                  if args.instrument_k else None),
+                "instrument_costs": tuple(args.draft_costs) if args.draft_costs else None,
+                "batches": tuple(args.batches) if args.batches else None}
     changes.update({k: v for k, v in optional.items() if v is not None})
-    return (experiment.DemoSettings.quick_settings(**changes) if args.quick
-            else experiment.DemoSettings(**changes))
+    return experiment.DemoSettings.demo(quick=args.quick, **changes)
 
 
 def _write_demo(result) -> None:
@@ -348,6 +375,10 @@ def _write_demo(result) -> None:
     out = result.settings.out_dir
     result.files = report.write_demo(result, Path(out), demo_figures(result))
     print(report.summary_table(result))
+    if report.S.PREDICTED_SPEEDUP in result.runs:
+        f = report.fidelity_summary(result)
+        print(f"in-run prediction: MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% "
+              f"over {f['n_runs']} speculative runs")
     print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
 
 

@@ -247,8 +247,78 @@ def _hardware_section(result) -> list[str]:
             "roofline:", "", _fmt(hw, ".2f"), ""]
 
 
+# ---- the in-run cost model (issue 10) -----------------------------------------------------------
+def _has_inrun(runs: pd.DataFrame) -> bool:
+    return not runs.empty and S.PREDICTED_SPEEDUP in runs
+
+
+def fidelity_summary(result_or_runs) -> dict:
+    """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction, overall,
+    per drafter kind and per batch (`specsim.experiment.decomposition.fidelity_summary`)."""
+    from specsim.experiment.decomposition import fidelity_summary as summary
+    return summary(_runs(result_or_runs))
+
+
+def decomposition_table(result_or_runs) -> pd.DataFrame:
+    """Per run: measured and predicted speedup and the three log-percent terms of their
+    miss (acceptance model, cost model, residual loop overhead), which add up to the total."""
+    spec = S.speculative(_runs(result_or_runs))
+    cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
+            S.MEASURED_SPEEDUP, S.MEASURED_LO, S.MEASURED_HI, S.PREDICTED_SPEEDUP, S.ERR_TOTAL,
+            *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
+    return spec[[c for c in cols if c in spec]]
+
+
+def decomposition_summary(result_or_runs) -> pd.DataFrame:
+    """Mean and mean absolute value of each error term per drafter kind and batch: the
+    largest source of error at a glance."""
+    spec = S.speculative(_runs(result_or_runs))
+    terms = [S.ERR_TOTAL, *S.DECOMPOSITION]
+    g = spec.groupby([S.DRAFTER_KIND, S.BATCH])
+    out = g[terms].mean().add_suffix(" mean")
+    out = out.join(g[terms].agg(lambda x: x.abs().mean()).add_suffix(" |mean|"))
+    out.insert(0, "runs", g.size())
+    return out.reset_index()
+
+
+def _inrun_section(result) -> list[str]:
+    runs = result.runs
+    if not _has_inrun(runs):
+        return []
+    f = fidelity_summary(runs)
+    clock = runs[S.CLOCK].iloc[0] if S.CLOCK in runs else "wall"
+    lines = ["## Predicted against measured, in-run costs", "",
+             f"**MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% over "
+             f"{f['n_runs']} speculative runs** (clock: {clock}). Prediction: "
+             "`predicted_speedup` = E_model · t_target_1 / (K · t_draft + t_verify), the pass "
+             "times timed by `specsim.pass_costs` in the same interleaved rounds as the runs "
+             "(same layer loop, cache length, batch, padded shapes); E_model from the run's "
+             "measured per-position rates α_j per slot, for a finite run whose slowest batch "
+             "row ends it (`pred_speedup_set_alpha`: the instrument's set α alone). The "
+             "prefill and per-call host work are the same rows' one-token autoregressive "
+             "call, timed in the same rounds. `measured_inputs` names "
+             "what each row took from measurement. Error terms (100·ln ratio) add up to "
+             "`err_total_pct`: acceptance model (E_model vs n/I), cost model (pass program vs "
+             "the step inside the autoregressive run), residual loop overhead (the iteration "
+             "inside the run vs K·t_draft + t_verify).", "",
+             _fmt(pd.DataFrame([{"group": g, **v} for key in ("by_drafter", "by_batch",
+                                                                "by_clock")
+                                for g, v in ((f"{key[3:]} {k}", v)
+                                             for k, v in f[key].items())]), ".1f"), "",
+             "Error decomposition by drafter and batch (log-percent):", "",
+             _fmt(decomposition_summary(runs), ".1f"), "",
+             "![surface](speedup_surface.png)", "",
+             "![predicted vs measured](predicted_vs_measured_band.png)", ""]
+    be = result.tables.get(S.BREAK_EVEN)
+    if be is not None and not be.empty:
+        lines += ["Break-even batch (speculation stops paying; inf: pays on the whole grid):",
+                  "", _fmt(be, ".1f"), ""]
+    return lines + ["Every run:", "", _fmt(decomposition_table(runs), ".2f"), ""]
+
+
 SECTIONS: list[Callable[[object], list[str]]] = [
-    _header, _headline_section, _machine_section, _fidelity_section, _hardware_section]
+    _header, _headline_section, _machine_section, _fidelity_section, _hardware_section,
+    _inrun_section]
 """report.md's sections in order; a new demo part appends the function for its own."""
 
 
@@ -262,6 +332,8 @@ def _write_tables(result, folder: Path) -> None:
         table.to_csv(folder / f"{name}.csv", index=False)
     if not result.runs.empty:
         speedup_table(result).to_csv(folder / "speedup_table.csv", index=False)
+    if _has_inrun(result.runs):
+        (folder / f"{S.FIDELITY}.json").write_text(json.dumps(fidelity_summary(result), indent=1))
     (folder / "fits.json").write_text(json.dumps(
         {k: v.as_dict() for k, v in result.fits.items()}, indent=1, default=str))
     (folder / "environment.json").write_text(

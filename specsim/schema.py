@@ -67,7 +67,7 @@ _POS_N = "alpha_pos_n_"
 # ---- runs: predictions -----------------------------------------------------------------------
 E_IID = "E_iid"
 E_POSITIONAL = "E_positional"
-COST_RATIO = "c_fit"                       # fitted t_draft(1) / t_target(1)
+COST_RATIO = "cost_ratio"                 # t_draft / t_target(1), the pass programs timed in-run
 T_TARGET_1 = "t_target_1"
 T_VERIFY = "t_verify"
 T_DRAFT = "t_draft"
@@ -81,6 +81,47 @@ PRED_CONSTANT_COST = "pred_speedup_constant_cost"
 MEASURED_SPEEDUP = "measured_speedup"
 LOOP_OVERHEAD = "loop_overhead_ratio"
 PREDICTIONS = (PRED_IID, PRED_POSITIONAL, PRED_SWEPT)
+
+# ---- runs: the in-run cost model and the error decomposition (issue 10) ------------------------
+# Every speculative run predicted from pass times measured in the same interleaved rounds
+# as the run (`specsim.pass_costs`, `specsim.experiment.inrun`): t_target_1, t_verify,
+# t_draft above are then those in-run pass-program times. Inputs taken from measurement
+# are listed per row in MEASURED_INPUTS (";"-separated column names).
+DRAFTER_KIND = "drafter_kind"              # instrument, ngram, layer-skip, model
+ALPHA_SET = "alpha_set"                    # the instrument's set α (NaN for real drafters)
+DRAFT_LAYERS = "draft_layers"              # target layers one instrument draft step runs
+PREDICTED_SPEEDUP = "predicted_speedup"    # the headline prediction: E_model · t1 / (K t_d + t_v)
+E_MODEL = "E_model"                        # E of the headline: measured α_j, finite run, batch max
+E_EFFECTIVE = "E_effective"                # n decode tokens / batched iterations (measured)
+T_TARGET_1_RUN = "t_target_1_run"          # (T_AR − prefill) / n: the step inside the AR run
+T_ITERATION_RUN = "t_iteration_run"        # (T_spec − prefill) / I: the iteration inside the run
+ERR_TOTAL = "err_total_pct"                # 100 ln(predicted / measured)
+ERR_ACCEPTANCE = "err_acceptance_pct"      # 100 ln(E_model / E_effective)
+ERR_COST = "err_cost_pct"                  # 100 ln(t_target_1 / t_target_1_run)
+ERR_OVERHEAD = "err_overhead_pct"          # 100 ln(t_iteration_run / (K t_draft + t_verify))
+ERR_ACCEPT_IID = "err_accept_iid_pct"      # 100 ln(E_iid / E_effective)
+ERR_ACCEPT_POSITIONAL = "err_accept_positional_pct"
+ERR_ACCEPT_TPI = "err_accept_tpi_pct"      # 100 ln(mean tokens per iteration / E_effective)
+PRED_SET_ALPHA = "pred_speedup_set_alpha"  # instrument: E from the set α alone (finite run)
+ERR_ACCEPT_SET = "err_accept_set_pct"      # 100 ln(E from the set α / E_effective)
+PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline's pass times
+ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
+MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round speedup
+MEASURED_HI = "measured_speedup_hi"        # max over rounds
+CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
+MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
+PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedup_cpu"}
+"""The measured and predicted speedup by each clock (every call is timed by both at once;
+CLOCK says which one the row's other columns use)."""
+MEASURED_INPUTS = "measured_inputs"
+DECOMPOSITION = (ERR_ACCEPTANCE, ERR_COST, ERR_OVERHEAD)
+"""The three log-percent terms; they add up to ERR_TOTAL exactly."""
+CONTRACT = (DRAFTER, K, BATCH, TEMPERATURE, ALPHA, TOKENS_PER_ITERATION, COST_RATIO,
+            MEASURED_SPEEDUP, PREDICTED_SPEEDUP, ERR_TOTAL, *DECOMPOSITION)
+"""The columns other tools may rely on in results/demo/runs.csv (one row per speculative
+run; ``alpha`` is alpha_per_slot, measured)."""
+FIDELITY = "fidelity"                      # results/demo/fidelity.json
+BREAK_EVEN = "break_even"                  # results/demo/break_even.csv
 
 # ---- sweeps and ceilings ----------------------------------------------------------------------
 MODEL = "model"

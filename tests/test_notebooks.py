@@ -54,9 +54,9 @@ def _stream_text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
 
 
-def test_there_are_seven_numbered_notebooks():
+def test_the_numbered_notebooks():
     numbers = [p.name[:2] for p in NOTEBOOKS]
-    assert numbers[:7] == ["01", "02", "03", "04", "05", "06", "07"] and "10" in numbers
+    assert numbers[:8] == ["01", "02", "03", "04", "05", "06", "07", "08"] and "10" in numbers
 
 
 def test_kernel_is_this_interpreter(kernel_spec_manager, tmp_path):

@@ -17,7 +17,8 @@ from specsim.plots.axes import integer_axis, plain_log
 from specsim.results import binomial_interval
 
 __all__ = ["speculative_runs", "speedup_predicted_vs_measured", "acceptance_by_position",
-           "alpha_by_kind", "predicted_vs_measured", "demo_figures"]
+           "alpha_by_kind", "predicted_vs_measured", "demo_figures", "speedup_surface",
+           "predicted_vs_measured_band"]
 
 
 def speculative_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -47,7 +48,8 @@ def speedup_predicted_vs_measured(runs: pd.DataFrame) -> Figure:
                                    lo=(S.MEASURED_SPEEDUP, "min"), hi=(S.MEASURED_SPEEDUP, "max"),
                                    iid=(S.PRED_IID, "mean"),
                                    pos=(S.PRED_POSITIONAL, "mean")).reset_index()
-            ax.errorbar(g[S.K], g["meas"], yerr=[g["meas"] - g["lo"], g["hi"] - g["meas"]],
+            ax.errorbar(g[S.K], g["meas"], yerr=[(g["meas"] - g["lo"]).clip(lower=0),
+                                                 (g["hi"] - g["meas"]).clip(lower=0)],
                         fmt="o", capsize=3, label="measured (mean, range over kinds)")
             ax.plot(g[S.K], g["iid"], "-", label="predicted, i.i.d. α")
             ax.plot(g[S.K], g["pos"], "--", label="predicted, per-position α")
@@ -92,7 +94,8 @@ def acceptance_by_position(runs: pd.DataFrame, level: float = 0.95) -> Figure:
             for (kind, temp), g in d.groupby([S.KIND, "T"]):
                 g = g.sort_values("position")
                 yerr = np.vstack([g[S.ALPHA] - g["low"], g["high"] - g[S.ALPHA]])
-                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.nan_to_num(yerr), marker="o",
+                ax.errorbar(g["position"], g[S.ALPHA], yerr=np.clip(np.nan_to_num(yerr), 0, None),
+                            marker="o",
                             ms=4, capsize=2, color=colors[kind], ls=styles[temp],
                             label=f"{kind}, {temp}")
                 ax_n.plot(g["position"], g["samples"], marker=".", color=colors[kind],
@@ -163,6 +166,71 @@ def predicted_vs_measured(runs: pd.DataFrame, columns=(S.PRED_IID, S.PRED_POSITI
     return fig
 
 
+def speedup_surface(runs: pd.DataFrame) -> Figure:
+    """The instrument's measured speedup over (α, K) at batch 1, one panel per draft cost
+    (its measured c, median over the runs), beside the closed form
+    S = (1 − α^(K+1)) / ((1 − α)(Kc + 1)) with that c (lines) and the in-run prediction
+    (crosses)."""
+    from specsim import analytic
+
+    d = speculative_runs(runs)
+    S.require(d, {S.DRAFTER_KIND, S.ALPHA_SET, S.DRAFT_LAYERS, S.COST_RATIO,
+                  S.PREDICTED_SPEEDUP, S.MEASURED_SPEEDUP})
+    d = d[(d[S.DRAFTER_KIND] == "instrument") & (d[S.BATCH] == 1)]
+    if d.empty:
+        raise InvalidArgument("runs has no instrument runs at batch 1")
+    costs = sorted(d[S.DRAFT_LAYERS].unique())
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(4.6 * len(costs), 4.0), layout="constrained")
+        axes = np.atleast_1d(fig.subplots(1, len(costs), sharey=True))
+        palette = dict(zip(sorted(d[S.ALPHA_SET].unique()),
+                           sns.color_palette("viridis", d[S.ALPHA_SET].nunique())))
+        for ax, layers in zip(axes, costs):
+            g = d[d[S.DRAFT_LAYERS] == layers]
+            c = float(g[S.COST_RATIO].median())
+            ks = np.arange(1, int(g[S.K].max()) + 1)
+            for a, ga in g.groupby(S.ALPHA_SET):
+                col = palette[a]
+                ax.plot(ks, analytic.speedup(a, ks, c), color=col, lw=1, label=f"α = {a:g}")
+                ax.scatter(ga[S.K], ga[S.MEASURED_SPEEDUP], color=col, s=28, zorder=3)
+                ax.scatter(ga[S.K], ga[S.PREDICTED_SPEEDUP], color=col, marker="x", s=28)
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set(xlabel="K (draft length)", ylabel="speedup",
+                   title=f"draft cost {layers} layers, c = {c:.2f}")
+            ax.legend(fontsize=7, title="lines: closed form; ● measured; × in-run prediction",
+                      title_fontsize=6)
+    return fig
+
+
+def predicted_vs_measured_band(runs: pd.DataFrame, band: float = 0.05) -> Figure:
+    """Every speculative run's headline prediction against its measured speedup (with the
+    per-round range as an error bar), the line y = x and a ±``band`` band."""
+    d = speculative_runs(runs)
+    S.require(d, {S.PREDICTED_SPEEDUP, S.MEASURED_SPEEDUP, S.DRAFTER_KIND})
+    with sns.axes_style("whitegrid"):
+        fig = Figure(figsize=(5.4, 5.0), layout="constrained")
+        ax = fig.subplots()
+        vals = d[[S.PREDICTED_SPEEDUP, S.MEASURED_SPEEDUP]].to_numpy(float)
+        lo, hi = float(np.nanmin(vals)) * 0.9, float(np.nanmax(vals)) * 1.1
+        x = np.linspace(lo, hi, 50)
+        ax.fill_between(x, x * (1 - band), x * (1 + band), color="grey", alpha=0.2,
+                        label=f"±{100 * band:.0f}%")
+        ax.plot(x, x, color="grey", ls="--", lw=1, label="y = x")
+        if {S.MEASURED_LO, S.MEASURED_HI} <= set(d.columns):
+            ax.errorbar(d[S.MEASURED_SPEEDUP], d[S.PREDICTED_SPEEDUP], fmt="none", lw=0.6,
+                        ecolor="0.6", xerr=[(d[S.MEASURED_SPEEDUP] - d[S.MEASURED_LO]).clip(lower=0),
+                                            (d[S.MEASURED_HI] - d[S.MEASURED_SPEEDUP]).clip(lower=0)])
+        d = d.assign(batch_label=d[S.BATCH].map(lambda b: f"batch {int(b)}"))
+        sns.scatterplot(d, x=S.MEASURED_SPEEDUP, y=S.PREDICTED_SPEEDUP, hue=S.DRAFTER_KIND,
+                        style="batch_label", ax=ax)
+        err = (d[S.PREDICTED_SPEEDUP] - d[S.MEASURED_SPEEDUP]).abs() / d[S.MEASURED_SPEEDUP]
+        ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel="measured speedup",
+               ylabel="predicted speedup (in-run costs)",
+               title=f"{len(d)} runs: MAPE {100 * err.mean():.1f}%, worst {100 * err.max():.1f}%")
+        ax.legend(fontsize=7)
+    return fig
+
+
 def demo_figures(result) -> dict[str, Figure]:
     """File name -> Figure for a `DemoResult`: the roofline and latency of the target's
     sweep (when the roofline part ran), speedup against K and acceptance by position
@@ -180,5 +248,14 @@ def demo_figures(result) -> dict[str, Figure]:
         figs["latency_vs_tokens.png"] = latency_vs_tokens(sweep_t, result.fits[target])
     if not result.runs.empty:
         figs["speedup_vs_k.png"] = speedup_predicted_vs_measured(result.runs)
-        figs["acceptance_by_position.png"] = acceptance_by_position(result.runs)
+        real = result.runs
+        if S.DRAFTER_KIND in real:   # the instrument's rates are set: no curve to show
+            real = real[real[S.DRAFTER_KIND] != "instrument"]
+        if not S.speculative(real).empty:
+            figs["acceptance_by_position.png"] = acceptance_by_position(real)
+    if not result.runs.empty and S.PREDICTED_SPEEDUP in result.runs:
+        figs["predicted_vs_measured_band.png"] = predicted_vs_measured_band(result.runs)
+        spec = S.speculative(result.runs)
+        if ((spec[S.DRAFTER_KIND] == "instrument") & (spec[S.BATCH] == 1)).any():
+            figs["speedup_surface.png"] = speedup_surface(result.runs)
     return figs

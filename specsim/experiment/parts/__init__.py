@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
-from specsim.experiment.parts import fidelity, hardware, policies, roofline
+from specsim.experiment.parts import batch, fidelity, hardware, instrument, policies, roofline
 
 PARTS: dict[str, Part] = {p.name: p for p in (
     roofline.PART,
+    instrument.PART,
     fidelity.PART,
+    batch.PART,
     hardware.PART,
     policies.PART,
 )}

@@ -13,10 +13,12 @@ from specsim.experiment.state import DemoState
 def run(state: DemoState) -> None:
     s = state.settings
     cost_models = {name: setup.cost_model for name, setup in state.drafters.items()}
+    runs = state.tables[schema.RUNS]
+    runs = runs[runs[schema.DRAFTER].isin(list(cost_models))]     # the real drafters
     state.tables[schema.HARDWARE] = prediction.hardware_predictions(
-        state.tables[schema.RUNS], state.target, cost_models, state.fits, s.hardware,
+        runs, state.target, cost_models, state.fits, s.hardware,
         s.hardware_dtype, state.cache_len)
 
 
 PART = Part(name="hardware", summary="predicting the same acceptance on datasheet hardware",
-            run=run, requires=("fidelity",), produces=(schema.HARDWARE,))
+            run=run, requires=("roofline", "fidelity"), produces=(schema.HARDWARE,))

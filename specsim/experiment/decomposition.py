@@ -1,0 +1,114 @@
+"""The prediction of one speculative run from in-run pass times, and the exact
+decomposition of its miss (NumPy only; the numbers come from `specsim.experiment.inrun`).
+
+With n decode tokens per row, I batched iterations, the run's effective tokens per
+iteration E_eff = n / I, the in-run autoregressive step t1_run = (T_AR − prefill) / n and
+the in-run iteration t_iter_run = (T_spec − prefill) / I, the measured speedup is
+exactly ``E_eff · t1_run / t_iter_run``. The headline prediction is
+``E_model · t1 / t_iter`` with t1 and t_iter = K · t_draft + t_verify(K+1) timed by the
+pass programs of `specsim.pass_costs` in the same rounds. So
+
+    predicted / measured = (E_model / E_eff) · (t1 / t1_run) · (t_iter_run / t_iter)
+                            acceptance model    cost model       residual loop overhead
+
+and in log-percent (100 · ln ratio) the three terms add up to the total error exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specsim import analytic, schema
+from specsim.errors import InvalidArgument
+
+
+def log_pct(ratio: float) -> float:
+    """100 · ln(ratio): a relative error that adds up across factors."""
+    return 100.0 * math.log(ratio) if ratio > 0 else math.nan
+
+
+def finite_run_tokens(pmf, n_tokens: int, batch: int) -> float:
+    """Effective tokens per iteration of a run of ``n_tokens`` decode tokens per row at
+    ``batch`` rows whose tokens per iteration follow ``pmf`` (j = 1..K+1): n / E[max_b I_b]."""
+    from specsim.pass_costs import expected_iterations
+    return n_tokens / expected_iterations(pmf, n_tokens, batch)
+
+
+def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: float,
+              t_spec: float, prefill: float, prefill_spec: float, t_target_1: float,
+              t_verify: float, t_draft: float) -> dict[str, float]:
+    """Measured and predicted speedup of one run and the three factors of their ratio
+    (see the module docstring). Times in seconds; ``t_ar``/``t_spec`` whole runs,
+    ``prefill``/``prefill_spec`` their prefill, pass times per pass."""
+    for name, v in (("n_tokens", n_tokens), ("iterations", iterations), ("k", k)):
+        if not v >= 1:
+            raise InvalidArgument(f"{name} must be >= 1, got {v!r}")
+    for name, v in (("t_ar", t_ar), ("t_spec", t_spec), ("t_target_1", t_target_1),
+                    ("t_verify", t_verify), ("e_model", e_model)):
+        if not v > 0:
+            raise InvalidArgument(f"{name} must be > 0, got {v!r}")
+    if not t_draft >= 0:
+        raise InvalidArgument(f"t_draft must be >= 0 seconds, got {t_draft!r}")
+    e_eff = n_tokens / iterations
+    t1_run = (t_ar - prefill) / n_tokens
+    titer_run = (t_spec - prefill_spec) / iterations
+    t_iter = k * t_draft + t_verify
+    measured = e_eff * t1_run / titer_run
+    predicted = float(analytic.speedup_from_costs(e_model, k, t_draft, t_target_1, t_verify))
+    return {schema.E_EFFECTIVE: e_eff, schema.E_MODEL: e_model,
+            schema.T_TARGET_1_RUN: t1_run, schema.T_ITERATION_RUN: titer_run,
+            schema.T_TARGET_1: t_target_1, schema.T_VERIFY: t_verify, schema.T_DRAFT: t_draft,
+            schema.COST_RATIO: t_draft / t_target_1, schema.MEASURED_SPEEDUP: measured,
+            schema.PREDICTED_SPEEDUP: predicted,
+            schema.ERR_TOTAL: log_pct(predicted / measured),
+            schema.ERR_ACCEPTANCE: log_pct(e_model / e_eff),
+            schema.ERR_COST: log_pct(t_target_1 / t1_run),
+            schema.ERR_OVERHEAD: log_pct(titer_run / t_iter),
+            schema.LOOP_OVERHEAD: titer_run / t_iter}
+
+
+def acceptance_variants(row: dict, stats, k: int) -> dict[str, float]:
+    """The acceptance models side by side for one run (`SpeculativeStats`): E from one
+    measured α (i.i.d.), from the per-position rates, and the loop's mean tokens per
+    iteration, each as its error against E_eff (log-percent), and the speedup each
+    predicts with the in-run costs."""
+    rates = np.nan_to_num(stats.per_position_per_slot, nan=0.0)
+    e = {schema.E_IID: float(analytic.expected_tokens(stats.alpha_per_slot, k)),
+         schema.E_POSITIONAL: float(analytic.expected_tokens_positional(rates)),
+         schema.TOKENS_PER_ITERATION: float(stats.tokens_per_iteration)}
+    e_eff = row[schema.E_EFFECTIVE]
+    out = {schema.E_IID: e[schema.E_IID], schema.E_POSITIONAL: e[schema.E_POSITIONAL],
+           schema.ERR_ACCEPT_IID: log_pct(e[schema.E_IID] / e_eff),
+           schema.ERR_ACCEPT_POSITIONAL: log_pct(e[schema.E_POSITIONAL] / e_eff),
+           schema.ERR_ACCEPT_TPI: log_pct(e[schema.TOKENS_PER_ITERATION] / e_eff)}
+    for col, ecol in ((schema.PRED_IID, schema.E_IID), (schema.PRED_POSITIONAL, schema.E_POSITIONAL)):
+        out[col] = float(analytic.speedup_from_costs(e[ecol], k, row[schema.T_DRAFT],
+                                                     row[schema.T_TARGET_1], row[schema.T_VERIFY]))
+    return out
+
+
+def fidelity_summary(runs) -> dict:
+    """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction over
+    the speculative runs, overall, ``by_drafter`` (kind of drafter), ``by_batch`` and
+    ``by_clock`` (each clock's own prediction against its own measurement); relative
+    error |predicted − measured| / measured, in per cent."""
+    spec = schema.speculative(runs)
+    spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
+
+    def score(d, pred=schema.PREDICTED_SPEEDUP, meas=schema.MEASURED_SPEEDUP) -> dict:
+        err = 100 * (d[pred] - d[meas]).abs() / d[meas]
+        return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
+                "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
+                "n_runs": int(len(d))}
+
+    out = score(spec)
+    out["by_drafter"] = {str(k): score(g) for k, g in spec.groupby(schema.DRAFTER_KIND)}
+    out["by_batch"] = {str(int(k)): score(g) for k, g in spec.groupby(schema.BATCH)}
+    if schema.CLOCK in spec and len(spec):
+        out["clock"] = str(spec[schema.CLOCK].iloc[0])
+    out["by_clock"] = {name: score(spec, schema.PREDICTED_BY_CLOCK[name], col)
+                       for name, col in schema.MEASURED_BY_CLOCK.items()
+                       if col in spec and schema.PREDICTED_BY_CLOCK[name] in spec}
+    return out

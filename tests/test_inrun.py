@@ -1,0 +1,146 @@
+"""The in-run cost model and the demo's instrument and batch parts: the decomposition adds
+up, scores follow their definition, bad settings are clear errors, α shares one compiled
+program, and the parts run end to end through the CLI on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim import analytic, schema as S
+from specsim.errors import InvalidArgument
+from specsim.experiment import DemoSettings
+from specsim.experiment.decomposition import decompose, fidelity_summary, finite_run_tokens
+from specsim.experiment.parts.batch import crossing
+
+
+def _case(rng):
+    k = int(rng.integers(1, 9))
+    n, iters = 47, int(rng.integers(6, 40))
+    return dict(e_model=float(rng.uniform(1, k + 1)), n_tokens=n, iterations=iters, k=k,
+                t_ar=float(rng.uniform(1.0, 2.0)), t_spec=float(rng.uniform(0.3, 1.5)),
+                prefill=float(rng.uniform(0, 0.1)), prefill_spec=float(rng.uniform(0, 0.2)),
+                t_target_1=float(rng.uniform(0.01, 0.03)), t_verify=float(rng.uniform(0.01, 0.05)),
+                t_draft=float(rng.uniform(0, 0.01)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_decomposition_adds_up(seed):
+    c = _case(np.random.default_rng(seed))
+    row = decompose(**c)
+    # measured: decode time ratio, independent of the factorisation
+    measured = (c["t_ar"] - c["prefill"]) / (c["t_spec"] - c["prefill_spec"])
+    assert row[S.MEASURED_SPEEDUP] == pytest.approx(measured, rel=1e-12)
+    # predicted: the closed form with measured costs
+    pred = c["e_model"] * c["t_target_1"] / (c["k"] * c["t_draft"] + c["t_verify"])
+    assert row[S.PREDICTED_SPEEDUP] == pytest.approx(pred, rel=1e-12)
+    terms = [row[t] for t in S.DECOMPOSITION]
+    assert sum(terms) == pytest.approx(row[S.ERR_TOTAL], abs=1e-9)
+    assert math.prod(math.exp(t / 100) for t in terms) == pytest.approx(pred / measured, rel=1e-9)
+    assert row[S.LOOP_OVERHEAD] == pytest.approx(math.exp(row[S.ERR_OVERHEAD] / 100))
+
+
+@pytest.mark.parametrize("bad, match", [(dict(t_draft=-1e-3), "t_draft"),
+                                        (dict(iterations=0), "iterations"),
+                                        (dict(t_verify=0.0), "t_verify")])
+def test_decompose_refuses_bad_inputs(bad, match):
+    with pytest.raises(InvalidArgument, match=match):
+        decompose(**{**_case(np.random.default_rng(0)), **bad})
+
+
+def test_finite_run_tokens_against_simulation():
+    rng = np.random.default_rng(1)
+    alpha, k, n, batch = 0.7, 4, 30, 4
+    pmf = [(1 - alpha) * alpha ** (j - 1) for j in range(1, k + 1)] + [alpha ** k]
+    draws = rng.choice(np.arange(1, k + 2), p=pmf, size=(4000, batch, n))
+    iters = (np.cumsum(draws, axis=2) < n).sum(axis=2) + 1           # [trials, batch]
+    sim = n / iters.max(axis=1).mean()
+    assert finite_run_tokens(pmf, n, batch) == pytest.approx(sim, rel=0.01)
+    assert finite_run_tokens(pmf, n, 1) < analytic.expected_tokens(alpha, k)
+
+
+def test_fidelity_summary_follows_its_definition():
+    runs = pd.DataFrame({S.DRAFTER: ["a", "b", "c", S.AUTOREGRESSIVE],
+                         S.DRAFTER_KIND: ["instrument", "instrument", "ngram", "x"],
+                         S.BATCH: [1, 4, 1, 1], S.MEASURED_SPEEDUP: [2.0, 1.0, 1.25, 1.0],
+                         S.PREDICTED_SPEEDUP: [2.1, 0.9, 1.25, 9.0]})
+    f = fidelity_summary(runs)
+    assert f["n_runs"] == 3
+    assert f["mape_pct"] == pytest.approx(100 * (0.05 + 0.1 + 0) / 3, abs=1e-3)
+    assert f["max_abs_error_pct"] == pytest.approx(10.0)
+    assert f["by_drafter"]["instrument"]["n_runs"] == 2
+    assert f["by_batch"]["4"]["mape_pct"] == pytest.approx(10.0)
+
+
+def test_crossing_interpolates_in_log_batch():
+    assert crossing([1, 4, 16], [2.0, 1.5, 1.2]) == math.inf
+    assert crossing([1, 4, 16], [0.9, 0.8, 0.7]) == 1.0
+    # speedup 1.5 at 4, 0.5 at 16: halfway in log between them
+    assert crossing([16, 1, 4], [0.5, 2.0, 1.5]) == pytest.approx(8.0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(instrument_alphas=(0.5, 1.2)), "instrument_alphas"),
+    (dict(batch_alphas=(-0.1,)), "batch_alphas"),
+    (dict(instrument_costs=(-0.25,)), "instrument_costs"),
+    (dict(batches=(0,)), "batches"),
+    (dict(clock="sundial"), "clock")])
+def test_bad_settings_are_clear_errors(kw, match):
+    with pytest.raises(InvalidArgument, match=match):
+        DemoSettings(**kw)
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory):
+    """The instrument and batch parts through the CLI on tiny-llama (α shared by programs)."""
+    from specsim import decode
+    from specsim.cli import main
+
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    before = decode.TRACE_COUNTS["speculative"]
+    argv = ["demo", "--parts", "instrument", "batch", "--target", "tiny-llama",
+            "--alphas", "0.7", "0.9", "--instrument-k", "2", "4", "--draft-costs", "0",
+            "--batches", "1", "2", "--max-new-tokens", "12", "--repeats", "1",
+            "--kinds", "code", "prose", "--drafters", "ngram", "--no-progress",
+            "--out", str(out)]
+    assert main(argv) == 0
+    traced = decode.TRACE_COUNTS["speculative"] - before
+    return out, traced
+
+
+def test_parts_write_the_contract(demo_dir):
+    out, _ = demo_dir
+    runs = pd.read_csv(out / "runs.csv")
+    S.require(runs, S.CONTRACT)
+    spec = S.speculative(runs)
+    # instrument: 2 α x 2 K at batch 1 (reused by the batch part); batch 2: 2 α x 2 K
+    assert len(spec) == 8 and len(runs) == 10          # one baseline per batch
+    assert sorted(spec[S.BATCH].unique()) == [1, 2]
+    terms = spec[list(S.DECOMPOSITION)].sum(axis=1, skipna=False)
+    ok = spec[S.ERR_TOTAL].notna() & terms.notna()
+    np.testing.assert_allclose(terms[ok], spec.loc[ok, S.ERR_TOTAL], atol=1e-6)
+    assert (spec[S.MEASURED_INPUTS].str.endswith("t_target_1;t_verify;t_draft")).all()
+    assert (spec[S.MEASURED_INPUTS].str.startswith("alpha_pos_1;alpha_pos_2")).all()
+    assert spec[S.PRED_SET_ALPHA].notna().all()
+    clock = spec[S.CLOCK].iloc[0]                           # the demo's clock drives the row
+    np.testing.assert_allclose(spec[S.MEASURED_BY_CLOCK[clock]], spec[S.MEASURED_SPEEDUP])
+    np.testing.assert_allclose(spec[S.PREDICTED_BY_CLOCK[clock]], spec[S.PREDICTED_SPEEDUP])
+    assert spec[[*S.MEASURED_BY_CLOCK.values(), *S.PREDICTED_BY_CLOCK.values()]].notna().all().all()
+    f = json.loads((out / "fidelity.json").read_text())
+    assert f["n_runs"] == 8 and set(f["by_batch"]) == {"1", "2"}
+    assert set(f["by_clock"]) == {"wall", "cpu"} and f["clock"] == "cpu"
+    assert {"mape_pct", "max_abs_error_pct"} <= set(f["by_drafter"]["instrument"])
+    files = {p.name for p in out.iterdir()}
+    assert {"speedup_surface.png", "predicted_vs_measured_band.png", "break_even.csv",
+            "report.md"} <= files
+    assert "in-run costs" in (out / "report.md").read_text()
+
+
+def test_alpha_shares_one_compiled_program(demo_dir):
+    _, traced = demo_dir
+    # instrument: one program per K (2), α traced; batch 2: one per K (2) -> 4, not 8
+    assert traced <= 4          # 8 if α were static configuration
