@@ -386,9 +386,9 @@ class _PolicyStatsBuf(NamedTuple):
 def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
     """Step 1 under a policy: plan each row's K and draft (stopping early)."""
     k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
-    dstate, pd = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length), K, key,
-                                     sp, policy, k_plan)
-    return dstate, pd, k_plan
+    dstate, pd, drafted = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length),
+                                              K, key, sp, policy, k_plan)
+    return dstate, pd, k_plan, drafted
 
 
 def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
@@ -448,7 +448,8 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     def body(carry):
         c, cache, dstate, pstate, stats, pstats = carry
         key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
-        dstate, pd, k_plan = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy, pstate)
+        dstate, pd, k_plan, drafted = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy,
+                                                    pstate)
         draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
         start = cache.length                                                     # [B]
         target_probs, cache = _policy_verify_pass(params, cfg, sp, c, draft,
@@ -457,7 +458,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
         finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
         ok = ~c.done & finite                                                    # [B]
         cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
-        dstate = drafter.commit(dstate, n_acc, ok)
+        dstate = drafter.commit(dstate, n_acc, ok & drafted)   # skipped: caught up later
         pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
         accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
                                  greedy=sp.greedy)       # the test _verify ran (same key)

@@ -34,7 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "plan", "update"]
+__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "empty_draft", "draft", "plan",
+           "update"]
 
 
 class PolicyDraft(NamedTuple):
@@ -96,9 +97,42 @@ def masked_draft(policy, tokens, probs, k_plan, greedy: bool, steps,
                        jnp.asarray(steps, jnp.int32))
 
 
+def empty_draft(B: int, K: int, V: int) -> PolicyDraft:
+    """No slot reached, no draft pass run (an iteration in which no row plans a draft)."""
+    return PolicyDraft(jnp.zeros((B, K), jnp.int32), jnp.zeros((B, K, V), jnp.float32),
+                       jnp.zeros((B, K), bool), jnp.full((B, K), jnp.nan, jnp.float32),
+                       jnp.int32(0))
+
+
 def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
-    """(dstate, PolicyDraft): the drafter's own early-stopping loop when it has one
-    (`propose_policy`), else its K-slot proposal masked by `masked_draft`."""
+    """(dstate, PolicyDraft, drafted [] bool): the drafter's own early-stopping loop when
+    it has one (`propose_policy`), else its K-slot proposal masked by `masked_draft`.
+
+    A drafter that can catch its state up (``sync``, the model drafters) is skipped
+    altogether in an iteration where no row plans a draft (Goodput's K = 0): no draft
+    pass runs, ``drafted`` is False and the loop must not `commit` it; the next
+    iteration that drafts first runs ``sync`` (the missed context tokens, a few tokens
+    per pass; its passes count in ``steps``). Other drafters run every iteration
+    (``drafted`` True)."""
+    if not hasattr(drafter, "sync"):
+        return (*_draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan),
+                jnp.bool_(True))
+    B = context.tokens.shape[0]
+
+    def run(dstate):
+        dstate, n_sync = drafter.sync(dstate, context)
+        dstate, pd = _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)
+        return dstate, pd._replace(steps=pd.steps + n_sync)
+
+    def skip(dstate):
+        return dstate, empty_draft(B, k, drafter.vocab_size)
+
+    drafted = jnp.any(k_plan > 0)
+    dstate, pd = jax.lax.cond(drafted, run, skip, dstate)
+    return dstate, pd, drafted
+
+
+def _draft_now(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
     if hasattr(drafter, "propose_policy"):
         return drafter.propose_policy(dstate, context, k, key, sampling, policy, k_plan)
     dstate, d = drafter.propose(dstate, context, k, key, sampling)

@@ -219,3 +219,17 @@ def upgrade_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def read_runs(path) -> pd.DataFrame:
     """Read a runs CSV (any version) as today's runs table."""
     return upgrade_runs(pd.read_csv(path))
+
+
+# ---- policies (the ``policies`` part: draft-length policies, measured and replayed) -----------
+POLICIES = "policies"                      # table name
+POLICY = "policy"                          # autoregressive | fixed | a policy name
+BEST_FIXED_K = "best_fixed_k"              # the swept fixed K with the highest measured speedup
+SPEEDUP_VS_AR = "speedup_vs_autoregressive"            # measured, decode time (prefill removed)
+SPEEDUP_VS_BEST_FIXED = "speedup_vs_best_fixed"        # measured, against the best fixed K
+SIM_SPEEDUP_VS_AR = "sim_speedup_vs_autoregressive"    # replayed on the recorded trace
+SIM_SPEEDUP_VS_BEST_FIXED = "sim_speedup_vs_best_fixed"
+MEAN_K = "mean_k"                          # mean planned K over active row-iterations
+K0_FRACTION = "k0_fraction"                # row-iterations the policy planned K = 0
+SIM_K0_FRACTION = "sim_k0_fraction"
+COST_RATIO_PASSES = "c_pass"               # t_draft / t_target_1 from pass_costs, same rounds

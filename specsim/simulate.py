@@ -432,8 +432,10 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     `specsim.policies.Costs` with at least policy.k_max + 1 pass times, for time and
     speedup. ``cost_model``: "theory" (a batched iteration costs max_b draft_steps draft
     passes and a verify over max_b proposed + 1 tokens) or "engine" (what
-    `specsim.decode` runs: at least one draft pass, the model drafter's catch-up, and a
-    verify over k_max + 1 tokens unless no row proposed, then over one)."""
+    `specsim.decode` runs: at least one draft pass when some row plans a draft, none when
+    no row does (the model drafter catches up later, a cost not modelled here: a few
+    tokens per pass), and a verify over k_max + 1 tokens unless no row proposed, then
+    over one)."""
     from specsim import policies as P                # NumPy only: theory side
 
     policy = P.as_policy(policy)
@@ -463,7 +465,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     t_target = np.asarray(costs.t_target)
     steps, widest = run.draft_steps.max(1), run.proposed.max(1)            # [I]
     if cost_model == "engine":
-        steps, widest = np.maximum(steps, 1), np.where(widest > 0, K, 0)
+        planned = run.k_plan.max(1) > 0                                    # [I]
+        steps, widest = np.where(planned, np.maximum(steps, 1), 0), np.where(widest > 0, K, 0)
     elif cost_model != "theory":
         raise InvalidArgument(f"cost_model must be one of 'theory', 'engine' "
                               f"(got {cost_model!r})")

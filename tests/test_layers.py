@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1] / "specsim"
 
 LAYERS = {
     "theory": {"analytic", "simulate", "roofline", "fit", "batching", "papers", "validation",
-               "errors", "schema"},
+               "errors", "schema", "policies"},
     "models": {"models"},
-    "engine": {"sampling", "drafters", "decode", "policies", "policy_engine", "train",
+    "engine": {"sampling", "drafters", "decode", "policy_engine", "train",
                "results", "sharding"},
     "measurement": {"bench", "experiment", "workloads", "pass_costs", "compile_cache"},
     "face": {"report", "plots", "cli"},

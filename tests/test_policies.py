@@ -290,6 +290,41 @@ def test_model_draft_loop_stops_early_with_the_same_drafts(tiny, temperature):
     assert (np.asarray(got.probs).sum(-1) == 0).all() if temperature == 0 else True
 
 
+@pytest.mark.parametrize("lag", [(0, 3), (8, 1), (13, 0)])
+def test_model_drafter_sync_catches_up_a_skipped_stretch(tiny, lag):
+    """Oracle: a drafter whose cache missed ``lag`` tokens per row, after ``sync``, holds
+    the cache (and proposes the drafts) of one prefilled up to the invariant."""
+    import jax
+    import jax.numpy as jnp
+
+    from specsim.drafters import Context
+    from specsim.sampling import SamplingParams
+    _, drafter = tiny
+    rng = np.random.default_rng(5)
+    B, S, n = 2, 48, np.asarray([22, 17])                           # context lengths
+    toks = jnp.asarray(rng.integers(1, drafter.vocab_size, (B, S)), jnp.int32)
+    ctx = Context(toks, jnp.asarray(n, jnp.int32))
+    init = jax.jit(drafter.init_state, static_argnums=2)
+    ref = init(toks, jnp.asarray(n - 1, jnp.int32), S)              # at n - 2: in step
+    behind = init(toks, jnp.asarray(n - 1 - np.asarray(lag), jnp.int32), S)
+    stale = jnp.arange(S)[None, :] >= behind.length[:, None]        # [B, S]: wipe them
+    wipe = lambda a: jnp.where(stale[None, :, :, None, None], 0.0, a)  # noqa: E731
+    behind = behind._replace(k=wipe(behind.k), v=wipe(behind.v))
+    synced, passes = jax.jit(drafter.sync)(behind, ctx)
+    np.testing.assert_array_equal(synced.length, n - 2)
+    assert int(passes) == -(-max(lag) // 8)                           # width 8 per pass
+    for b in range(B):                                                 # filled slots agree
+        m = int(n[b]) - 2
+        np.testing.assert_allclose(synced.k[:, b, :m], ref.k[:, b, :m], atol=2e-5)
+    sp = SamplingParams.make(0.0, vocab_size=drafter.vocab_size)
+    key = jax.random.PRNGKey(0)
+    prop = jax.jit(lambda s: drafter.propose(s, ctx, 4, key, sp))
+    _, want = prop(ref)
+    _, got = prop(synced)
+    np.testing.assert_array_equal(got.tokens, want.tokens)
+    np.testing.assert_allclose(got.probs, want.probs, atol=1e-5)
+
+
 # ---- engine: generate_speculative(policy=...) ----------------------------------------------
 PROMPTS = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
 
@@ -322,9 +357,17 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
     assert ((st.accepted <= st.drafted) & (st.drafted <= st.k_used) & (st.k_used <= K))[a].all()
     np.testing.assert_array_equal(st.accept_mask.sum(2) >= st.accepted, a | ~a)
     assert np.isfinite(st.confidence[a][:, 0][st.k_used[a] > 0]).all()
-    # draft passes: the catch-up pass, then one per slot while any row still drafts
+    # draft passes: the prefill, then in every iteration where some row plans a draft
+    # one per slot while any row still drafts (the first always runs); an iteration
+    # where no row plans one skips the drafter, caught up later by sync passes
     reached = np.isfinite(st.confidence).sum(2).max(1)            # [I] slots computed
-    assert res.draft_passes == 1 + np.maximum(reached, 1).sum()
+    planned = (st.k_used > 0).any(1)                               # [I]
+    loop = np.where(planned, np.maximum(reached, 1), 0).sum()
+    if planned.all():
+        assert res.draft_passes == 1 + loop
+    else:                       # at least one sync pass per return to drafting
+        resumed = (planned[1:] & ~planned[:-1]).sum()
+        assert 1 + loop + resumed <= res.draft_passes <= 1 + loop + (~planned).sum()
     assert res.target_passes == res.n_iterations + 1
     assert res.meta["single_token_target_passes"] == (st.drafted.max(1) <= 0).sum()
     # the NumPy semantics replayed on the recorded slots give the same decisions
@@ -356,7 +399,13 @@ def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
         # every target pass after the prefill is a one-token (autoregressive) pass; one
         # draft pass per iteration keeps the draft's cache in step (the catch-up)
         assert res.meta["single_token_target_passes"] == res.n_iterations
-        assert res.draft_passes == res.n_iterations + 1
+        if isinstance(pol, P.Goodput):
+            # K = 0 planned everywhere: the drafter never runs after its prefill
+            assert (res.stats.k_used[res.stats.active] == 0).all()
+            assert res.draft_passes == 1
+        else:
+            # p_min = 1 plans drafts and computes the first to see its confidence
+            assert res.draft_passes == res.n_iterations + 1
 
 
 def test_ngram_drafter_under_a_policy(tiny, reference):
@@ -493,15 +542,17 @@ def test_engine_cost_model_in_simulation():
     costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.1, 1.2, 1.3, 1.4))
     never = S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=4), tr, costs=costs,
                               cost_model="engine")
-    # nothing proposed: one catch-up draft pass and a one-token verify per iteration
+    # nothing proposed: one draft pass (the first draft's confidence) and a one-token
+    # verify per iteration
     np.testing.assert_allclose(never.time, 1.1)
     assert never.speedup == pytest.approx(1 / 1.1)
     # p_min = 1 computes the first draft to see its confidence: 1.1 in theory too; a
-    # policy that plans K = 0 drafts nothing in theory, the engine still catches up
+    # policy that plans K = 0 drafts nothing, in theory and in the engine (which skips
+    # the drafter when no row plans a draft)
     off = P.Goodput(k_max=4, costs=P.Costs.from_ratio(3.0, 4))
     np.testing.assert_allclose(S.simulate_policy(off, tr, costs=costs).time, 1.0)
     np.testing.assert_allclose(S.simulate_policy(off, tr, costs=costs, cost_model="engine").time,
-                               1.1)
+                               1.0)
     theory = S.simulate_policy(P.ConfidenceThreshold(p_min=1.0, k_max=4), tr, costs=costs)
     np.testing.assert_allclose(theory.time, 1.1)
     half = S.simulate_policy(P.ConfidenceThreshold(p_min=0.6, k_max=4), tr, costs=costs,

@@ -124,6 +124,31 @@ class ModelDrafter:
     def commit(self, state, n_accepted, active):
         return state._replace(length=state.length + jnp.where(active, n_accepted + 1, 0))
 
+    def sync(self, state, context: Context, width: int = 8):
+        """Bring the cache back to its invariant (all but the last two context tokens)
+        after iterations in which the policy loop skipped the drafter (no row planned a
+        draft; see `specsim.policy_engine.draft`): run the missing context tokens through
+        the draft in passes of ``width`` tokens, rewriting only true context tokens at
+        their own positions (a row already in step rewrites its last ``width`` tokens,
+        which changes nothing). → (state, passes [] int32; 0 when no row is behind)."""
+        N = context.tokens.shape[1]
+        end = context.length - 2                                         # [B]
+
+        def behind(carry):
+            return jnp.any(carry[0].length < end)
+
+        def catch_up(carry):
+            cache, n = carry
+            start = jnp.maximum(jnp.minimum(cache.length, end - width), 0)  # [B]
+            idx = jnp.clip(start[:, None] + jnp.arange(width, dtype=jnp.int32)[None], 0, N - 1)
+            toks = jnp.take_along_axis(context.tokens, idx, axis=1)        # [B, W]
+            _, cache2 = forward(self.params, self.cfg, toks, cache._replace(length=start))
+            length = jnp.where(cache.length < end, jnp.minimum(start + width, end),
+                               cache.length)
+            return cache2._replace(length=length), n + 1
+
+        return jax.lax.while_loop(behind, catch_up, (state, jnp.int32(0)))
+
 
 def _model_parts(model) -> tuple[Any, ModelConfig]:
     if isinstance(model, ModelDrafter):

@@ -14,7 +14,11 @@ module; ``specsim demo --parts ...`` picks them, and the parts they need run fir
   i.i.d. model, once from the per-position rates) beside the measured speedup (decode
   time per new token against one autoregressive baseline per temperature: the median
   over kinds of work and rounds);
-- ``hardware``: the same acceptance on datasheet rows (roofline only).
+- ``hardware``: the same acceptance on datasheet rows (roofline only);
+- ``policies`` (not in the default parts): draft-length policies (`specsim.policies`)
+  with the real drafters against the best swept fixed K and plain decoding, Goodput
+  planning with in-run pass costs (`specsim.pass_costs`), each beside its replay on the
+  recorded trace (`policy_runs`, `parts/policies.py`).
 
 Modules: `settings` (DemoSettings), `drafters` (what runs and what its step costs),
 `runspec` (one timed run, typed), `timing`, `prediction`, `part` and `parts/`,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
-from specsim.experiment.parts import batch, drafters, fidelity, hardware, instrument, roofline
+from specsim.experiment.parts import (batch, drafters, fidelity, hardware, instrument, policies,
+                                     roofline)
 
 PARTS: dict[str, Part] = {p.name: p for p in (
     roofline.PART,
@@ -16,6 +17,7 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     batch.PART,
     hardware.PART,
     drafters.PART,
+    policies.PART,
 )}
 
 

@@ -1,0 +1,223 @@
+"""Part ``policies``: draft-length policies with the real drafters on the kinds of work
+(`specsim.experiment.policy_runs` for the grid), measured against the best fixed K found
+by sweeping and against plain decoding, and replayed on the recorded trace.
+
+Steps: (1) compile the pass-cost programs of `specsim.pass_costs` (target step, verify
+over K + 1 for every swept K, draft step) at each batch; (2) time them in a few
+interleaved rounds and build the Goodput policy of each (drafter, batch) from those
+in-run costs; (3) compile every generation program; (4) time every run and the pass
+calls again in the same interleaved rounds; (5) one row per run: measured decode speedup
+(prefill removed, as in the fidelity part) against the baseline and against the best
+fixed K of its cell, and the speedup the same policy gets replayed on the trace of the
+cell's FixedK(K_max) run under the policy loop with the pass costs of step 4.
+Greedy (temperature 0) only; not in the default parts (``--parts policies``)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from specsim import schema
+from specsim.experiment import policy_runs as R
+from specsim.experiment.part import Part
+from specsim.experiment.state import DemoState
+
+TEMPERATURE = 0.0
+PRE_ROUNDS = 3
+
+
+def _pass_calls(state: DemoState) -> dict:
+    """(role, ...) -> (zero-argument call, passes per call), compiled."""
+    from specsim import pass_costs
+
+    s, S = state.settings, state.cache_len
+    k_max = max(s.ks)
+    out = {}
+    steps = lambda k: max(1, min(8, (S - S // 2 - k - 1) // (k + 1)))   # noqa: E731
+    for batch in sorted({b for _, b in R.grid(s)}):
+        for k in sorted(s.ks):
+            c = pass_costs.pass_calls(state.target, None, batch=batch, cache_len=S, k=k,
+                                      temperature=TEMPERATURE, steps=steps(k), seed=s.seed)
+            out[("verify", batch, k)] = (c.verify, c.steps)
+            out.setdefault(("target_1", batch), (c.target_1, c.steps))
+        for name, setup in state.drafters.items():
+            if setup.cost_model is not None:
+                c = pass_costs.pass_calls(state.target, setup.drafter, batch=batch,
+                                          cache_len=S, k=k_max, temperature=TEMPERATURE,
+                                          steps=steps(k_max), seed=s.seed)
+                out[("draft", name, batch)] = (c.draft, c.steps * k_max)
+    return out
+
+
+def _medians(keys, samples, passes) -> dict:
+    return {key: float(np.median(ts)) / n for key, ts, n in zip(keys, samples, passes)}
+
+
+def _cell_costs(per_pass: dict, name: str, batch: int, k_max: int):
+    """(t_target_1, t_verify(K_max + 1), t_draft) of one (drafter, batch)."""
+    return (per_pass[("target_1", batch)], per_pass[("verify", batch, k_max)],
+            per_pass.get(("draft", name, batch), 0.0))
+
+
+def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
+    from specsim import decode
+
+    s = state.settings
+    rows = [state.prompts[job.kind]] * job.batch
+    common = dict(temperature=TEMPERATURE, seed=s.seed, eos_token_id=None,
+                  cache_len=state.cache_len)
+    if job.label == R.AUTOREGRESSIVE:
+        return lambda: decode.generate_autoregressive(state.target, rows, max_new, **common)
+    drafter = state.drafters[job.drafter].drafter
+    if job.label == R.FIXED:
+        return lambda: decode.generate_speculative(state.target, drafter, rows, max_new,
+                                                   k=job.k, **common)
+    return lambda: decode.generate_speculative(state.target, drafter, rows, max_new,
+                                               policy=policy, **common)
+
+
+def _policies(state: DemoState, per_pass: dict) -> dict:
+    """(drafter, batch, label) -> policy, Goodput from the pre-round costs."""
+    s = state.settings
+    k_max = max(s.ks)
+    out = {}
+    for name in state.drafters:
+        for batch in sorted({b for _, b in R.grid(s)}):
+            costs = R.costs_from_passes(*_cell_costs(per_pass, name, batch, k_max), k_max)
+            for label in R.POLICY_NAMES:
+                out[(name, batch, label)] = R.make_policy(label, k_max, costs)
+    return out
+
+
+def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
+    """Compile each generation program once, then time jobs and pass calls together."""
+    from specsim import bench, decode
+
+    s = state.settings
+    warm = decode.warmup_tokens(s.max_new_tokens)
+    seen = set()
+    t0 = time.perf_counter()
+    for job in jobs:
+        if job.program not in seen:
+            seen.add(job.program)
+            _call(state, job, pols.get((job.drafter, job.batch, job.label)), warm)()
+    state.log(f"    compiled {len(seen)} generation programs in {time.perf_counter() - t0:.0f} s")
+    calls = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
+             for j in jobs] + [c for c, _ in pass_items]
+    t0 = time.perf_counter()
+    samples, outputs = bench.interleaved_rounds(
+        calls, s.repeats, np.random.default_rng(s.seed + 1),
+        progress="policy rounds" if state.progress else None)
+    state.log(f"    timed {len(calls)} calls x {s.repeats} rounds in "
+              f"{time.perf_counter() - t0:.0f} s")
+    n = len(jobs)
+    per_pass = _medians(pass_keys, samples[n:], [p for _, p in pass_items])
+    return samples[:n], outputs[:n], per_pass
+
+
+def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass) -> dict:
+    from specsim.experiment.timing import acceptance_fields
+
+    t_run = float(np.median(times))
+    t_pre = prefill(state.target, res.plan.padded_prompt, res.plan.cache_len, job.batch)
+    if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None:
+        t_pre += prefill(state.cost_model(job.drafter), res.plan.padded_prompt,
+                         res.plan.cache_len, job.batch)
+    row = {schema.DRAFTER: job.drafter, schema.KIND: job.kind, schema.BATCH: job.batch,
+           schema.POLICY: job.label, schema.K: job.k, schema.TEMPERATURE: TEMPERATURE,
+           schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
+           schema.DRAFT_PASSES: res.draft_passes, schema.TIME_S: t_run,
+           schema.TIME_SPREAD_S: float(np.max(times) - np.min(times)),
+           schema.PREFILL_S: t_pre, schema.DECODE_S: t_run - t_pre}
+    st = res.stats
+    if st is not None:
+        row.update({k: v for k, v in acceptance_fields(st).items()
+                    if k in (schema.ALPHA, schema.ALPHA_PROPOSED, schema.TOKENS_PER_ITERATION)})
+        if st.k_used is not None:
+            used = st.k_used[st.active]
+            row[schema.MEAN_K] = float(used.mean()) if used.size else np.nan
+            row[schema.K0_FRACTION] = float(np.mean(used == 0)) if used.size else np.nan
+        else:
+            row[schema.MEAN_K], row[schema.K0_FRACTION] = float(job.k), 0.0
+    if job.drafter != R.AUTOREGRESSIVE:
+        t1, tv, td = _cell_costs(per_pass, job.drafter, job.batch, max(state.settings.ks))
+        row.update({schema.T_TARGET_1: t1, schema.T_VERIFY: tv, schema.T_DRAFT: td,
+                    schema.COST_RATIO_PASSES: td / t1})
+    return row
+
+
+def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataFrame:
+    """Replayed speedups of every row of one (drafter, kind, batch) cell."""
+    s = state.settings
+    k_max = max(s.ks)
+    name, batch = cell[schema.DRAFTER].iloc[0], int(cell[schema.BATCH].iloc[0])
+    t1, _, td = _cell_costs(per_pass, name, batch, k_max)
+    verify = {k: per_pass[("verify", batch, k)] for k in s.ks}
+    sim, off = [], []
+    for _, r in cell.iterrows():
+        if r[schema.POLICY] == R.FIXED:
+            pol = R.make_policy(R.RECORD, int(r[schema.K]), None)
+            costs = R.fixed_costs(t1, verify, td, int(r[schema.K]))
+        else:
+            pol = pols[(name, batch, r[schema.POLICY])]
+            costs = R.costs_from_passes(t1, verify[k_max], td, k_max)
+        a, b = R.simulated_speedup(pol, trace, costs)
+        sim.append(a)
+        off.append(b)
+    return cell.assign(**{schema.SIM_SPEEDUP_VS_AR: sim, schema.SIM_K0_FRACTION: off})
+
+
+def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """Measured speedups against the cell's baseline and best fixed K (and the
+    replayed ones against the replay of that K)."""
+    out = []
+    for (kind, batch), g in table.groupby([schema.KIND, schema.BATCH], sort=False):
+        ar = g[g[schema.POLICY] == R.AUTOREGRESSIVE]
+        base = float(ar[schema.DECODE_S].iloc[0] / ar[schema.NEW_TOKENS].iloc[0])
+        g = g.assign(**{schema.SPEEDUP_VS_AR: base / (g[schema.DECODE_S] / g[schema.NEW_TOKENS])})
+        for name, d in g[g[schema.DRAFTER] != R.AUTOREGRESSIVE].groupby(schema.DRAFTER, sort=False):
+            fixed = d[d[schema.POLICY] == R.FIXED]
+            best = fixed.loc[fixed[schema.SPEEDUP_VS_AR].idxmax()]
+            g.loc[d.index, schema.BEST_FIXED_K] = int(best[schema.K])
+            g.loc[d.index, schema.SPEEDUP_VS_BEST_FIXED] = \
+                d[schema.SPEEDUP_VS_AR] / best[schema.SPEEDUP_VS_AR]
+            if schema.SIM_SPEEDUP_VS_AR in d:
+                g.loc[d.index, schema.SIM_SPEEDUP_VS_BEST_FIXED] = \
+                    d[schema.SIM_SPEEDUP_VS_AR] / best[schema.SIM_SPEEDUP_VS_AR]
+        out.append(g)
+    return pd.concat(out)
+
+
+def run(state: DemoState) -> None:
+    from specsim import bench
+    from specsim.experiment.timing import PrefillTimer
+
+    s = state.settings
+    state.log("    compiling the pass-cost programs (pass_costs) ...")
+    pc = _pass_calls(state)
+    keys, items = list(pc), list(pc.values())
+    pre, _ = bench.interleaved_rounds([c for c, _ in items], PRE_ROUNDS,
+                                      np.random.default_rng(s.seed))
+    pols = _policies(state, _medians(keys, pre, [p for _, p in items]))
+    jobs = R.jobs(list(state.drafters), s)
+    samples, outputs, per_pass = _time_everything(state, jobs, pols, keys, items)
+    prefill = PrefillTimer(max(3, s.repeats))
+    table = pd.DataFrame([_row(state, j, t, o, prefill, per_pass)
+                          for j, t, o in zip(jobs, samples, outputs)])
+    cells = []
+    for (name, kind, batch), cell in table.groupby([schema.DRAFTER, schema.KIND, schema.BATCH],
+                                                   sort=False):
+        if name != R.AUTOREGRESSIVE:
+            rec = next(o for j, o in zip(jobs, outputs) if (j.drafter, j.kind, j.batch, j.label)
+                       == (name, kind, batch, R.RECORD))
+            cell = _simulate_cell(state, cell, R.trace_from_stats(rec.stats), pols, per_pass)
+        cells.append(cell)
+    state.tables[schema.POLICIES] = add_speedups(pd.concat(cells).sort_index()) \
+        .reset_index(drop=True)
+
+
+PART = Part(name="policies", summary="draft-length policies (fixed K swept, threshold, "
+            "heuristic, goodput) measured and replayed on their traces", run=run,
+            produces=(schema.POLICIES,))

@@ -1,0 +1,120 @@
+"""What the ``policies`` part runs and how each run turns into a row: the grid
+(drafter × kind of work × batch), the policies of one cell (fixed K for every swept K,
+the recording FixedK(K_max) run under the policy loop, ConfidenceThreshold, Heuristic,
+Goodput), the pass-cost calls timed beside them, and a policy's speedup replayed on the
+recorded trace (`specsim.simulate.simulate_policy`).
+
+Costs come from `specsim.pass_costs` under the run's conditions (same model, layer loop,
+batch, cache slots): t_target(1), t_verify(K_max + 1) and t_draft. The engine verifies
+K_max + 1 positions whenever any row proposes (its fixed buffer), so the cost model the
+Goodput policy plans with, and the simulation replays with, is
+
+    t(0) = t_target(1),   t(K) = K · t_draft + t_verify(K_max + 1)   for K >= 1
+
+(`costs_from_passes`); a fixed-K run of the plain program verifies K + 1, and its
+replay uses the same t_verify(K_max + 1) only when K = K_max (see `fixed_costs`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsim import policies as P
+from specsim import simulate
+from specsim.errors import InvalidArgument
+
+AUTOREGRESSIVE = "autoregressive"
+FIXED = "fixed"
+RECORD = "fixed-kmax-policy-loop"
+THRESHOLD = "threshold"
+HEURISTIC = "heuristic"
+GOODPUT = "goodput"
+POLICY_NAMES = (RECORD, THRESHOLD, HEURISTIC, GOODPUT)
+P_MIN = 0.4
+"""The confidence threshold the part runs (llama.cpp's --draft-p-min family)."""
+LARGE_BATCH = {True: 4, False: 8}
+"""The large batch (quick, full) the part adds at its first kind of work."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyJob:
+    """One timed generation: ``label`` is AUTOREGRESSIVE, FIXED (then ``k``) or a name
+    of POLICY_NAMES (then ``k`` is K_max)."""
+    drafter: str
+    kind: str
+    batch: int
+    label: str
+    k: int
+
+    @property
+    def program(self) -> tuple:
+        """Jobs sharing one compiled program (the kind of work changes only the data)."""
+        return (self.drafter, self.batch, self.label, self.k)
+
+
+def grid(settings) -> list[tuple[str, int]]:
+    """(kind, batch) cells: every kind at batch 1, and the first kind at a large batch."""
+    return [(kind, 1) for kind in settings.kinds] + [(settings.kinds[0],
+                                                      LARGE_BATCH[bool(settings.quick)])]
+
+
+def costs_from_passes(t_target_1: float, t_verify: float, t_draft: float, k_max: int) -> P.Costs:
+    """The engine's cost of one iteration at each planned K (see the module docstring)."""
+    return P.Costs(t_draft=float(t_draft),
+                   t_target=(float(t_target_1),) + (float(t_verify),) * int(k_max))
+
+
+def make_policy(label: str, k_max: int, costs: P.Costs | None):
+    """The policy behind a label of POLICY_NAMES."""
+    if label == RECORD:
+        return P.FixedK(k=k_max)
+    if label == THRESHOLD:
+        return P.ConfidenceThreshold(p_min=P_MIN, k_max=k_max, k_min=0)
+    if label == HEURISTIC:
+        return P.Heuristic(k_init=min(2, k_max), k_max=k_max)
+    if label == GOODPUT:
+        if costs is None:
+            raise InvalidArgument("the goodput policy needs measured costs")
+        return P.Goodput(k_max=k_max, costs=costs)
+    raise InvalidArgument(f"label must be one of {POLICY_NAMES} (got {label!r})")
+
+
+def jobs(drafters, settings) -> list[PolicyJob]:
+    """Every timed run: per cell the baseline, each swept fixed K per drafter and each
+    policy at K_max = max(settings.ks)."""
+    k_max = max(settings.ks)
+    out = []
+    for kind, batch in grid(settings):
+        out.append(PolicyJob(drafter=AUTOREGRESSIVE, kind=kind, batch=batch,
+                             label=AUTOREGRESSIVE, k=0))
+        for name in drafters:
+            out += [PolicyJob(drafter=name, kind=kind, batch=batch, label=FIXED, k=k)
+                    for k in sorted(settings.ks)]
+            out += [PolicyJob(drafter=name, kind=kind, batch=batch, label=lab, k=k_max)
+                    for lab in POLICY_NAMES]
+    return out
+
+
+def trace_from_stats(stats) -> simulate.AcceptanceTrace:
+    """The trace of a FixedK run under the policy loop. A model drafter proposes every
+    slot (`AcceptanceTrace.from_stats`); an n-gram lookup leaves slots empty where its
+    match runs out: those count as rejected with confidence 0 (what its one-hot draft
+    reports), so a replayed threshold policy never proposes them either."""
+    present = np.asarray(stats.drafted) >= 0
+    conf = np.clip(np.nan_to_num(np.asarray(stats.confidence, float), nan=0.0), 0.0, 1.0)
+    return simulate.AcceptanceTrace(np.asarray(stats.accept_mask, bool), conf, present)
+
+
+def fixed_costs(t_target_1: float, t_verify_by_k: dict, t_draft: float, k: int) -> P.Costs:
+    """Costs of the plain fixed-K program: verify over K + 1 tokens (t_verify_by_k[k])."""
+    return P.Costs(t_draft=float(t_draft),
+                   t_target=(float(t_target_1),) + (float(t_verify_by_k[k]),) * int(k))
+
+
+def simulated_speedup(policy, trace, costs: P.Costs) -> tuple[float, float]:
+    """(speedup against autoregressive decoding, fraction of row-iterations at K = 0) of
+    ``policy`` replayed on ``trace`` with the engine's cost model."""
+    run = simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine")
+    off = float(np.mean(run.k_plan[run.present] == 0)) if run.present.any() else float("nan")
+    return float(run.speedup), off
