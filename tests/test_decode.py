@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats as scistats
+
+import chi2
 
 from specsim import models
 from specsim.decode import (TRACE_COUNTS, NonFiniteLogitsError, generate_autoregressive,
@@ -305,38 +306,15 @@ def chi_models():
 
 
 def _exact_joint(model, temperature, top_k=0, top_p=1.0):
-    """p(t1, t2, t3 | prompt) by enumeration [V, V, V], from uncached full forwards."""
-    V, P = V_SMALL, len(CHI_PROMPT)
-    t1, t2 = np.meshgrid(np.arange(V), np.arange(V), indexing="ij")
-    seqs = np.concatenate([np.tile(CHI_PROMPT, (V * V, 1)), t1.reshape(-1, 1),
-                           t2.reshape(-1, 1)], axis=1)                       # [V², P+2]
-    logits, _ = FORWARD(
-        model.params, model.cfg, jnp.asarray(seqs, jnp.int32), init_cache(model.cfg, V * V, 16))
-    probs = np.asarray(logits_to_probs(logits[:, P - 1:], temperature, top_k, top_p),
-                       np.float64)                                            # [V², 3, V]
-    p1 = probs[0, 0]                                                          # [V]
-    p2 = probs[::V, 1]                                                        # [V(t1), V]
-    p3 = probs[:, 2].reshape(V, V, V)                                         # [t1, t2, V]
-    return p1[:, None, None] * p2[:, :, None] * p3
-
-
-def _chi2_pvalue(observed, expected_probs):
-    """χ² goodness of fit, cells with expected count < 5 pooled into one."""
-    observed, expected = observed.ravel(), expected_probs.ravel() * observed.sum()
-    small = expected < 5
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    if (obs[~keep] > 0).any():
-        return 0.0                                                           # impossible draw
-    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()                      # exact totals
-    return scistats.chisquare(obs[keep], exp).pvalue
+    """p(t1, t2, t3 | CHI_PROMPT) [V, V, V] by enumeration (tests/chi2.py)."""
+    return chi2.exact_joint(model, CHI_PROMPT, temperature, top_k, top_p)
 
 
 def _counts(tokens, axes):
-    arr = np.asarray(tokens)[:, list(axes)]
-    idx = np.ravel_multi_index(arr.T, (V_SMALL,) * len(axes))
-    return np.bincount(idx, minlength=V_SMALL ** len(axes)).reshape((V_SMALL,) * len(axes))
+    return chi2.counts(tokens, axes, V_SMALL)
+
+
+_chi2_pvalue = chi2.chi2_pvalue
 
 
 @pytest.mark.parametrize("temperature, top_k, top_p, k, drafter", [

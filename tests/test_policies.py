@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import chi2
+
 from specsim import analytic as A
 from specsim import policies as P
 from specsim import simulate as S
@@ -452,40 +454,16 @@ def chi_models():
 
 
 def _exact_pairs(model, temperature):
-    """p(t1, t2) and p(t2, t3) after the prompt by enumeration, from uncached forwards."""
-    import jax
-    import jax.numpy as jnp
-
-    from specsim.models.transformer import forward, init_cache
-    from specsim.sampling import logits_to_probs
-    V, Pn = V_SMALL, len(CHI_PROMPT)
-    t1, t2 = np.meshgrid(np.arange(V), np.arange(V), indexing="ij")
-    seqs = np.concatenate([np.tile(CHI_PROMPT, (V * V, 1)), t1.reshape(-1, 1),
-                           t2.reshape(-1, 1)], axis=1)                        # [V², P+2]
-    logits, _ = jax.jit(forward, static_argnums=1)(
-        model.params, model.cfg, jnp.asarray(seqs, jnp.int32), init_cache(model.cfg, V * V, 16))
-    probs = np.asarray(logits_to_probs(logits[:, Pn - 1:], temperature), np.float64)
-    joint = probs[0, 0][:, None, None] * probs[::V, 1][:, :, None] * \
-        probs[:, 2].reshape(V, V, V)                                          # [V, V, V]
+    """p(t1, t2) and p(t2, t3) after the prompt by enumeration (tests/chi2.py)."""
+    joint = chi2.exact_joint(model, CHI_PROMPT, temperature)                 # [V, V, V]
     return joint.sum(2), joint.sum(0)
 
 
-def _chi2_pvalue(observed, expected_probs):
-    from scipy import stats as scistats
-    observed, expected = observed.ravel(), expected_probs.ravel() * observed.sum()
-    small = expected < 5
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    if (obs[~keep] > 0).any():
-        return 0.0
-    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()
-    return scistats.chisquare(obs[keep], exp).pvalue
+_chi2_pvalue = chi2.chi2_pvalue
 
 
 def _pair_counts(tokens, a, b):
-    idx = np.asarray(tokens)[:, a] * V_SMALL + np.asarray(tokens)[:, b]
-    return np.bincount(idx, minlength=V_SMALL ** 2).reshape(V_SMALL, V_SMALL)
+    return chi2.counts(tokens, (a, b), V_SMALL)
 
 
 @pytest.mark.parametrize("policy, temperature", [

@@ -12,14 +12,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.stats as scistats
+
+import chi2
 
 from specsim import cli, drafters, models, train
 from specsim.decode import generate_autoregressive, generate_speculative
 from specsim.drafters.base import Context
 from specsim.models.config import TINY_LLAMA, ModelConfig
 from specsim.models.transformer import forward, init_cache, init_params
-from specsim.sampling import SamplingParams, logits_to_probs
+from specsim.sampling import SamplingParams
 from specsim.train import loop as train_loop
 from specsim.train.draft import distill_loss, draft_config, init_draft, layer_ids
 
@@ -194,27 +195,11 @@ CHI_PROMPT = [3, 7, 3, 7, 3]
 
 
 def _exact_joint(model, temperature):
-    """p(t1, t2, t3 | prompt) [V, V, V] by enumeration with uncached full forwards."""
-    V, P = V_SMALL, len(CHI_PROMPT)
-    t1, t2 = np.meshgrid(np.arange(V), np.arange(V), indexing="ij")
-    seqs = np.concatenate([np.tile(CHI_PROMPT, (V * V, 1)), t1.reshape(-1, 1),
-                           t2.reshape(-1, 1)], axis=1)
-    logits, _ = forward(model.params, model.cfg, jnp.asarray(seqs, jnp.int32),
-                        init_cache(model.cfg, V * V, 16))
-    probs = np.asarray(logits_to_probs(logits[:, P - 1:], temperature), np.float64)
-    return probs[0, 0][:, None, None] * probs[::V, 1][:, :, None] * probs[:, 2].reshape(V, V, V)
+    """p(t1, t2, t3 | prompt) [V, V, V] by enumeration (tests/chi2.py)."""
+    return chi2.exact_joint(model, CHI_PROMPT, temperature)
 
 
-def _chi2_pvalue(observed, expected_probs):
-    observed, expected = observed.ravel(), expected_probs.ravel() * observed.sum()
-    small = expected < 5
-    obs = np.append(observed[~small], observed[small].sum())
-    exp = np.append(expected[~small], expected[small].sum())
-    keep = exp > 0
-    if (obs[~keep] > 0).any():
-        return 0.0
-    exp = exp[keep] * obs[keep].sum() / exp[keep].sum()
-    return scistats.chisquare(obs[keep], exp).pvalue
+_chi2_pvalue = chi2.chi2_pvalue
 
 
 @pytest.mark.parametrize("temperature", [0.7, 1.0])
