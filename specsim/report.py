@@ -310,7 +310,7 @@ def _inrun_section(result) -> list[str]:
              _fmt(decomposition_summary(runs), ".1f"), "",
              "![surface](speedup_surface.png)", "",
              "![predicted vs measured](predicted_vs_measured_band.png)", ""]
-    be = result.tables.get(S.BREAK_EVEN)
+    be = getattr(result, "tables", {}).get(S.BREAK_EVEN)
     if be is not None and not be.empty:
         lines += ["Break-even batch (speculation stops paying; inf: pays on the whole grid):",
                   "", _fmt(be, ".1f"), ""]
@@ -333,7 +333,7 @@ def drafter_speedup_table(speedup: pd.DataFrame) -> pd.DataFrame:
 
 
 def _drafters_section(result) -> list[str]:
-    t = result.tables
+    t = getattr(result, "tables", {})
     if S.DRAFTER_COSTS not in t:
         return []
     costs = t[S.DRAFTER_COSTS].drop(columns=[S.T_TARGET_1, S.T_VERIFY], errors="ignore")
@@ -367,7 +367,7 @@ def report_md(result) -> str:
 
 # ---- files ------------------------------------------------------------------------------------
 def _write_tables(result, folder: Path) -> None:
-    for name, table in result.tables.items():
+    for name, table in getattr(result, "tables", {}).items():
         table.to_csv(folder / f"{name}.csv", index=False)
     if not result.runs.empty:
         speedup_table(result).to_csv(folder / "speedup_table.csv", index=False)
@@ -413,7 +413,7 @@ def write_demo(result, out_dir: Path, figures: Mapping[str, object] | None = Non
 # ---- the policies part --------------------------------------------------------------------------
 def policies_table(result) -> pd.DataFrame:
     """The policies table's headline columns (measured beside replayed speedups)."""
-    t = result.tables.get(S.POLICIES, pd.DataFrame())
+    t = getattr(result, "tables", {}).get(S.POLICIES, pd.DataFrame())
     cols = [S.DRAFTER, S.KIND, S.BATCH, S.POLICY, S.K, S.BEST_FIXED_K, S.SPEEDUP_VS_AR,
             S.SIM_SPEEDUP_VS_AR, S.SPEEDUP_VS_BEST_FIXED, S.SIM_SPEEDUP_VS_BEST_FIXED,
             S.MEAN_K, S.K0_FRACTION, S.ALPHA_PROPOSED, S.COST_RATIO_PASSES]
@@ -428,7 +428,7 @@ def policy_goals(result) -> dict:
     """The goals of the goodput policy over every cell: its worst measured speedup against
     plain decoding (goal >= 0.98) and against the best fixed K (goal >= 0.97), and the
     mean |replayed − measured| / measured speedup of every policy row."""
-    t = result.tables.get(S.POLICIES, pd.DataFrame())
+    t = getattr(result, "tables", {}).get(S.POLICIES, pd.DataFrame())
     g = t[t[S.POLICY] == "goodput"]
     spec = t[t[S.POLICY] != "autoregressive"]
     err = ((spec[S.SIM_SPEEDUP_VS_AR] - spec[S.SPEEDUP_VS_AR]).abs() / spec[S.SPEEDUP_VS_AR])
@@ -438,7 +438,7 @@ def policy_goals(result) -> dict:
 
 
 def _policies_section(result) -> list[str]:
-    t = result.tables.get(S.POLICIES)
+    t = getattr(result, "tables", {}).get(S.POLICIES)
     if t is None or t.empty:
         return []
     goals = policy_goals(result)
