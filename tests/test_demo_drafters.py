@@ -71,7 +71,8 @@ def test_drafters_part_runs_through_the_cli_and_writes_its_tables(tmp_path, monk
     assert study.find_distilled(target.cfg.name) == result.folder
     out = tmp_path / "demo"
     argv = ["demo", "--quick", "--target", str(tmp_path / "target"), "--k", "2", "--kinds", "code",
-            "--temperatures", "0", "1", "--max-new-tokens", "8", "--parts", "drafters",
+            "--temperatures", "0", "1", "--drafters", "ngram", "layer-skip",
+            "--max-new-tokens", "8", "--parts", "drafters",
             "--no-progress", "--out", str(out)]
     assert main(argv) == 0
     assert "1/1 comparing the real drafters" in capsys.readouterr().out
