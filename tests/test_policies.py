@@ -435,22 +435,7 @@ def test_policy_none_is_the_fixed_k_program(tiny):
 V_SMALL, CHI_PROMPT, N_SAMPLES = 12, [3, 7, 3, 7, 3], 60_000
 
 
-@pytest.fixture(scope="module")
-def chi_models():
-    import jax
-
-    from specsim import models
-    from specsim.models.config import ModelConfig
-    from specsim.models.transformer import init_params
-    cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V_SMALL, d_model=16,
-                      n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=24, max_seq_len=32,
-                      layer_loop="scan", eos_token_id=None)
-    dcfg = cfg.replace(name="chi-draft", n_layers=1)
-    scale = lambda p, f: jax.tree_util.tree_map_with_path(                # noqa: E731
-        lambda path, a: a if "norm" in str(path[-1]) else a * f, p)
-    t = models.Model(cfg, scale(init_params(jax.random.PRNGKey(1), cfg), 10.0))
-    d = models.Model(dcfg, scale(init_params(jax.random.PRNGKey(2), dcfg), 10.0))
-    return t, d
+from test_decode import chi_models  # noqa: E402,F401  (the same tiny target/draft pair)
 
 
 def _exact_pairs(model, temperature):
