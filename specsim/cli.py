@@ -412,7 +412,7 @@ def _add_train_draft_command(sub) -> None:
                    help="tokens in the draft's head, the most frequent of the target's "
                         "samples (default 8192)")
     p.add_argument("--steps", type=int, default=None,
-                   help="optimiser steps (default 300; feature-head 1500)")
+                   help="optimiser steps (default 300; feature-head 1000)")
     p.add_argument("--minutes", type=float, default=None,
                    help="time budget of this call, samples included (default 15)")
     p.add_argument("--batch", type=int, default=None,

@@ -52,7 +52,7 @@ class FeatureHeadConfig:
     width: int = 768                 # cell width W (fp16 file < 5 MiB at D = 576)
     head_vocab: int = 8192           # FR-Spec head: most frequent tokens of the samples
     unroll: int = 5                  # J: draft slots trained per example
-    steps: int = 1500
+    steps: int = 1000
     batch: int = 256                 # examples (generated positions) per step
     lr: float = 2e-3
     warmup: int = 50
@@ -60,7 +60,7 @@ class FeatureHeadConfig:
     holdout: int = 30                # samples kept out for α
     n_new: int = 96                  # generated tokens per prompt
     gen_batch: int = 16
-    teacher_top_k: int = 16          # the target's top-k kept per position (soft targets)
+    teacher_top_k: int = 8           # the target's top-k kept per position (soft targets)
     n_prompts: int | None = None
     seed: int = 0
     minutes: float | None = 15.0     # wall budget of one call (samples included)
