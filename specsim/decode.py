@@ -393,16 +393,16 @@ class _PolicyStatsBuf(NamedTuple):
     k_used: jax.Array       # [I, B] int32 planned K (−1 where the row had finished)
     confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
-    draft_steps: jax.Array  # [] int32: draft passes run by the loop
+    draft_steps: jax.Array  # [] int32: draft passes run (the drafter's prefill included)
     single: jax.Array       # [] int32: target passes over one token (nothing proposed)
 
 
-def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
-    """Step 1 under a policy: plan each row's K and draft (stopping early)."""
-    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
-    dstate, pd, drafted = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length),
-                                              K, key, sp, policy, k_plan)
-    return dstate, pd, k_plan, drafted
+def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
+    """Step 1 under a policy, in an iteration where some row plans a draft: catch the
+    drafter up if the loop skipped it, then draft each row's k_plan [B] (stopping
+    early). → (dstate, PolicyDraft)."""
+    return policy_engine.draft(drafter, dstate, Context(c.tokens, c.length), K, key, sp,
+                               policy, k_plan)
 
 
 def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
@@ -444,46 +444,140 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_
     return jax.lax.cond(any_proposed, full, one, cache)
 
 
+class _PolicyRun(NamedTuple):
+    """What every iteration of `_policy_program` reads and never changes."""
+    params: object
+    drafter: object
+    sp: SamplingParams
+    prompt_lens: jax.Array   # [B] int32
+    max_new: jax.Array       # [] int32
+    eos: jax.Array           # [] int32
+
+
+def _policy_step(run: _PolicyRun, cfg, policy, carry):
+    """One speculative iteration under a policy (some row plans a draft, or the drafter
+    is not `policy_engine.skippable`): plan, draft, verify, accept, record, advance."""
+    c, cache, dstate, pstate, stats, pstats = carry
+    K, sp = policy.k_max, run.sp
+    key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
+    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
+    dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
+    draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
+    start = cache.length                                                         # [B]
+    target_probs, cache = _policy_verify_pass(run.params, cfg, sp, c, draft,
+                                              jnp.any(pd.proposed), cache)        # [B, K+1, V]
+    n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+    finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
+    ok = ~c.done & finite                                                        # [B]
+    cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+    dstate = run.drafter.commit(dstate, n_acc, ok)
+    pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
+    accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                             greedy=sp.greedy)           # the test _verify ran (same key)
+    stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
+    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
+    c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)
+    return c, cache, dstate, pstate, stats, pstats
+
+
+def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
+    """An iteration in which no row plans a draft (Goodput's K = 0), run as exactly the
+    autoregressive loop's step (one target pass over the last token, a sample from the
+    same key stream, `_advance`) plus the policy's update with nothing proposed and the
+    iteration's statistics (k_used 0, no proposals; the [I, B, K] buffers keep their
+    NaN / False). The drafter is left out: `sync` catches it up when drafting resumes."""
+    c, cache, pstate, stats, pstats = carry
+    key, k_sample = jax.random.split(c.key)
+    last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
+    start = cache.length
+    logits, cache = forward(run.params, cfg, last, cache)                        # [B, 1, V]
+    probs = run.sp.probs(logits[:, 0])                                           # [B, V]
+    finite = is_finite_row(probs)                                                # [B]
+    tok = run.sp.sample(k_sample, probs)                                         # [B]
+    ok = ~c.done & finite
+    none = jnp.zeros_like(c.length)
+    pstate = policy_engine.update(policy, pstate, none, none, ok)
+    zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
+    stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
+                           drafted=stats.drafted.at[c.it].set(zero_or_absent))
+    pstats = pstats._replace(k_used=pstats.k_used.at[c.it].set(zero_or_absent),
+                             single=pstats.single + 1)
+    new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, run.prompt_lens,
+                   run.max_new, run.eos, key)
+    cache = cache._replace(length=start + (new.length - c.length))
+    return new, cache, pstate, stats, pstats
+
+
+def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
+    """Run `_policy_off_step` while the loop runs and no row plans a draft: a while
+    loop of its own whose state (c, cache, pstate, stats, pstats) leaves the drafter
+    out, so an iteration with speculation off costs what an autoregressive one does (no
+    K-wide work, no `lax.cond` carrying the caches)."""
+    def off(carry):
+        c, _, pstate, _, _ = carry
+        return _running(c, I) & ~jnp.any(policy_engine.plan(policy, pstate, ~c.done) > 0)
+
+    return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
+
+
+def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, when, pstats):
+    """The drafter's prefill (`init_state`), run only where ``when`` ([] bool, or True)
+    holds, with its pass counted in ``pstats.draft_steps``: a run whose policy never
+    drafts (speculation off from the first iteration) skips it and carries a zero
+    state the loop never reads. → (dstate, pstats)."""
+    def init():
+        return drafter.init_state(prompts, prompt_lens, S)
+
+    if when is True:
+        dstate = init()
+    else:
+        shapes = jax.eval_shape(init)
+        dstate = jax.lax.cond(when, init, lambda: jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), shapes))
+    passes = jnp.asarray(when, jnp.int32) * int(drafter.passes_per_iteration(K) > 0)
+    return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
+
+
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                     key, *, cfg: ModelConfig, policy, S: int, I: int):
     """`_speculative_program` with a draft-length policy: per-row K within a
-    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop."""
+    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
+
+    With a `policy_engine.skippable` drafter the loop alternates: a run of off
+    iterations (`_policy_off_loop`; none when some row plans a draft), then, while the
+    loop runs (and so some row plans a draft), one speculative iteration and again the
+    off loop. The drafter's prefill waits for the first run of off iterations, and is
+    skipped when the loop never drafts."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
     common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
-    dstate = drafter.init_state(prompts, prompt_lens, S)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
                              jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
+    run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
+    step = partial(_policy_step, run, cfg, policy)
+    rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
+    prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
+    if policy_engine.skippable(drafter, jax.eval_shape(
+            lambda: drafter.init_state(prompts, prompt_lens, S))):
+        off_loop = partial(_policy_off_loop, run, cfg, policy, I)
+        common, cache, pstate, stats, pstats = off_loop(rest)
+        dstate, pstats = prefill(_running(common, I), pstats)
 
-    def body(carry):
-        c, cache, dstate, pstate, stats, pstats = carry
-        key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
-        dstate, pd, k_plan, drafted = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy,
-                                                    pstate)
-        draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
-        start = cache.length                                                     # [B]
-        target_probs, cache = _policy_verify_pass(params, cfg, sp, c, draft,
-                                                  jnp.any(pd.proposed), cache)    # [B, K+1, V]
-        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
-        finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
-        ok = ~c.done & finite                                                    # [B]
-        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
-        dstate = drafter.commit(dstate, n_acc, ok & drafted)   # skipped: caught up later
-        pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
-        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
-                                 greedy=sp.greedy)       # the test _verify ran (same key)
-        stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
-        stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
-        c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
-        return c, cache, dstate, pstate, stats, pstats
-
-    carry = (common, cache, dstate, policy.init(B, jnp), stats, pstats)
+        def body(carry):
+            c, cache, dstate, pstate, stats, pstats = step(carry)
+            c, cache, pstate, stats, pstats = off_loop((c, cache, pstate, stats, pstats))
+            return c, cache, dstate, pstate, stats, pstats
+    else:
+        common, cache, pstate, stats, pstats = rest
+        dstate, pstats = prefill(True, pstats)
+        body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
-        lambda carry: _running(carry[0], I), body, carry)
+        lambda carry: _running(carry[0], I), body,
+        (common, cache, dstate, pstate, stats, pstats))
     return common, stats, pstats
 
 
@@ -679,8 +773,9 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         accept_mask=np.asarray(pstats.accept_mask)[:n_it])
     st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
                           np.asarray(stats.overlap)[:n_it], **extra)
-    loop_passes = n_it * dp if pstats is None else int(pstats.draft_steps)
+    # the policy program counts the drafter's prefill in draft_steps (it may skip it)
+    passes = n_it * dp + (1 if dp else 0) if pstats is None else int(pstats.draft_steps)
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=loop_passes + (1 if dp else 0),
+                   target_passes=n_it + 1, draft_passes=passes,
                    stats=st, plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
                                                    drafter=drafter.name, **more))
