@@ -428,18 +428,20 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_
     """Step 2 under a policy: the target pass over the last token and the K drafts, or,
     when no row proposed anything (p_min = 1, Goodput's K = 0), over the last token
     alone (an autoregressive step), its distribution repeated over the K+1 positions
-    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache)."""
+    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
+    final-normed features [B, K+1, D] likewise)."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
 
     def full(cache):
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        return sp.probs(logits), cache
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        return sp.probs(project(params, cfg, h)), cache, h
 
     def one(cache):
-        logits, cache = forward(params, cfg, last, cache)                        # [B, 1, V]
-        probs = sp.probs(logits)
-        return jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache
+        h, cache = forward_hidden(params, cfg, last, cache)                      # [B, 1, D]
+        probs = sp.probs(project(params, cfg, h))                                # [B, 1, V]
+        return (jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache,
+                jnp.broadcast_to(h, (B, K + 1, h.shape[-1])))
 
     return jax.lax.cond(any_proposed, full, one, cache)
 
@@ -464,12 +466,14 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
     draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
     start = cache.length                                                         # [B]
-    target_probs, cache = _policy_verify_pass(run.params, cfg, sp, c, draft,
-                                              jnp.any(pd.proposed), cache)        # [B, K+1, V]
+    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft,
+                                                 jnp.any(pd.proposed), cache)     # [B, K+1, V]
     n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]
     cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+    if reads_target_hidden(run.drafter):
+        dstate = run.drafter.observe(dstate, h, n_acc, ok)
     dstate = run.drafter.commit(dstate, n_acc, ok)
     pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
     accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
@@ -551,7 +555,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     skipped when the loop never drafts."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    feats = reads_target_hidden(drafter)
+    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
+                                  hidden=feats)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
@@ -561,7 +567,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     step = partial(_policy_step, run, cfg, policy)
     rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
-    if policy_engine.skippable(drafter, jax.eval_shape(
+    if not feats and policy_engine.skippable(drafter, jax.eval_shape(
             lambda: drafter.init_state(prompts, prompt_lens, S))):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         common, cache, pstate, stats, pstats = off_loop(rest)
@@ -574,6 +580,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     else:
         common, cache, pstate, stats, pstats = rest
         dstate, pstats = prefill(True, pstats)
+        if feats:         # a drafter reading the target's features runs every iteration
+            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
+                                     ~common.done)
         body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
         lambda carry: _running(carry[0], I), body,

@@ -252,3 +252,31 @@ def test_cli_trains_a_feature_head_and_rejects_layers(tmp_path, capsys):
     rc = cli.main(["train-draft", "--kind", "feature-head", "--target", "tiny-qwen2",
                    "--head-vocab", "50", "--minutes", "0", "--out", str(tmp_path / "h.npz")])
     assert rc == 2 and "minutes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["threshold", "heuristic", "goodput-off"])
+def test_greedy_output_equals_target_under_policies(target, policy):
+    from specsim import policies
+    cfg = target.cfg
+    pol = {"threshold": policies.ConfidenceThreshold(p_min=0.3, k_min=1, k_max=4),
+           "heuristic": policies.Heuristic(k_init=2, k_max=4),
+           "goodput-off": policies.Goodput(k_max=4, costs=policies.Costs.from_ratio(5.0, 4))
+           }[policy]
+    drafter = feature_head_drafter(target, (_cell(cfg, out_scale=0.05), np.arange(cfg.vocab_size)))
+    ref = generate_autoregressive(target, PROMPTS, MAX_NEW)
+    res = generate_speculative(target, drafter, PROMPTS, MAX_NEW, policy=pol)
+    assert res.tokens == ref.tokens
+
+
+def test_sampling_under_a_threshold_policy_is_exact(chi_models):
+    from specsim import policies
+    t, _ = chi_models
+    drafter = feature_head_drafter(t, (_cell(t.cfg, width=8, out_scale=1.0), [0, 2, 3, 5, 7, 11]))
+    pol = policies.ConfidenceThreshold(p_min=0.2, k_min=1, k_max=3)
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * N_SAMPLES, 3, temperature=1.0,
+                               seed=9, policy=pol)
+    toks = np.asarray(res.tokens)
+    joint = _exact_joint(t, 1.0)
+    p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
+    p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
+    assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
