@@ -245,3 +245,41 @@ def test_forward_refuses_a_layout_that_does_not_match_the_loop():
     ref, _ = forward(params, cfg, ids, init_cache(cfg, 1, 8))
     np.testing.assert_allclose(np.asarray(logits), np.asarray(ref), atol=ATOL)
     assert isinstance(init_params(jax.random.PRNGKey(0), unroll)["layers"], tuple)
+
+
+@pytest.mark.parametrize("G,T", [(1, 1), (2, 1), (3, 5), (2, 16)])
+def test_pairs_attention_equals_grouped_attention(G, T):
+    """The decode-time attention that reads the cache in place (all kv-head pairs, then
+    the diagonal) gives the grouped einsum's numbers, ragged positions included."""
+    from specsim.models.transformer import _attention_grouped, _attention_pairs
+    cfg = TINY_LLAMA.replace(n_heads=2 * G, n_kv_heads=G)
+    B, S_, E = 2, 23, cfg.head_dim
+    kq, kk, kv = jax.random.split(jax.random.PRNGKey(G * 100 + T), 3)
+    q = jax.random.normal(kq, (B, T, cfg.n_heads, E))
+    k = jax.random.normal(kk, (B, S_, G, E))
+    v = jax.random.normal(kv, (B, S_, G, E))
+    positions = jnp.asarray([[3], [S_ - T]], jnp.int32) + jnp.arange(T, dtype=jnp.int32)
+    got = _attention_pairs(q, k, v, positions, cfg)
+    ref = _attention_grouped(q, k, v, positions, cfg)
+    assert got.shape == (B, T, cfg.n_heads * E)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=1e-5)
+
+
+def test_decode_step_moves_no_transposed_cache_or_head():
+    """The optimized HLO of a batch-1 decode step (per-layer loop, tied head) holds no
+    transpose of a cache layer (S slots) nor of the embedding ([V, D] -> [D, V]): each
+    was a copy per step, 17% and 19% of a SmolLM2 step in XLA's per-op profile."""
+    import re
+    cfg = TINY_LLAMA.replace(layer_loop="unroll", tie_embeddings=True)
+    from specsim.models.transformer import arrange_layers
+    params = arrange_layers(init_params(jax.random.PRNGKey(0), cfg), cfg)
+    params.pop("lm_head", None)
+    slots = 37                                      # no other dimension has this size
+    hlo = jax.jit(forward, static_argnums=1, donate_argnums=3).lower(
+        params, cfg, jnp.ones((1, 1), jnp.int32), init_cache(cfg, 1, slots)).compile().as_text()
+    shapes = re.findall(r"= \w+\[([\d,]*)\]\{[\d,]*\} transpose\(", hlo)
+    dims = [tuple(int(d) for d in s.split(",") if d) for s in shapes]
+    cache_like = [d for d in dims if slots in d and cfg.head_dim in d]      # keys/values
+    head_like = [d for d in dims if cfg.vocab_size in d and cfg.d_model in d]
+    assert dims and not cache_like and not head_like, dims
+    assert "dynamic-update-slice" in hlo or "scatter" in hlo       # the cache write is there

@@ -299,20 +299,61 @@ def _write_layer(cache_all, new, layer, positions):
     return cache_all.at[layer, rows, positions].set(new.astype(cache_all.dtype), mode="drop")
 
 
+# The pairs form below computes every (kv head, kv head) pair and keeps the diagonal:
+# G x the attention flops, so only for few kv heads and few new tokens (decode, verify).
+_PAIRS_MAX_G = 4
+_PAIRS_MAX_T = 16
+
+
 def _attention(q, k_all, v_all, positions, cfg: ModelConfig):
     """q [B, T, H, E]; k_all, v_all [B, S, G, E]; positions [B, T] (query positions).
-    Query at position p attends cache slots 0..p. Returns [B, T, H*E]."""
+    Query at position p attends cache slots 0..p. Returns [B, T, H*E].
+
+    XLA:CPU's dots want the batch (kv head) axis in front, so the grouped einsum copies
+    each layer's keys and values into a [G, S, E] / [G, E, S] layout first (a transpose
+    per layer and step: 17% of a SmolLM2 decode step in XLA's per-op profile). For few
+    kv heads and new tokens the pairs form reads the cache in place instead."""
+    if cfg.n_kv_heads <= _PAIRS_MAX_G and q.shape[1] <= _PAIRS_MAX_T:
+        return _attention_pairs(q, k_all, v_all, positions, cfg)
+    return _attention_grouped(q, k_all, v_all, positions, cfg)
+
+
+def _slot_mask(positions, S):
+    """[B, T, S]: query t of row b (at positions[b, t]) may attend slot s <= its position."""
+    return jnp.arange(S, dtype=jnp.int32)[None, None, :] <= positions[:, :, None]
+
+
+def _attention_pairs(q, k_all, v_all, positions, cfg: ModelConfig):
+    """`_attention` with the cache read in its own layout: keys [B, S*G, E] and values
+    [B, S, G*E] (reshapes, no copies) against every kv head's queries, then the
+    matching-head diagonal of the scores [B, S, G, T, G, R] and outputs."""
     B, T = q.shape[:2]
     G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
     S = k_all.shape[1]
+    qf = q.reshape(B, T * G * R, E)                                   # rows (t, g, r)
+    scores = jax.lax.dot_general(k_all.reshape(B, S * G, E), qf, (((2,), (2,)), ((0,), (0,))),
+                                 preferred_element_type=jnp.float32)  # [B, S*G, T*G*R]
+    scores = jnp.diagonal(scores.reshape(B, S, G, T, G, R), axis1=2, axis2=4)  # [B,S,T,R,G]
+    scores = jnp.moveaxis(scores / math.sqrt(E), 1, 2)               # [B, T, S, R, G]
+    scores = jnp.where(_slot_mask(positions, S)[..., None, None], scores, -jnp.inf)
+    weights = jax.nn.softmax(scores, axis=2).astype(v_all.dtype)
+    weights = jnp.moveaxis(weights, 2, -1).reshape(B, T * R * G, S)   # rows (t, r, g)
+    out = jax.lax.dot_general(weights, v_all.reshape(B, S, G * E),
+                              (((2,), (1,)), ((0,), (0,))))           # [B, T*R*G, G*E]
+    out = jnp.diagonal(out.reshape(B, T, R, G, G, E), axis1=3, axis2=4)  # [B, T, R, E, G]
+    return jnp.moveaxis(out, -1, 2).reshape(B, T, G * R * E)         # (g, r, e) order
+
+
+def _attention_grouped(q, k_all, v_all, positions, cfg: ModelConfig):
+    """`_attention` as one grouped einsum per side (flops as written)."""
+    B, T = q.shape[:2]
+    G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
     qg = q.reshape(B, T, G, R, E)
-    scores = jnp.einsum("btgre,bsge->bgrts", qg, k_all,
+    scores = jnp.einsum("btgre,bsge->btgrs", qg, k_all,
                         preferred_element_type=jnp.float32) / math.sqrt(E)
-    slots = jnp.arange(S, dtype=jnp.int32)
-    mask = slots[None, None, :] <= positions[:, :, None]            # [B, T, S]
-    scores = jnp.where(mask[:, None, None], scores, -jnp.inf)
-    weights = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)   # [B, G, R, T, S]
-    out = jnp.einsum("bgrts,bsge->btgre", weights, v_all)
+    scores = jnp.where(_slot_mask(positions, k_all.shape[1])[:, :, None, None], scores, -jnp.inf)
+    weights = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)    # [B, T, G, R, S]
+    out = jnp.einsum("btgrs,bsge->btgre", weights, v_all)
     return out.reshape(B, T, G * R * E)
 
 
@@ -400,13 +441,15 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
 def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
     """The output head: final-normed hidden states [B, T, D] → logits [B, T, V] fp32."""
     # a quantised head (`quantize_params(head=True)`) is an lm_head even when tied
-    head = params["embed"].T if cfg.tie_embeddings and "lm_head" not in params \
-        else params["lm_head"]                                        # [D, V]
+    if cfg.tie_embeddings and "lm_head" not in params:
+        # the embedding [V, D] contracted along D as it lies: ``x @ embed.T`` compiled
+        # to a loop fusion on XLA:CPU (a fifth of a SmolLM2 decode step, ~2x a dot's time)
+        return jax.lax.dot_general(x, params["embed"], (((2,), (1,)), ((), ())),
+                                   preferred_element_type=jnp.float32)
+    head = params["lm_head"]                                          # [D, V]
     if is_quantized(head):
-        logits = quantized_matmul(x, head, preferred_element_type=jnp.float32)
-    else:
-        logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
-    return logits
+        return quantized_matmul(x, head, preferred_element_type=jnp.float32)
+    return jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
 
 
 def check_headroom(cache: KVCache, n_new: int, what: str = "tokens") -> None:
