@@ -88,10 +88,28 @@ def test_crossing_interpolates_in_log_batch():
     (dict(batch_alphas=(-0.1,)), "batch_alphas"),
     (dict(instrument_costs=(-0.25,)), "instrument_costs"),
     (dict(batches=(0,)), "batches"),
-    (dict(clock="sundial"), "clock")])
+    (dict(clock="sundial"), "clock"),
+    (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
+
+
+def test_quick_real_drafters_share_the_instruments_cache():
+    """--quick's n-gram prompts fit the instrument's cache (so its pass programs are
+    reused, not compiled again); the full demo's longer prompts need a larger one."""
+    from types import SimpleNamespace
+
+    from specsim.experiment.inrun import group_cache_len
+
+    target = SimpleNamespace(cfg=SimpleNamespace(max_seq_len=8192))
+    for quick, same in ((True, True), (False, False)):
+        s = DemoSettings.demo(quick=quick)
+        real = group_cache_len(target, [[0] * s.drafter_prompt_tokens], s.max_new_tokens,
+                               max(s.ks))
+        inst = group_cache_len(target, [[0] * s.prompt_tokens], s.max_new_tokens,
+                               max(s.instrument_ks))
+        assert (real == inst) is same
 
 
 @pytest.fixture(scope="module")
