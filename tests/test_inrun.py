@@ -52,6 +52,17 @@ def test_decompose_refuses_bad_inputs(bad, match):
         decompose(**{**_case(np.random.default_rng(0)), **bad})
 
 
+def test_a_run_no_longer_than_its_prefill_is_not_measured():
+    """On a tiny model the decode time can drown in the noise of the prefill call: a
+    negative decode time is no measurement (NaN), never a negative speedup."""
+    case = _case(np.random.default_rng(3))
+    row = decompose(**{**case, "prefill": case["t_ar"] + 0.01})
+    assert math.isnan(row[S.MEASURED_SPEEDUP]) and math.isnan(row[S.ERR_TOTAL])
+    assert math.isnan(row[S.ERR_OVERHEAD]) and math.isfinite(row[S.PREDICTED_SPEEDUP])
+    row = decompose(**{**case, "prefill_spec": case["t_spec"]})
+    assert math.isnan(row[S.MEASURED_SPEEDUP])
+
+
 def test_finite_run_tokens_against_simulation():
     rng = np.random.default_rng(1)
     alpha, k, n, batch = 0.7, 4, 30, 4
