@@ -55,7 +55,7 @@ import numpy as np
 from specsim import policies, policy_engine, sharding
 from specsim.drafters import Context, Draft, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import forward, init_cache
+from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.errors import InvalidArgument
 from specsim.results import GenerationResult, ShapePlan, SpeculativeStats
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
@@ -201,12 +201,14 @@ class _Common(NamedTuple):
 
 
 def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens, max_new,
-             eos, key, S: int):
-    """Prefill the target and draw the first new token. Returns (common state, cache)."""
+             eos, key, S: int, hidden: bool = False):
+    """Prefill the target and draw the first new token. Returns (common state, cache),
+    and with ``hidden`` also the final-normed feature [B, D] that produced the token."""
     B, P = prompts.shape
     cache = init_cache(cfg, B, S)
-    logits, cache = forward(params, cfg, prompts, cache)                      # [B, P, V]
-    last = jnp.take_along_axis(logits, (prompt_lens - 1)[:, None, None], axis=1)[:, 0]  # [B, V]
+    h, cache = forward_hidden(params, cfg, prompts, cache)                    # [B, P, D]
+    h_last = jnp.take_along_axis(h, (prompt_lens - 1)[:, None, None], axis=1)  # [B, 1, D]
+    last = project(params, cfg, h_last)[:, 0]                                 # [B, V]
     probs = sp.probs(last)
     finite = is_finite_row(probs)                                             # [B]
     key, k_first = jax.random.split(key)
@@ -217,7 +219,8 @@ def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens,
     eos_hit = finite & (first == eos)
     done = ~finite | eos_hit | (max_new <= 1)
     cache = cache._replace(length=prompt_lens)
-    return _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0)), cache
+    common = _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0))
+    return (common, cache, h_last[:, 0]) if hidden else (common, cache)
 
 
 def _keep(new_tokens, n_new, remaining, eos):
@@ -284,6 +287,11 @@ def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, ma
     return common
 
 
+def reads_target_hidden(drafter) -> bool:
+    """Whether ``drafter`` takes the target's features through ``observe`` (static)."""
+    return bool(getattr(drafter, "reads_target_hidden", False))
+
+
 class _SpecStatsBuf(NamedTuple):
     accepted: jax.Array  # [I, B] int32
     drafted: jax.Array   # [I, B] int32
@@ -344,8 +352,12 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
     TRACE_COUNTS["speculative"] += 1
     B = prompts.shape[0]
     K = k
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    feats = reads_target_hidden(drafter)
+    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
+                                  hidden=feats)
     dstate = drafter.init_state(prompts, prompt_lens, S)
+    if feats:
+        dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32), ~common.done)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
 
@@ -357,14 +369,16 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
         # 2. one target pass over K+1 positions: the last kept token and the drafts
         last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length                                                     # [B]
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        target_probs = sp.probs(logits)                                          # [B, K+1, V]
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        target_probs = sp.probs(project(params, cfg, h))                         # [B, K+1, V]
         # 3.–4. accept the leading drafts, add the residual or bonus token
         n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
         finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
         # 5. keep (stop at EOS / max_new); roll both caches back by length
         ok = ~c.done & finite                                                    # [B]
         cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        if feats:         # the feature at n_acc produced the residual/bonus token
+            dstate = drafter.observe(dstate, h, n_acc, ok)
         dstate = drafter.commit(dstate, n_acc, ok)
         stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
         c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
@@ -379,16 +393,16 @@ class _PolicyStatsBuf(NamedTuple):
     k_used: jax.Array       # [I, B] int32 planned K (−1 where the row had finished)
     confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
-    draft_steps: jax.Array  # [] int32: draft passes run by the loop
+    draft_steps: jax.Array  # [] int32: draft passes run (the drafter's prefill included)
     single: jax.Array       # [] int32: target passes over one token (nothing proposed)
 
 
-def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, pstate):
-    """Step 1 under a policy: plan each row's K and draft (stopping early)."""
-    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
-    dstate, pd, drafted = policy_engine.draft(drafter, dstate, Context(c.tokens, c.length),
-                                              K, key, sp, policy, k_plan)
-    return dstate, pd, k_plan, drafted
+def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
+    """Step 1 under a policy, in an iteration where some row plans a draft: catch the
+    drafter up if the loop skipped it, then draft each row's k_plan [B] (stopping
+    early). → (dstate, PolicyDraft)."""
+    return policy_engine.draft(drafter, dstate, Context(c.tokens, c.length), K, key, sp,
+                               policy, k_plan)
 
 
 def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
@@ -414,62 +428,165 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_
     """Step 2 under a policy: the target pass over the last token and the K drafts, or,
     when no row proposed anything (p_min = 1, Goodput's K = 0), over the last token
     alone (an autoregressive step), its distribution repeated over the K+1 positions
-    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache)."""
+    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
+    final-normed features [B, K+1, D] likewise)."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
 
     def full(cache):
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        return sp.probs(logits), cache
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        return sp.probs(project(params, cfg, h)), cache, h
 
     def one(cache):
-        logits, cache = forward(params, cfg, last, cache)                        # [B, 1, V]
-        probs = sp.probs(logits)
-        return jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache
+        h, cache = forward_hidden(params, cfg, last, cache)                      # [B, 1, D]
+        probs = sp.probs(project(params, cfg, h))                                # [B, 1, V]
+        return (jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache,
+                jnp.broadcast_to(h, (B, K + 1, h.shape[-1])))
 
     return jax.lax.cond(any_proposed, full, one, cache)
+
+
+class _PolicyRun(NamedTuple):
+    """What every iteration of `_policy_program` reads and never changes."""
+    params: object
+    drafter: object
+    sp: SamplingParams
+    prompt_lens: jax.Array   # [B] int32
+    max_new: jax.Array       # [] int32
+    eos: jax.Array           # [] int32
+
+
+def _policy_step(run: _PolicyRun, cfg, policy, carry):
+    """One speculative iteration under a policy (some row plans a draft, or the drafter
+    is not `policy_engine.skippable`): plan, draft, verify, accept, record, advance."""
+    c, cache, dstate, pstate, stats, pstats = carry
+    K, sp = policy.k_max, run.sp
+    key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
+    k_plan = policy_engine.plan(policy, pstate, ~c.done)                          # [B]
+    dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
+    draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
+    start = cache.length                                                         # [B]
+    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft,
+                                                 jnp.any(pd.proposed), cache)     # [B, K+1, V]
+    n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+    finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
+    ok = ~c.done & finite                                                        # [B]
+    cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+    if reads_target_hidden(run.drafter):
+        dstate = run.drafter.observe(dstate, h, n_acc, ok)
+    dstate = run.drafter.commit(dstate, n_acc, ok)
+    pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
+    accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
+                             greedy=sp.greedy)           # the test _verify ran (same key)
+    stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
+    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
+    c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)
+    return c, cache, dstate, pstate, stats, pstats
+
+
+def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
+    """An iteration in which no row plans a draft (Goodput's K = 0), run as exactly the
+    autoregressive loop's step (one target pass over the last token, a sample from the
+    same key stream, `_advance`) plus the policy's update with nothing proposed and the
+    iteration's statistics (k_used 0, no proposals; the [I, B, K] buffers keep their
+    NaN / False). The drafter is left out: `sync` catches it up when drafting resumes."""
+    c, cache, pstate, stats, pstats = carry
+    key, k_sample = jax.random.split(c.key)
+    last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
+    start = cache.length
+    logits, cache = forward(run.params, cfg, last, cache)                        # [B, 1, V]
+    probs = run.sp.probs(logits[:, 0])                                           # [B, V]
+    finite = is_finite_row(probs)                                                # [B]
+    tok = run.sp.sample(k_sample, probs)                                         # [B]
+    ok = ~c.done & finite
+    none = jnp.zeros_like(c.length)
+    pstate = policy_engine.update(policy, pstate, none, none, ok)
+    zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
+    stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
+                           drafted=stats.drafted.at[c.it].set(zero_or_absent))
+    pstats = pstats._replace(k_used=pstats.k_used.at[c.it].set(zero_or_absent),
+                             single=pstats.single + 1)
+    new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, run.prompt_lens,
+                   run.max_new, run.eos, key)
+    cache = cache._replace(length=start + (new.length - c.length))
+    return new, cache, pstate, stats, pstats
+
+
+def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
+    """Run `_policy_off_step` while the loop runs and no row plans a draft: a while
+    loop of its own whose state (c, cache, pstate, stats, pstats) leaves the drafter
+    out, so an iteration with speculation off costs what an autoregressive one does (no
+    K-wide work, no `lax.cond` carrying the caches)."""
+    def off(carry):
+        c, _, pstate, _, _ = carry
+        return _running(c, I) & ~jnp.any(policy_engine.plan(policy, pstate, ~c.done) > 0)
+
+    return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
+
+
+def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, when, pstats):
+    """The drafter's prefill (`init_state`), run only where ``when`` ([] bool, or True)
+    holds, with its pass counted in ``pstats.draft_steps``: a run whose policy never
+    drafts (speculation off from the first iteration) skips it and carries a zero
+    state the loop never reads. → (dstate, pstats)."""
+    def init():
+        return drafter.init_state(prompts, prompt_lens, S)
+
+    if when is True:
+        dstate = init()
+    else:
+        shapes = jax.eval_shape(init)
+        dstate = jax.lax.cond(when, init, lambda: jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), shapes))
+    passes = jnp.asarray(when, jnp.int32) * int(drafter.passes_per_iteration(K) > 0)
+    return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
 
 
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                     key, *, cfg: ModelConfig, policy, S: int, I: int):
     """`_speculative_program` with a draft-length policy: per-row K within a
-    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop."""
+    K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
+
+    With a `policy_engine.skippable` drafter the loop alternates: a run of off
+    iterations (`_policy_off_loop`; none when some row plans a draft), then, while the
+    loop runs (and so some row plans a draft), one speculative iteration and again the
+    off loop. The drafter's prefill waits for the first run of off iterations, and is
+    skipped when the loop never drafts."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
-    dstate = drafter.init_state(prompts, prompt_lens, S)
+    feats = reads_target_hidden(drafter)
+    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
+                                  hidden=feats)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
                              jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
+    run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
+    step = partial(_policy_step, run, cfg, policy)
+    rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
+    prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
+    if not feats and policy_engine.skippable(drafter, jax.eval_shape(
+            lambda: drafter.init_state(prompts, prompt_lens, S))):
+        off_loop = partial(_policy_off_loop, run, cfg, policy, I)
+        common, cache, pstate, stats, pstats = off_loop(rest)
+        dstate, pstats = prefill(_running(common, I), pstats)
 
-    def body(carry):
-        c, cache, dstate, pstate, stats, pstats = carry
-        key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
-        dstate, pd, k_plan, drafted = _policy_draft(drafter, dstate, c, K, k_draft, sp, policy,
-                                                    pstate)
-        draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
-        start = cache.length                                                     # [B]
-        target_probs, cache = _policy_verify_pass(params, cfg, sp, c, draft,
-                                                  jnp.any(pd.proposed), cache)    # [B, K+1, V]
-        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
-        finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
-        ok = ~c.done & finite                                                    # [B]
-        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
-        dstate = drafter.commit(dstate, n_acc, ok & drafted)   # skipped: caught up later
-        pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
-        accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
-                                 greedy=sp.greedy)       # the test _verify ran (same key)
-        stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
-        stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
-        c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
-        return c, cache, dstate, pstate, stats, pstats
-
-    carry = (common, cache, dstate, policy.init(B, jnp), stats, pstats)
+        def body(carry):
+            c, cache, dstate, pstate, stats, pstats = step(carry)
+            c, cache, pstate, stats, pstats = off_loop((c, cache, pstate, stats, pstats))
+            return c, cache, dstate, pstate, stats, pstats
+    else:
+        common, cache, pstate, stats, pstats = rest
+        dstate, pstats = prefill(True, pstats)
+        if feats:         # a drafter reading the target's features runs every iteration
+            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
+                                     ~common.done)
+        body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
-        lambda carry: _running(carry[0], I), body, carry)
+        lambda carry: _running(carry[0], I), body,
+        (common, cache, dstate, pstate, stats, pstats))
     return common, stats, pstats
 
 
@@ -665,8 +782,9 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         accept_mask=np.asarray(pstats.accept_mask)[:n_it])
     st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
                           np.asarray(stats.overlap)[:n_it], **extra)
-    loop_passes = n_it * dp if pstats is None else int(pstats.draft_steps)
+    # the policy program counts the drafter's prefill in draft_steps (it may skip it)
+    passes = n_it * dp + (1 if dp else 0) if pstats is None else int(pstats.draft_steps)
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=loop_passes + (1 if dp else 0),
+                   target_passes=n_it + 1, draft_passes=passes,
                    stats=st, plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
                                                    drafter=drafter.name, **more))

@@ -9,6 +9,9 @@ One iteration under a policy, for K = policy.k_max draft slots:
 
 1. ``k_plan = policy.plan(state)`` [B] (0 for finished rows, so they never hold the
    draft loop open);
+   when no row plans a draft and the drafter is `skippable`, the iteration is a plain
+   autoregressive step (`specsim.decode` runs those in a loop of their own, so
+   speculation switched off costs what plain decoding costs);
 2. slot j of row b is *reached* when j < k_plan[b] and every earlier slot was proposed;
    a reached slot draws x_j ~ q_j and proposes it when ``policy.keep(j, s_j)`` holds,
    s_j the draft's confidence in x_j (sampling: q_j(x_j); greedy: the draft's softmax
@@ -34,7 +37,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "empty_draft", "draft", "plan",
+__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "skippable", "draft", "plan",
            "update"]
 
 
@@ -97,39 +100,27 @@ def masked_draft(policy, tokens, probs, k_plan, greedy: bool, steps,
                        jnp.asarray(steps, jnp.int32))
 
 
-def empty_draft(B: int, K: int, V: int) -> PolicyDraft:
-    """No slot reached, no draft pass run (an iteration in which no row plans a draft)."""
-    return PolicyDraft(jnp.zeros((B, K), jnp.int32), jnp.zeros((B, K, V), jnp.float32),
-                       jnp.zeros((B, K), bool), jnp.full((B, K), jnp.nan, jnp.float32),
-                       jnp.int32(0))
+def skippable(drafter, dstate) -> bool:
+    """Whether the loop may leave ``drafter`` out of an iteration in which no row plans
+    a draft (Goodput's K = 0), running that iteration as a plain autoregressive step: a
+    drafter that catches its state up itself (``sync``, the model drafters) or one with
+    no state (n-gram lookup, whose proposal depends on the context alone). Others (the
+    instrument's latent chain) run every iteration. Static: decided while tracing."""
+    return hasattr(drafter, "sync") or not jax.tree_util.tree_leaves(dstate)
 
 
 def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
-    """(dstate, PolicyDraft, drafted [] bool): the drafter's own early-stopping loop when
-    it has one (`propose_policy`), else its K-slot proposal masked by `masked_draft`.
+    """(dstate, PolicyDraft): the drafter's own early-stopping loop when it has one
+    (`propose_policy`), else its K-slot proposal masked by `masked_draft`.
 
-    A drafter that can catch its state up (``sync``, the model drafters) is skipped
-    altogether in an iteration where no row plans a draft (Goodput's K = 0): no draft
-    pass runs, ``drafted`` is False and the loop must not `commit` it; the next
-    iteration that drafts first runs ``sync`` (the missed context tokens, a few tokens
-    per pass; its passes count in ``steps``). Other drafters run every iteration
-    (``drafted`` True)."""
+    A drafter with ``sync`` is first caught up on the context tokens it missed in the
+    iterations the loop ran without it (see `skippable`; a few tokens per pass, counted
+    in ``steps``; no pass when it is in step)."""
     if not hasattr(drafter, "sync"):
-        return (*_draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan),
-                jnp.bool_(True))
-    B = context.tokens.shape[0]
-
-    def run(dstate):
-        dstate, n_sync = drafter.sync(dstate, context)
-        dstate, pd = _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)
-        return dstate, pd._replace(steps=pd.steps + n_sync)
-
-    def skip(dstate):
-        return dstate, empty_draft(B, k, drafter.vocab_size)
-
-    drafted = jnp.any(k_plan > 0)
-    dstate, pd = jax.lax.cond(drafted, run, skip, dstate)
-    return dstate, pd, drafted
+        return _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)
+    dstate, n_sync = drafter.sync(dstate, context)
+    dstate, pd = _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)
+    return dstate, pd._replace(steps=pd.steps + n_sync)
 
 
 def _draft_now(drafter, dstate, context, k: int, key, sampling, policy, k_plan):

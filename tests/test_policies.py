@@ -3,6 +3,7 @@
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -402,12 +403,83 @@ def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
         # draft pass per iteration keeps the draft's cache in step (the catch-up)
         assert res.meta["single_token_target_passes"] == res.n_iterations
         if isinstance(pol, P.Goodput):
-            # K = 0 planned everywhere: the drafter never runs after its prefill
-            assert (res.stats.k_used[res.stats.active] == 0).all()
-            assert res.draft_passes == 1
+            # K = 0 planned everywhere: every iteration is a plain autoregressive step,
+            # the drafter never runs (not even its prefill), the stats say K = 0
+            st, a = res.stats, res.stats.active
+            assert (st.k_used[a] == 0).all() and (st.accepted[a] == 0).all()
+            assert np.isnan(st.confidence).all() and np.isnan(st.overlap).all()
+            assert not st.accept_mask.any() and res.draft_passes == 0
         else:
             # p_min = 1 plans drafts and computes the first to see its confidence
             assert res.draft_passes == res.n_iterations + 1
+
+
+def test_goodput_off_samples_as_autoregressive_decoding(tiny):
+    """Oracle: with speculation off throughout, the policy loop runs the autoregressive
+    step itself, so at temperature > 0 it draws the very tokens of plain decoding from
+    the same seed (the same key stream), not only the same distribution."""
+    from specsim.decode import generate_autoregressive, generate_speculative
+    target, drafter = tiny
+    off = P.Goodput(k_max=3, costs=P.Costs.from_ratio(2.0, 3))
+    for seed in (0, 7):
+        want = generate_autoregressive(target, PROMPTS, 24, temperature=1.0, seed=seed)
+        got = generate_speculative(target, drafter, PROMPTS, 24, temperature=1.0, seed=seed,
+                                   policy=off)
+        assert got.tokens == want.tokens and got.draft_passes == 0
+
+
+@dataclass(frozen=True)
+class _OffThenOn:
+    """A policy (the `specsim.policies.Policy` interface) that plans no draft in its
+    first ``off`` iterations and k_max after: speculation off, then back on."""
+    k_max: int
+    off: int
+
+    def init(self, batch, xp=np):
+        return (xp.zeros((batch,), xp.int32),)
+
+    def plan(self, state, batch, xp=np):
+        return xp.where(state[0] >= self.off, self.k_max, 0).astype(xp.int32)
+
+    def keep(self, j, confidence, xp=np):
+        return xp.ones(confidence.shape, bool)
+
+    def update(self, state, n_accepted, n_proposed, active, xp=np):
+        return (state[0] + active.astype(xp.int32),)
+
+
+def test_drafting_resumes_after_off_iterations_with_the_drafter_in_step(tiny, reference):
+    """Oracle: a drafter left out of the off iterations (its prefill deferred, then
+    caught up by `sync`) drafts exactly what one kept in step in every iteration drafts
+    (the same drafter with `sync` hidden, so the loop runs it every iteration), while
+    running n_off - ceil(n_off / 8) fewer draft passes."""
+    import jax
+
+    from specsim.decode import generate_speculative
+    from specsim.drafters.model import ModelDrafter
+
+    @jax.tree_util.register_pytree_node_class
+    class InStep(ModelDrafter):
+        @property
+        def sync(self):
+            raise AttributeError("sync")
+
+    target, drafter = tiny
+    in_step = InStep(drafter.params, drafter.cfg, "in-step")
+    n_off = 10
+    pol = _OffThenOn(k_max=3, off=n_off)
+    lazy = generate_speculative(target, drafter, PROMPTS, 24, policy=pol)
+    kept = generate_speculative(target, in_step, PROMPTS, 24, policy=pol)
+    for res in (lazy, kept):
+        assert res.tokens == reference.tokens
+        k_used, a = res.stats.k_used, res.stats.active
+        assert (k_used[:n_off] == 0).all() and (k_used[n_off:][a[n_off:]] == 3).all()
+    assert lazy.meta["single_token_target_passes"] >= n_off
+    np.testing.assert_array_equal(lazy.stats.accepted, kept.stats.accepted)
+    np.testing.assert_array_equal(lazy.stats.drafted, kept.stats.drafted)
+    np.testing.assert_allclose(lazy.stats.confidence, kept.stats.confidence, atol=1e-5)
+    assert lazy.stats.accepted[n_off:].max() > 0          # the drafts are worth comparing
+    assert lazy.draft_passes == kept.draft_passes - n_off + -(-n_off // 8)
 
 
 def test_ngram_drafter_under_a_policy(tiny, reference):
