@@ -8,7 +8,7 @@ from specsim import validation
 from specsim.errors import InvalidArgument
 from specsim.workloads import KINDS
 
-DRAFTER_KINDS = ("ngram", "layer-skip")
+DRAFTER_KINDS = ("ngram", "layer-skip", "feature-head")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
 DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
 DEMO_PARTS = ("instrument", "fidelity", "batch")

@@ -18,7 +18,7 @@ from specsim.experiment.state import DemoState
 
 
 def drafter_kind(name: str) -> str:
-    for kind in ("ngram", "layer-skip", "instrument"):
+    for kind in ("ngram", "layer-skip", "instrument", "feature-head"):
         if name.startswith(kind):
             return kind
     return "model"
