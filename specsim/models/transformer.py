@@ -59,6 +59,14 @@ the measured read bandwidth (a sum, 35.9 GB/s), 0.38 of copy bandwidth counted a
 plus write (54.8 GB/s). Greedy batch-1 decoding runs at 38 tokens/s. Hence the default
 ``layer_loop="unroll"`` with per-layer arrays on CPU; on GPU/TPU, where scan is usually
 within a few percent and compiles in time flat in depth, measure with the same script.
+XLA's per-op profile of that step (jax.profiler, SmolLM2, unroll) showed the rest: the
+tied head compiled as a loop fusion over a transposed embedding (19% of thunk time) and
+each layer's keys/values copied into the grouped dot's [G, S, E] layout (17%); with the
+head contracted along the embedding as it lies and `_attention_pairs`, one step takes
+0.90x the time (old vs new interleaved in one process; cost analysis "bytes accessed"
+is ~620 MB for both: it does not see a strided transpose's cost). What is left is the
+per-layer slice copy of the cache (a contiguous copy; per-layer cache arrays would
+remove it) and the matvecs themselves.
 Attention reads the whole preallocated cache: at context 256 a 2048-slot cache costs
 +12 ms per token over a 512-slot one, so size caches to the job (prompt + new + k + 1).
 """
