@@ -332,23 +332,22 @@ def _slot_mask(positions, S):
 
 
 def _attention_pairs(q, k_all, v_all, positions, cfg: ModelConfig):
-    """`_attention` with the cache read in its own layout: keys [B, S*G, E] and values
-    [B, S, G*E] (reshapes, no copies) against every kv head's queries, then the
-    matching-head diagonal of the scores [B, S, G, T, G, R] and outputs."""
+    """`_attention` with the cache read in its own layout: keys and values [B, S, G, E]
+    against every kv head's queries (dots whose free axes (S, G) / (G, E) are the cache's
+    own, so XLA views them as [S*G, E] / [S, G*E] without a copy, and a sharded G stays
+    sharded), then the matching-head diagonal of the scores and of the outputs."""
     B, T = q.shape[:2]
     G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
     S = k_all.shape[1]
-    qf = q.reshape(B, T * G * R, E)                                   # rows (t, g, r)
-    scores = jax.lax.dot_general(k_all.reshape(B, S * G, E), qf, (((2,), (2,)), ((0,), (0,))),
-                                 preferred_element_type=jnp.float32)  # [B, S*G, T*G*R]
-    scores = jnp.diagonal(scores.reshape(B, S, G, T, G, R), axis1=2, axis2=4)  # [B,S,T,R,G]
-    scores = jnp.moveaxis(scores / math.sqrt(E), 1, 2)               # [B, T, S, R, G]
+    qg = q.reshape(B, T, G, R, E)
+    scores = jax.lax.dot_general(k_all, qg, (((3,), (4,)), ((0,), (0,))),
+                                 preferred_element_type=jnp.float32)  # [B, S, G, T, G, R]
+    scores = jnp.diagonal(scores, axis1=2, axis2=4) / math.sqrt(E)   # [B, S, T, R, G]
+    scores = jnp.moveaxis(scores, 1, 2)                               # [B, T, S, R, G]
     scores = jnp.where(_slot_mask(positions, S)[..., None, None], scores, -jnp.inf)
     weights = jax.nn.softmax(scores, axis=2).astype(v_all.dtype)
-    weights = jnp.moveaxis(weights, 2, -1).reshape(B, T * R * G, S)   # rows (t, r, g)
-    out = jax.lax.dot_general(weights, v_all.reshape(B, S, G * E),
-                              (((2,), (1,)), ((0,), (0,))))           # [B, T*R*G, G*E]
-    out = jnp.diagonal(out.reshape(B, T, R, G, G, E), axis1=3, axis2=4)  # [B, T, R, E, G]
+    out = jax.lax.dot_general(weights, v_all, (((2,), (1,)), ((0,), (0,))))  # [B,T,R,G,G,E]
+    out = jnp.diagonal(out, axis1=3, axis2=4)                         # [B, T, R, E, G]
     return jnp.moveaxis(out, -1, 2).reshape(B, T, G * R * E)         # (g, r, e) order
 
 
