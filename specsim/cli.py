@@ -395,18 +395,28 @@ def _add_train_draft_command(sub) -> None:
                     "checkpoint in OUT.partial, and the same command resumes it.")
     p.add_argument("--target", default="smollm2-135m",
                    help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
+    p.add_argument("--kind", choices=("distilled", "feature-head"), default="distilled",
+                   help="distilled: a few of the target's layers, trained (a draft model); "
+                        "feature-head: a small cell on the target's own features "
+                        "(EAGLE-style, reaches a higher alpha on this CPU; "
+                        "specsim.drafters.feature_head) (default distilled)")
     p.add_argument("--out", default=None,
-                   help="output folder (default: under the specsim cache, where the demo "
-                        "looks for it)")
+                   help="output folder (a .npz file for --kind feature-head) (default: "
+                        "under the specsim cache, where the demo looks for it)")
     p.add_argument("--layers", type=int, default=None,
-                   help="draft layers: the target's first N, copied then trained (default 2)")
+                   help="draft layers: the target's first N, copied then trained (default 2; "
+                        "distilled only)")
+    p.add_argument("--width", type=int, default=None,
+                   help="cell width (feature-head only; default 768)")
     p.add_argument("--head-vocab", type=int, default=None,
                    help="tokens in the draft's head, the most frequent of the target's "
                         "samples (default 8192)")
-    p.add_argument("--steps", type=int, default=None, help="optimiser steps (default 300)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimiser steps (default 300; feature-head 1000)")
     p.add_argument("--minutes", type=float, default=None,
                    help="time budget of this call, samples included (default 15)")
-    p.add_argument("--batch", type=int, default=None, help="sequences per step (default 8)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="sequences per step (default 8; feature-head: positions, 256)")
     p.add_argument("--prompts", type=int, default=None,
                    help="use only the first N prompts of the set (default all)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -421,6 +431,10 @@ def _cmd_train_draft(args) -> int:
 
     from specsim import models, train
 
+    if args.kind == "feature-head":
+        return _cmd_train_feature_head(args)
+    if args.width is not None:
+        raise ValueError("--width applies to --kind feature-head only")
     given = {"layers": args.layers, "head_vocab": args.head_vocab, "steps": args.steps,
              "minutes": args.minutes, "batch": args.batch, "n_prompts": args.prompts}
     cfg = train.DistillConfig(seed=args.seed, **{k: v for k, v in given.items()
@@ -447,6 +461,41 @@ def _cmd_train_draft(args) -> int:
           f"{np.mean(result.losses[-10:]):.3f})")
     for name, alpha in result.meta.get("alpha", {}).get("alpha_per_slot", {}).items():
         print(f"  alpha_per_slot {name}: {alpha:.3f}")
+    return 0
+
+
+def _cmd_train_feature_head(args) -> int:
+    from pathlib import Path
+
+    from specsim import models
+    from specsim.train import feature_head as fh
+
+    if args.layers is not None:
+        raise ValueError("--layers applies to --kind distilled only")
+    given = {"width": args.width, "head_vocab": args.head_vocab, "steps": args.steps,
+             "minutes": args.minutes, "batch": args.batch, "n_prompts": args.prompts}
+    cfg = fh.FeatureHeadConfig(seed=args.seed, **{k: v for k, v in given.items()
+                                                  if v is not None})
+    target = models.load(args.target)
+    cfg.validate(target.cfg.vocab_size)
+    out = Path(args.out) if args.out else fh.default_head_path(target.cfg.name, cfg)
+    if out.is_file():
+        print(f"{out} is already trained (delete it to train again)")
+        return 0
+    try:
+        result = fh.train_feature_head(target, out, cfg, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: checkpoint in {fh.checkpoint_dir(out)}; run the same command "
+              f"to resume", file=sys.stderr)
+        return 130
+    if not result.finished:
+        print(f"time budget reached at step {result.step}/{cfg.steps}; checkpoint in "
+              f"{fh.checkpoint_dir(out)}; run the same command to resume")
+        return 0
+    print(f"wrote {result.path} ({result.step} steps, loss {result.losses[0]:.3f} -> "
+          f"{np.mean(result.losses[-10:]):.3f})")
+    print("  held-out greedy alpha per slot (chain): "
+          + " ".join(f"{a:.3f}" for a in result.alpha_per_slot))
     return 0
 
 

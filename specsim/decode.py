@@ -55,7 +55,7 @@ import numpy as np
 from specsim import policies, policy_engine, sharding
 from specsim.drafters import Context, Draft, check_drafter, model_drafter
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import forward, init_cache
+from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.errors import InvalidArgument
 from specsim.results import GenerationResult, ShapePlan, SpeculativeStats
 from specsim.sampling import (SamplingParams, accept_drafts, is_finite_row, overlap,
@@ -201,12 +201,14 @@ class _Common(NamedTuple):
 
 
 def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens, max_new,
-             eos, key, S: int):
-    """Prefill the target and draw the first new token. Returns (common state, cache)."""
+             eos, key, S: int, hidden: bool = False):
+    """Prefill the target and draw the first new token. Returns (common state, cache),
+    and with ``hidden`` also the final-normed feature [B, D] that produced the token."""
     B, P = prompts.shape
     cache = init_cache(cfg, B, S)
-    logits, cache = forward(params, cfg, prompts, cache)                      # [B, P, V]
-    last = jnp.take_along_axis(logits, (prompt_lens - 1)[:, None, None], axis=1)[:, 0]  # [B, V]
+    h, cache = forward_hidden(params, cfg, prompts, cache)                    # [B, P, D]
+    h_last = jnp.take_along_axis(h, (prompt_lens - 1)[:, None, None], axis=1)  # [B, 1, D]
+    last = project(params, cfg, h_last)[:, 0]                                 # [B, V]
     probs = sp.probs(last)
     finite = is_finite_row(probs)                                             # [B]
     key, k_first = jax.random.split(key)
@@ -217,7 +219,8 @@ def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens,
     eos_hit = finite & (first == eos)
     done = ~finite | eos_hit | (max_new <= 1)
     cache = cache._replace(length=prompt_lens)
-    return _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0)), cache
+    common = _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0))
+    return (common, cache, h_last[:, 0]) if hidden else (common, cache)
 
 
 def _keep(new_tokens, n_new, remaining, eos):
@@ -284,6 +287,11 @@ def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, ma
     return common
 
 
+def reads_target_hidden(drafter) -> bool:
+    """Whether ``drafter`` takes the target's features through ``observe`` (static)."""
+    return bool(getattr(drafter, "reads_target_hidden", False))
+
+
 class _SpecStatsBuf(NamedTuple):
     accepted: jax.Array  # [I, B] int32
     drafted: jax.Array   # [I, B] int32
@@ -344,8 +352,12 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
     TRACE_COUNTS["speculative"] += 1
     B = prompts.shape[0]
     K = k
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    feats = reads_target_hidden(drafter)
+    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
+                                  hidden=feats)
     dstate = drafter.init_state(prompts, prompt_lens, S)
+    if feats:
+        dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32), ~common.done)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
 
@@ -357,14 +369,16 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
         # 2. one target pass over K+1 positions: the last kept token and the drafts
         last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length                                                     # [B]
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        target_probs = sp.probs(logits)                                          # [B, K+1, V]
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        target_probs = sp.probs(project(params, cfg, h))                         # [B, K+1, V]
         # 3.–4. accept the leading drafts, add the residual or bonus token
         n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
         finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
         # 5. keep (stop at EOS / max_new); roll both caches back by length
         ok = ~c.done & finite                                                    # [B]
         cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        if feats:         # the feature at n_acc produced the residual/bonus token
+            dstate = drafter.observe(dstate, h, n_acc, ok)
         dstate = drafter.commit(dstate, n_acc, ok)
         stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
         c = _advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
@@ -415,18 +429,20 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_
     when no row proposed anything (p_min = 1; K = 0 planned everywhere with a drafter
     the loop cannot skip, see `policy_engine.skippable`), over the last token
     alone (an autoregressive step), its distribution repeated over the K+1 positions
-    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache)."""
+    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
+    final-normed features [B, K+1, D] likewise)."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
 
     def full(cache):
-        logits, cache = forward(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        return sp.probs(logits), cache
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        return sp.probs(project(params, cfg, h)), cache, h
 
     def one(cache):
-        logits, cache = forward(params, cfg, last, cache)                        # [B, 1, V]
-        probs = sp.probs(logits)
-        return jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache
+        h, cache = forward_hidden(params, cfg, last, cache)                      # [B, 1, D]
+        probs = sp.probs(project(params, cfg, h))                                # [B, 1, V]
+        return (jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache,
+                jnp.broadcast_to(h, (B, K + 1, h.shape[-1])))
 
     return jax.lax.cond(any_proposed, full, one, cache)
 
@@ -451,12 +467,14 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
     draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
     start = cache.length                                                         # [B]
-    target_probs, cache = _policy_verify_pass(run.params, cfg, sp, c, draft,
-                                              jnp.any(pd.proposed), cache)        # [B, K+1, V]
+    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft,
+                                                 jnp.any(pd.proposed), cache)     # [B, K+1, V]
     n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]
     cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+    if reads_target_hidden(run.drafter):
+        dstate = run.drafter.observe(dstate, h, n_acc, ok)
     dstate = run.drafter.commit(dstate, n_acc, ok)
     pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
     accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
@@ -538,7 +556,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     skipped when the loop never drafts."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    feats = reads_target_hidden(drafter)
+    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
+                                  hidden=feats)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
@@ -548,7 +568,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     step = partial(_policy_step, run, cfg, policy)
     rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
-    if policy_engine.skippable(drafter, jax.eval_shape(
+    if not feats and policy_engine.skippable(drafter, jax.eval_shape(
             lambda: drafter.init_state(prompts, prompt_lens, S))):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         common, cache, pstate, stats, pstats = off_loop(rest)
@@ -561,6 +581,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     else:
         common, cache, pstate, stats, pstats = rest
         dstate, pstats = prefill(True, pstats)
+        if feats:         # a drafter reading the target's features runs every iteration
+            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
+                                     ~common.done)
         body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
         lambda carry: _running(carry[0], I), body,

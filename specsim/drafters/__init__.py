@@ -43,8 +43,10 @@ from specsim.drafters.ngram import NGramDrafter
 from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
 from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter, reference_tokens
 from specsim.drafters.quantized import quantized_self_drafter
+from specsim.drafters.feature_head import FeatureHeadDrafter, feature_head_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "ModelDrafter", "NGramDrafter", "model_drafter",
            "layer_skip_drafter", "check_drafter", "gather_last",
            "InstrumentDrafter", "instrument_drafter", "reference_tokens",
-           "DistilledDrafter", "distilled_drafter", "quantized_self_drafter"]
+           "DistilledDrafter", "distilled_drafter", "quantized_self_drafter",
+           "FeatureHeadDrafter", "feature_head_drafter"]

@@ -40,6 +40,12 @@ class Drafter(Protocol):
 
     def max_cache_len(self) -> int | None: ...
 
+    # Optional: a drafter with ``reads_target_hidden = True`` also implements
+    #   observe(state, hidden [B, T, D], index [B], active [B]) -> state
+    # and is handed the target's final-normed features after the prefill (T = 1, index 0)
+    # and after every verify pass (T = K+1, index = n_accepted: the feature that
+    # produced the row's last kept token).
+
 
 def gather_last(tokens: jax.Array, length: jax.Array, back: int) -> jax.Array:
     """tokens[b, length[b] - back] for each row → [B]."""
@@ -51,6 +57,9 @@ def check_drafter(drafter, vocab_size: int) -> None:
     """Eager compatibility checks between a drafter and a target vocabulary."""
     missing = [m for m in ("init_state", "propose", "commit", "passes_per_iteration",
                            "max_cache_len") if not callable(getattr(drafter, m, None))]
+    if getattr(drafter, "reads_target_hidden", False) and not callable(
+            getattr(drafter, "observe", None)):
+        missing.append("observe")
     if missing:
         raise ValueError(f"drafter must implement the Drafter interface; missing {missing}")
     if int(drafter.vocab_size) != int(vocab_size):

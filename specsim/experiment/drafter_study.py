@@ -1,6 +1,7 @@
 """The drafters the ``drafters`` part compares, and what limits each one: the quantised
 self-draft (the target's own weights, int8 / int4), the distilled draft when one is
-trained, beside n-gram lookup and the layer-skip self-draft.
+trained, the feature head (EAGLE-style, trained or committed in data/drafts), beside
+n-gram lookup and the layer-skip self-draft.
 
 Numbers (NumPy/pandas and `specsim.analytic` only, beside the model code that builds the
 drafters):
@@ -35,7 +36,7 @@ K_MAX = 16          # draft lengths searched by the closed forms here
 @dataclass(frozen=True)
 class StudyDrafter:
     """A drafter under its run name, how it is built (``kind``: "ngram", "layer-skip",
-    "quantized", "distilled") and what its bytes are: the config its pass runs
+    "quantized", "distilled", "feature-head") and what its bytes are: the config its pass runs
     (None: no model), ``weight_bits``/``group_size`` of its quantised matrices, its head
     width (columns of its output head), the logical parameters of its quantised matrices
     and the steps it was trained for (distilled)."""
@@ -72,6 +73,21 @@ def _steps(folder: Path) -> int:
     return int(json.loads((folder / train.METADATA_FILE).read_text()).get("steps", 0))
 
 
+def find_feature_head(target_name: str) -> Path | None:
+    """The feature head of ``target_name`` the demo uses: the default one under the
+    cache (`train.feature_head.default_head_path`) when trained, else the one committed
+    in ``data/drafts/<target>-feature-head.npz``; None when there is neither."""
+    from specsim.train.feature_head import FeatureHeadConfig, default_head_path
+    default = default_head_path(target_name, FeatureHeadConfig())
+    if default.is_file():
+        return default
+    committed = COMMITTED_DRAFTS / f"{target_name}-feature-head.npz"
+    return committed if committed.is_file() else None
+
+
+COMMITTED_DRAFTS = Path(__file__).resolve().parents[2] / "data" / "drafts"
+
+
 def train_hint(target_name: str) -> str:
     """What the part logs when no distilled draft is trained."""
     from specsim import train
@@ -102,6 +118,17 @@ def distilled(folder: Path, target) -> StudyDrafter:
                         train_steps=_steps(Path(folder)))
 
 
+def feature_head(path: Path, target) -> StudyDrafter:
+    """The feature-head drafter (`specsim.drafters.feature_head`) read from ``path``."""
+    import json
+    from specsim import drafters as dr
+    d = dr.feature_head_drafter(target, path)
+    meta_path = Path(path).with_suffix(".json")
+    steps = json.loads(meta_path.read_text()).get("steps") if meta_path.is_file() else None
+    return StudyDrafter(d.name, d, "feature-head", head_vocab=int(d.head.shape[0]),
+                        train_steps=steps)
+
+
 def from_setup(setup) -> StudyDrafter:
     """A `DraftSetup` of the demo (n-gram, layer-skip, a small model) as a StudyDrafter."""
     kind = "ngram" if setup.cost_model is None else (
@@ -123,6 +150,11 @@ def bytes_ratios(d: StudyDrafter, target_cfg, context: int) -> dict[str, float]:
     """{c_bytes, c_bytes_materialised}: the draft's one-token pass bytes over the
     target's (NaN for a drafter without a model; the second adds the fp32 copies of the
     dequantised matrices, written then read, that XLA:CPU makes)."""
+    if d.kind == "feature-head":        # the cell and the head rows, fp32, per draft step
+        import jax
+        n = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(d.drafter.cell))
+        c = 4.0 * (n + d.drafter.head.size) / _pass_bytes(target_cfg, context)
+        return {S.C_BYTES: c, S.C_BYTES_MATERIALISED: c}
     if d.cfg is None:
         return {S.C_BYTES: math.nan, S.C_BYTES_MATERIALISED: math.nan}
     t = _pass_bytes(target_cfg, context)

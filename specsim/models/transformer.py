@@ -361,6 +361,14 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
     end are dropped, and those tokens could not attend to themselves); `check_headroom`
     checks that eagerly. ``params["layers"]`` may be stacked or per-layer (see above).
     """
+    h, cache = forward_hidden(params, cfg, tokens, cache)
+    return project(params, cfg, h), cache
+
+
+def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
+                   ) -> tuple[jax.Array, KVCache]:
+    """`forward` up to the final norm: hidden states [B, T, D] (what the head reads;
+    drafters that read the target's features take them from here) and the cache."""
     B, T = tokens.shape
     start = cache.length                                              # [B]
     positions = start[:, None] + jnp.arange(T, dtype=jnp.int32)[None]  # [B, T]
@@ -386,6 +394,11 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))
 
     x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
+    return x, KVCache(k_all, v_all, start + T)
+
+
+def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
+    """The output head: final-normed hidden states [B, T, D] → logits [B, T, V] fp32."""
     # a quantised head (`quantize_params(head=True)`) is an lm_head even when tied
     head = params["embed"].T if cfg.tie_embeddings and "lm_head" not in params \
         else params["lm_head"]                                        # [D, V]
@@ -393,7 +406,7 @@ def forward(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVCache,
         logits = quantized_matmul(x, head, preferred_element_type=jnp.float32)
     else:
         logits = jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
-    return logits, KVCache(k_all, v_all, start + T)
+    return logits
 
 
 def check_headroom(cache: KVCache, n_new: int, what: str = "tokens") -> None:

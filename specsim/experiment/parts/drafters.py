@@ -46,7 +46,8 @@ def plan(settings: DemoSettings) -> tuple[tuple[int, ...], int, tuple[str, ...]]
 
 
 def build(state: DemoState) -> list[study.StudyDrafter]:
-    """The drafters compared: the demo's own, int8 (and int4 unless quick), distilled."""
+    """The drafters compared: the demo's own, int8 (and int4 unless quick), distilled
+    and the feature head when found."""
     out = [study.from_setup(s) for s in state.drafters.values()]
     out.append(study.quantized(state.target, 8))
     if not state.settings.quick:
@@ -57,6 +58,13 @@ def build(state: DemoState) -> list[study.StudyDrafter]:
     else:
         out.append(study.distilled(folder, state.target))
         state.log(f"    distilled draft: {folder}")
+    head = study.find_feature_head(state.target.cfg.name)
+    if head is None:
+        state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
+                  f"train-draft --kind feature-head --target {state.target.cfg.name}`")
+    else:
+        out.append(study.feature_head(head, state.target))
+        state.log(f"    feature head: {head}")
     return out
 
 

@@ -1,0 +1,282 @@
+"""The feature-head drafter (reads the target's features): exact output, the loop hands
+it the right feature (an independent replay of the whole greedy run), its cell against
+a NumPy oracle, files and bad arguments."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specsim import models
+from specsim.decode import generate_autoregressive, generate_speculative
+from specsim.drafters import feature_head_drafter
+from specsim.drafters.feature_head import init_cell, load_cell, save_cell
+from specsim.models.config import TINY_LLAMA
+from specsim.models.transformer import forward, forward_hidden, init_cache, init_params, project
+
+from test_decode import (CHI_PROMPT, N_SAMPLES, _chi2_pvalue, _counts,  # noqa: F401
+                         _exact_joint, _scaled, chi_models)
+
+MAX_NEW = 24
+PROMPTS = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
+
+
+@pytest.fixture(scope="module")
+def target():
+    cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=None)
+    return models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(0), cfg), 12.0))
+
+
+def _cell(cfg, seed=3, width=32, out_scale=0.5):
+    p = init_cell(jax.random.PRNGKey(seed), cfg.d_model, width)
+    w_out = jax.random.normal(jax.random.PRNGKey(seed + 1), (width, cfg.d_model)) * out_scale
+    return dict(p, w_out=w_out)
+
+
+def _head_ids(cfg, n):
+    return np.sort(np.random.default_rng(0).choice(cfg.vocab_size, n, replace=False))
+
+
+def test_forward_is_project_of_forward_hidden(target):
+    cfg, toks = target.cfg, jnp.asarray([PROMPTS[2]], jnp.int32)
+    logits, _ = forward(target.params, cfg, toks, init_cache(cfg, 1, 16))
+    h, _ = forward_hidden(target.params, cfg, toks, init_cache(cfg, 1, 16))
+    np.testing.assert_array_equal(np.asarray(project(target.params, cfg, h)),
+                                  np.asarray(logits))
+
+
+@pytest.mark.parametrize("n_head", [None, 40])
+@pytest.mark.parametrize("k", [1, 4])
+def test_greedy_output_equals_target(target, n_head, k):
+    cfg = target.cfg
+    ids = np.arange(cfg.vocab_size) if n_head is None else _head_ids(cfg, n_head)
+    drafter = feature_head_drafter(target, (_cell(cfg), ids))
+    ref = generate_autoregressive(target, PROMPTS, MAX_NEW)
+    res = generate_speculative(target, drafter, PROMPTS, MAX_NEW, k)
+    assert res.tokens == ref.tokens
+
+
+def _np_cell(p, embed, z, tok, eps):
+    def rms(x, s):
+        return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + eps) * s
+    u = np.concatenate([rms(z, p["n1"]), rms(embed[tok], p["n2"])], -1)
+    g = u @ p["w_gate"]
+    return z + ((g / (1 + np.exp(-g))) * (u @ p["w_in"])) @ p["w_out"]
+
+
+def test_loop_hands_the_feature_that_produced_the_last_token(target):
+    """Replay a greedy run independently: at each iteration the drafts are the cell's
+    chain from ĥ at the position before the last kept token (computed by one full pass
+    over the final sequence) and that token; the accepted counts must match."""
+    cfg, k = target.cfg, 3
+    ids = np.arange(cfg.vocab_size)
+    cell = _cell(cfg, width=24, out_scale=0.05)
+    drafter = feature_head_drafter(target, (cell, ids))
+    n_accepted = sum(_replay(target, drafter, cell, ids, prompt, k) for prompt in PROMPTS[1:])
+    assert n_accepted > 0                                       # some drafts were accepted
+
+
+def _replay(target, drafter, cell, ids, prompt, k):
+    cfg = target.cfg
+    res = generate_speculative(target, drafter, [prompt], MAX_NEW, k)
+    seq = prompt + res.tokens[0]
+    h, _ = forward_hidden(target.params, cfg, jnp.asarray([seq], jnp.int32),
+                          init_cache(cfg, 1, 64))
+    h = np.asarray(h[0], np.float64)                                        # [N, D]
+    p = {name: np.asarray(v, np.float64) for name, v in cell.items()}
+    embed = np.asarray(target.params["embed"], np.float64)
+    head = np.asarray(target.params["lm_head"], np.float64).T[ids] \
+        if "lm_head" in target.params else embed[ids]                        # [Vh, D]
+    length, expected = len(prompt) + 1, []
+    while length < len(seq):
+        z, tok, n_acc = h[length - 2], seq[length - 1], 0
+        for j in range(k):
+            z = _np_cell(p, embed, z, tok, cfg.norm_eps)
+            tok = int(ids[np.argmax(head @ z)])
+            if length + j < len(seq) and tok == seq[length + j] and n_acc == j:
+                n_acc += 1
+        expected.append(n_acc)
+        length += n_acc + 1
+    got = res.stats.accepted[:, 0]
+    assert list(got[:len(expected) - 1]) == expected[:-1]      # the last one is cut by max_new
+    return sum(expected)
+
+
+@pytest.mark.parametrize("temperature, k", [(1.0, 2), (0.7, 3)])
+def test_sampling_is_exact_in_distribution(chi_models, temperature, k):
+    t, _ = chi_models
+    drafter = feature_head_drafter(t, (_cell(t.cfg, width=8, out_scale=1.0), [0, 2, 3, 5, 7, 11]))
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * N_SAMPLES, 3, k, temperature, seed=7)
+    toks = np.asarray(res.tokens)                                           # [N, 3]
+    joint = _exact_joint(t, temperature)                                    # [V, V, V]
+    p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
+    p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
+    assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
+    assert 0.05 < res.stats.alpha < 0.95
+
+
+def test_tokens_outside_the_head_are_never_proposed(target):
+    cfg = target.cfg
+    ids = _head_ids(cfg, 10)
+    drafter = feature_head_drafter(target, (_cell(cfg), ids))
+    h, _ = forward_hidden(target.params, cfg, jnp.asarray([PROMPTS[0]], jnp.int32),
+                          init_cache(cfg, 1, 16))
+    from specsim.drafters import Context
+    from specsim.sampling import SamplingParams
+    state = drafter.observe(drafter.init_state(jnp.zeros((1, 5), jnp.int32), None, 16), h,
+                            jnp.asarray([4]), jnp.asarray([True]))
+    sp = SamplingParams.make(1.0, 0, 1.0, vocab_size=cfg.vocab_size)
+    ctx = Context(jnp.asarray([PROMPTS[0] + [0] * 3], jnp.int32), jnp.asarray([5]))
+    _, draft = drafter.propose(state, ctx, 6, jax.random.PRNGKey(0), sp)
+    outside = np.setdiff1d(np.arange(cfg.vocab_size), ids)
+    assert np.all(np.isin(np.asarray(draft.tokens), ids))
+    assert float(np.asarray(draft.probs)[..., outside].sum()) == 0.0
+    np.testing.assert_allclose(np.asarray(draft.probs).sum(-1), 1.0, rtol=1e-5)
+
+
+def test_save_load_round_trip(tmp_path, target):
+    cfg = target.cfg
+    cell, ids = _cell(cfg), _head_ids(cfg, 30)
+    save_cell(tmp_path / "head.npz", cell, ids, {"steps": 3})
+    back, ids2, meta = load_cell(tmp_path / "head.npz")
+    np.testing.assert_array_equal(ids2, ids)
+    assert meta["steps"] == 3 and meta["format"].startswith("specsim-feature-head")
+    for name in cell:           # stored in fp16
+        np.testing.assert_allclose(np.asarray(back[name]), np.asarray(cell[name]),
+                                   rtol=1e-3, atol=1e-3)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_bad_arguments_are_clear_errors(tmp_path, target):
+    cfg = target.cfg
+    with pytest.raises(ValueError, match="not found"):
+        feature_head_drafter(target, tmp_path / "missing.npz")
+    with pytest.raises(ValueError, match="model width"):
+        feature_head_drafter(target, (init_cell(jax.random.PRNGKey(0), cfg.d_model + 8, 4),
+                                      [1, 2]))
+    with pytest.raises(ValueError, match="head_ids"):
+        feature_head_drafter(target, (_cell(cfg), [0, cfg.vocab_size]))
+    with pytest.raises(ValueError, match="width"):
+        init_cell(jax.random.PRNGKey(0), cfg.d_model, 0)
+
+
+# ---- training (specsim.train.feature_head) on a tiny target ---------------------------------
+def _tiny_target():
+    from specsim.models.config import TINY_LLAMA as T
+    cfg = T.replace(name="tiny-fh-target", n_layers=2, tie_embeddings=True, layer_loop="scan",
+                    eos_token_id=None)
+    params = init_params(jax.random.PRNGKey(0), cfg)
+    layers = {k: v * 3.0 if k in ("wo", "w_gate", "w_up", "w_down") else v
+              for k, v in params["layers"].items()}
+    return models.Model(cfg, dict(params, layers=layers, embed=params["embed"] * 3.0))
+
+
+def _random_prompts(seed, n, vocab, lo=4, hi=12):
+    rng = np.random.default_rng(seed)
+    return [[int(t) for t in rng.integers(3, vocab, size=rng.integers(lo, hi))]
+            for _ in range(n)]
+
+
+FH_FAST = dict(width=64, head_vocab=97, unroll=3, teacher_top_k=97, batch=128, lr=1e-2, warmup=5, holdout=16,
+               n_new=24, gen_batch=32, minutes=None, checkpoint_minutes=60.0)
+
+
+@pytest.fixture(scope="module")
+def fh_trained(tmp_path_factory):
+    from specsim.train import feature_head as fh
+    target = _tiny_target()
+    out = tmp_path_factory.mktemp("fh") / "head.npz"
+    cfg = fh.FeatureHeadConfig(steps=200, **FH_FAST)
+    result = fh.train_feature_head(target, out, cfg,
+                                   prompts=_random_prompts(0, 96, target.cfg.vocab_size),
+                                   progress=False)
+    return target, out, cfg, result
+
+
+def test_training_raises_alpha_against_the_untrained_cell(fh_trained):
+    """Held-out chain α per slot (greedy rows) of the trained cell against the untrained
+    start, and a real speculative run at temperature 1 on unseen prompts."""
+    from specsim.train import feature_head as fh
+    target, out, cfg, result = fh_trained
+    assert result.finished and result.step == cfg.steps == len(result.losses)
+    assert np.mean(result.losses[-10:]) < np.mean(result.losses[:10]) - 0.5
+    cell_params, head_ids, meta = load_cell(out)
+    assert meta["alpha_per_slot_heldout_greedy"] == result.alpha_per_slot
+    untrained = (init_cell(jax.random.PRNGKey(cfg.seed), target.cfg.d_model, cfg.width), head_ids)
+    test = _random_prompts(7, 32, target.cfg.vocab_size)
+
+    def alpha(source):
+        res = generate_speculative(target, feature_head_drafter(target, source), test, 24, 3,
+                                   1.0, seed=3)
+        return res.stats.alpha_per_slot
+
+    a0, a1 = alpha(untrained), alpha(out)
+    assert a1 > a0 + 0.05, (a0, a1)
+
+
+def test_interrupted_training_resumes(fh_trained, tmp_path):
+    """A run cut by its time budget leaves a checkpoint and no file; the next call resumes
+    and ends on the same loss curve as the uninterrupted run."""
+    from specsim.train import feature_head as fh
+    target, _, cfg, result = fh_trained
+    prompts = _random_prompts(0, 96, target.cfg.vocab_size)
+    out = tmp_path / "head.npz"
+    short = dataclasses_replace(cfg, minutes=1e-9)
+    r1 = fh.train_feature_head(target, out, short, prompts=prompts, progress=False)
+    assert not r1.finished and not out.exists() and fh.checkpoint_dir(out).is_dir()
+    r2 = fh.train_feature_head(target, out, cfg, prompts=prompts, progress=False)
+    assert r2.finished and out.is_file() and not fh.checkpoint_dir(out).exists()
+    np.testing.assert_allclose(r2.losses, result.losses, rtol=1e-4)
+
+
+def dataclasses_replace(obj, **kw):
+    import dataclasses
+    return dataclasses.replace(obj, **kw)
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(width=0), "width"), (dict(head_vocab=0), "head_vocab"), (dict(minutes=0), "minutes"),
+    (dict(unroll=0), "unroll"), (dict(feature_weight=-1.0), "feature_weight")])
+def test_bad_training_settings_are_clear_errors(change, match, tmp_path):
+    from specsim.train import feature_head as fh
+    with pytest.raises(ValueError, match=match):
+        fh.train_feature_head(_tiny_target(), tmp_path / "h.npz",
+                              fh.FeatureHeadConfig(**dict(FH_FAST, **change)), progress=False)
+
+
+def test_cli_trains_a_feature_head_and_rejects_layers(tmp_path, capsys):
+    from specsim import cli
+    rc = cli.main(["train-draft", "--kind", "feature-head", "--target", "tiny-qwen2",
+                   "--layers", "2", "--out", str(tmp_path / "h.npz")])
+    assert rc == 2 and "--layers applies to --kind distilled" in capsys.readouterr().err
+    rc = cli.main(["train-draft", "--kind", "feature-head", "--target", "tiny-qwen2",
+                   "--head-vocab", "50", "--minutes", "0", "--out", str(tmp_path / "h.npz")])
+    assert rc == 2 and "minutes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["threshold", "heuristic", "goodput-off"])
+def test_greedy_output_equals_target_under_policies(target, policy):
+    from specsim import policies
+    cfg = target.cfg
+    pol = {"threshold": policies.ConfidenceThreshold(p_min=0.3, k_min=1, k_max=4),
+           "heuristic": policies.Heuristic(k_init=2, k_max=4),
+           "goodput-off": policies.Goodput(k_max=4, costs=policies.Costs.from_ratio(5.0, 4))
+           }[policy]
+    drafter = feature_head_drafter(target, (_cell(cfg, out_scale=0.05), np.arange(cfg.vocab_size)))
+    ref = generate_autoregressive(target, PROMPTS, MAX_NEW)
+    res = generate_speculative(target, drafter, PROMPTS, MAX_NEW, policy=pol)
+    assert res.tokens == ref.tokens
+
+
+def test_sampling_under_a_threshold_policy_is_exact(chi_models):
+    from specsim import policies
+    t, _ = chi_models
+    drafter = feature_head_drafter(t, (_cell(t.cfg, width=8, out_scale=1.0), [0, 2, 3, 5, 7, 11]))
+    pol = policies.ConfidenceThreshold(p_min=0.2, k_min=1, k_max=3)
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * N_SAMPLES, 3, temperature=1.0,
+                               seed=9, policy=pol)
+    toks = np.asarray(res.tokens)
+    joint = _exact_joint(t, 1.0)
+    p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
+    p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
+    assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
