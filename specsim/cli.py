@@ -82,8 +82,10 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--draft", default=None,
                    help="an extra draft model (HF folder, .gguf or preset) sharing the "
                         "target's vocabulary")
-    p.add_argument("--drafters", nargs="+", default=None, choices=["ngram", "layer-skip"],
-                   help="built-in drafters to run (default: both)")
+    p.add_argument("--drafters", nargs="+", default=None,
+                   choices=["ngram", "layer-skip", "feature-head"],
+                   help="built-in drafters to run (default: all three; the feature head "
+                        "when one is trained or committed for the target)")
     p.add_argument("--k", nargs="+", default=None,
                    help="draft lengths of the real drafters, e.g. 1-6 (default 2 4; quick 4)")
     p.add_argument("--temperatures", type=float, nargs="+", default=None,

@@ -254,7 +254,7 @@ def test_cli_trains_a_feature_head_and_rejects_layers(tmp_path, capsys):
     assert rc == 2 and "minutes" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("policy", ["threshold", "heuristic", "goodput-off"])
+@pytest.mark.parametrize("policy", ["threshold", "goodput-off"])
 def test_greedy_output_equals_target_under_policies(target, policy):
     from specsim import policies
     cfg = target.cfg
@@ -267,16 +267,3 @@ def test_greedy_output_equals_target_under_policies(target, policy):
     res = generate_speculative(target, drafter, PROMPTS, MAX_NEW, policy=pol)
     assert res.tokens == ref.tokens
 
-
-def test_sampling_under_a_threshold_policy_is_exact(chi_models):
-    from specsim import policies
-    t, _ = chi_models
-    drafter = feature_head_drafter(t, (_cell(t.cfg, width=8, out_scale=1.0), [0, 2, 3, 5, 7, 11]))
-    pol = policies.ConfidenceThreshold(p_min=0.2, k_min=1, k_max=3)
-    res = generate_speculative(t, drafter, [CHI_PROMPT] * N_SAMPLES, 3, temperature=1.0,
-                               seed=9, policy=pol)
-    toks = np.asarray(res.tokens)
-    joint = _exact_joint(t, 1.0)
-    p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
-    p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
-    assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)

@@ -52,6 +52,17 @@ def test_decompose_refuses_bad_inputs(bad, match):
         decompose(**{**_case(np.random.default_rng(0)), **bad})
 
 
+def test_a_run_no_longer_than_its_prefill_is_not_measured():
+    """On a tiny model the decode time can drown in the noise of the prefill call: a
+    negative decode time is no measurement (NaN), never a negative speedup."""
+    case = _case(np.random.default_rng(3))
+    row = decompose(**{**case, "prefill": case["t_ar"] + 0.01})
+    assert math.isnan(row[S.MEASURED_SPEEDUP]) and math.isnan(row[S.ERR_TOTAL])
+    assert math.isnan(row[S.ERR_OVERHEAD]) and math.isfinite(row[S.PREDICTED_SPEEDUP])
+    row = decompose(**{**case, "prefill_spec": case["t_spec"]})
+    assert math.isnan(row[S.MEASURED_SPEEDUP])
+
+
 def test_finite_run_tokens_against_simulation():
     rng = np.random.default_rng(1)
     alpha, k, n, batch = 0.7, 4, 30, 4
@@ -88,10 +99,28 @@ def test_crossing_interpolates_in_log_batch():
     (dict(batch_alphas=(-0.1,)), "batch_alphas"),
     (dict(instrument_costs=(-0.25,)), "instrument_costs"),
     (dict(batches=(0,)), "batches"),
-    (dict(clock="sundial"), "clock")])
+    (dict(clock="sundial"), "clock"),
+    (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
+
+
+def test_quick_real_drafters_share_the_instruments_cache():
+    """--quick's n-gram prompts fit the instrument's cache (so its pass programs are
+    reused, not compiled again); the full demo's longer prompts need a larger one."""
+    from types import SimpleNamespace
+
+    from specsim.experiment.inrun import group_cache_len
+
+    target = SimpleNamespace(cfg=SimpleNamespace(max_seq_len=8192))
+    for quick, same in ((True, True), (False, False)):
+        s = DemoSettings.demo(quick=quick)
+        real = group_cache_len(target, [[0] * s.drafter_prompt_tokens], s.max_new_tokens,
+                               max(s.ks))
+        inst = group_cache_len(target, [[0] * s.prompt_tokens], s.max_new_tokens,
+                               max(s.instrument_ks))
+        assert (real == inst) is same
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def calls(tiny):
 
 
 def _hlo(call):
-    return call.func.lower(*call.args, **call.keywords).as_text()
+    return call.lower().as_text()
 
 
 def test_one_trace_per_shape(tiny, calls):
@@ -58,17 +58,41 @@ def test_programs_run_the_run_shapes(tiny, calls):
     assert f"tensor<1x{B}x{S}x{G}x{E}xf32>" in draft          # the one-layer draft cache
 
 
-def test_target_step_is_the_greedy_step(tiny, calls):
+def test_target_step_is_the_greedy_step(tiny):
     """One autoregressive step writes argmax(forward(last token)) where the next step
     reads it (oracle: the model's own forward at the same cache state)."""
-    c, _ = calls
-    one = pass_costs._target_1_program(*c.target_1.args, **dict(c.target_1.keywords, steps=1))
-    tokens, length, cache = c.target_1.args[2], c.target_1.args[3], c.target_1.args[4]
+    c = pass_costs.pass_calls(tiny, None, batch=B, cache_len=S, k=K, steps=1)
+    tokens, cache = jax.tree_util.tree_map(jnp.copy, c.target_1.state)
+    length = c.target_1.args[2]
     last = jnp.take_along_axis(tokens, (length - 1)[:, None], axis=1)
     logits, _ = forward(tiny.params, tiny.cfg, last, cache)
     want = np.asarray(jnp.argmax(logits[:, 0], -1))
-    got = np.asarray(jnp.take_along_axis(one, (length - 1)[:, None], axis=1))[:, 0]
+    got = np.asarray(c.target_1())                                  # the sampled tokens
     np.testing.assert_array_equal(got, want)
+    written = jnp.take_along_axis(c.target_1.state[0], (length - 1)[:, None], axis=1)
+    np.testing.assert_array_equal(np.asarray(written)[:, 0], want)
+
+
+def test_state_is_donated_not_copied(tiny, calls):
+    """The caches are updated in place call after call, as inside the loop: the
+    compiled programs alias the state to their output and copy no [L, B, S, G, E] cache
+    (a non-donated cache is copied on entry to every call)."""
+    c, _ = calls
+    cfg = tiny.cfg
+    shape = f"f32[{cfg.n_layers},{B},{S},{cfg.n_kv_heads},{cfg.head_dim}]"
+    for call in (c.target_1, c.verify):
+        hlo = call.lower().compile().as_text()
+        assert "input_output_alias" in hlo.splitlines()[0]
+        copies = [l for l in hlo.splitlines() if f"= {shape}" in l and " copy(" in l]
+        assert copies == []
+        before = call.state[1].k.unsafe_buffer_pointer()
+        call()
+        assert call.state[1].k.unsafe_buffer_pointer() == before
+    # the same program without donation copies the cache: the check can fail
+    plain = jax.jit(pass_costs._target_1_program.__wrapped__,
+                    static_argnames=("cfg", "steps"))
+    hlo = plain.lower(c.target_1.state, *c.target_1.args, **c.target_1.static).compile().as_text()
+    assert any(f"= {shape}" in l and " copy(" in l for l in hlo.splitlines())
 
 
 def test_costs_from_interleaved_times(tiny, calls):

@@ -41,7 +41,8 @@ def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: f
               t_verify: float, t_draft: float) -> dict[str, float]:
     """Measured and predicted speedup of one run and the three factors of their ratio
     (see the module docstring). Times in seconds; ``t_ar``/``t_spec`` whole runs,
-    ``prefill``/``prefill_spec`` their prefill, pass times per pass."""
+    ``prefill``/``prefill_spec`` their prefill, pass times per pass. A run whose time
+    does not exceed its prefill's has no measured speedup (NaN, and NaN errors)."""
     for name, v in (("n_tokens", n_tokens), ("iterations", iterations), ("k", k)):
         if not v >= 1:
             raise InvalidArgument(f"{name} must be >= 1, got {v!r}")
@@ -52,10 +53,13 @@ def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: f
     if not t_draft >= 0:
         raise InvalidArgument(f"t_draft must be >= 0 seconds, got {t_draft!r}")
     e_eff = n_tokens / iterations
-    t1_run = (t_ar - prefill) / n_tokens
-    titer_run = (t_spec - prefill_spec) / iterations
     t_iter = k * t_draft + t_verify
-    measured = e_eff * t1_run / titer_run
+    if t_ar > prefill and t_spec > prefill_spec:
+        t1_run = (t_ar - prefill) / n_tokens
+        titer_run = (t_spec - prefill_spec) / iterations
+        measured = e_eff * t1_run / titer_run
+    else:   # decode time not above its prefill's (a tiny model, noise): nothing measured
+        t1_run = titer_run = measured = math.nan
     predicted = float(analytic.speedup_from_costs(e_model, k, t_draft, t_target_1, t_verify))
     return {schema.E_EFFECTIVE: e_eff, schema.E_MODEL: e_model,
             schema.T_TARGET_1_RUN: t1_run, schema.T_ITERATION_RUN: titer_run,

@@ -130,8 +130,13 @@ def feature_head(path: Path, target) -> StudyDrafter:
 
 
 def from_setup(setup) -> StudyDrafter:
-    """A `DraftSetup` of the demo (n-gram, layer-skip, a small model) as a StudyDrafter."""
-    kind = "ngram" if setup.cost_model is None else (
+    """A `DraftSetup` of the demo (n-gram, layer-skip, the feature head, a small model)
+    as a StudyDrafter."""
+    from specsim.drafters import FeatureHeadDrafter, NGramDrafter
+    if isinstance(setup.drafter, FeatureHeadDrafter):
+        return StudyDrafter(setup.name, setup.drafter, "feature-head",
+                            head_vocab=int(setup.drafter.head.shape[0]))
+    kind = "ngram" if isinstance(setup.drafter, NGramDrafter) else (
         "layer-skip" if setup.name.startswith("layer-skip") else "model")
     return StudyDrafter(setup.name, setup.drafter, kind,
                         None if setup.cost_model is None else setup.cost_model.cfg)

@@ -10,9 +10,8 @@ from specsim.experiment.settings import DemoSettings
 
 @dataclass(frozen=True)
 class DraftSetup:
-    """A drafter under its run name, and the `specsim.models.Model` whose forward pass one
-    draft step costs (None when drafting is a few gathers inside the loop, as for n-gram
-    lookup: its cost is taken as zero)."""
+    """A drafter under its run name, and the `specsim.models.Model` whose prefill the
+    drafter pays (None when it has none: n-gram lookup, the feature head)."""
     name: str
     drafter: Any
     cost_model: Any = None
@@ -26,8 +25,10 @@ def default_layer_skip(n_layers: int) -> tuple[int, ...]:
 
 
 def build_drafters(target, settings: DemoSettings, draft_model=None) -> dict[str, DraftSetup]:
-    """Run name -> `DraftSetup` for every drafter ``settings.drafters`` names, plus a
-    small-model drafter when ``draft_model`` is given."""
+    """Run name -> `DraftSetup` for every drafter ``settings.drafters`` names (the
+    feature head only when one is found for the target, see
+    `drafter_study.find_feature_head`), plus a small-model drafter when ``draft_model``
+    is given."""
     from specsim import drafters as dr
     from specsim.models import Model
 
@@ -43,6 +44,12 @@ def build_drafters(target, settings: DemoSettings, draft_model=None) -> dict[str
             # the drafter's own gathered layers, as a Model for sweeping its cost
             out[d.name] = DraftSetup(d.name, d, Model(d.cfg, d.params, None,
                                                       f"layer-skip of {target.source}"))
+        elif kind == "feature-head":       # when one is trained or committed for this target
+            from specsim.experiment.drafter_study import find_feature_head
+            path = find_feature_head(target.cfg.name)
+            if path is not None:
+                d = dr.feature_head_drafter(target, path)
+                out[d.name] = DraftSetup(d.name, d)       # no prefill of its own
     if draft_model is not None:
         d = dr.model_drafter(draft_model, target)
         out[d.name] = DraftSetup(d.name, d, draft_model)

@@ -59,7 +59,9 @@ def build(state: DemoState) -> list[study.StudyDrafter]:
         out.append(study.distilled(folder, state.target))
         state.log(f"    distilled draft: {folder}")
     head = study.find_feature_head(state.target.cfg.name)
-    if head is None:
+    if any(d.kind == "feature-head" for d in out):
+        pass                                    # the demo's own drafters hold it already
+    elif head is None:
         state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
                   f"train-draft --kind feature-head --target {state.target.cfg.name}`")
     else:

@@ -17,14 +17,8 @@ from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
 
 
-PROMPT_TOKENS = 120
-"""Real drafters' prompts are cut to this many tokens: enough context for n-gram lookup,
-and a padded prompt of 128 keeps the cache at 256 slots (the full prompts, up to 162
-tokens, pad to 256 and a 512-slot cache: twice the prefill and attention per step)."""
-
-
 def drafter_kind(name: str) -> str:
-    for kind in ("ngram", "layer-skip", "instrument"):
+    for kind in ("ngram", "layer-skip", "instrument", "feature-head"):
         if name.startswith(kind):
             return kind
     return "model"
@@ -33,7 +27,8 @@ def drafter_kind(name: str) -> str:
 def fidelity_groups(state: DemoState) -> list[inrun.Group]:
     """One group per temperature: every (drafter, K, kind of work) at batch 1."""
     s = state.settings
-    rows = {kind: (tuple(state.prompts[kind][:PROMPT_TOKENS]),) for kind in s.kinds}
+    keep = s.drafter_prompt_tokens or None                 # 0: the whole prompt
+    rows = {kind: (tuple(state.prompts[kind][:keep]),) for kind in s.kinds}
     S = inrun.group_cache_len(state.target, [r[0] for r in rows.values()], s.max_new_tokens,
                               max(s.ks))
     groups = []
