@@ -426,7 +426,8 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
 def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_proposed,
                         cache):
     """Step 2 under a policy: the target pass over the last token and the K drafts, or,
-    when no row proposed anything (p_min = 1, Goodput's K = 0), over the last token
+    when no row proposed anything (p_min = 1; K = 0 planned everywhere with a drafter
+    the loop cannot skip, see `policy_engine.skippable`), over the last token
     alone (an autoregressive step), its distribution repeated over the K+1 positions
     (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
     final-normed features [B, K+1, D] likewise)."""

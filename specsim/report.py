@@ -415,13 +415,16 @@ def policies_table(result) -> pd.DataFrame:
     """The policies table's headline columns (measured beside replayed speedups)."""
     t = getattr(result, "tables", {}).get(S.POLICIES, pd.DataFrame())
     cols = [S.DRAFTER, S.KIND, S.BATCH, S.POLICY, S.K, S.BEST_FIXED_K, S.SPEEDUP_VS_AR,
-            S.SIM_SPEEDUP_VS_AR, S.SPEEDUP_VS_BEST_FIXED, S.SIM_SPEEDUP_VS_BEST_FIXED,
-            S.MEAN_K, S.K0_FRACTION, S.ALPHA_PROPOSED, S.COST_RATIO_PASSES]
+            S.SIM_SPEEDUP_VS_AR, S.SPEEDUP_VS_BEST_FIXED, S.VS_BEST_LOW, S.VS_BEST_HIGH,
+            S.WITHIN_3PCT_OF_BEST, S.SIM_SPEEDUP_VS_BEST_FIXED, S.MEAN_K, S.K0_FRACTION,
+            S.ALPHA_PROPOSED, S.COST_RATIO_PASSES]
     t = t[t[S.POLICY] != "autoregressive"] if len(t) else t
     out = t[[c for c in cols if c in t]].copy()
     return out.rename(columns={S.SPEEDUP_VS_AR: "vs_AR", S.SIM_SPEEDUP_VS_AR: "sim_vs_AR",
                                S.SPEEDUP_VS_BEST_FIXED: "vs_best", S.SIM_SPEEDUP_VS_BEST_FIXED:
-                               "sim_vs_best", S.BEST_FIXED_K: "best_K"})
+                               "sim_vs_best", S.BEST_FIXED_K: "best_K",
+                               S.VS_BEST_LOW: "vs_best_lo", S.VS_BEST_HIGH: "vs_best_hi",
+                               S.WITHIN_3PCT_OF_BEST: "within_3%"})
 
 
 def policy_goals(result) -> dict:
@@ -459,7 +462,9 @@ def _policies_section(result) -> list[str]:
             "policy plans with pass times measured in this run before it starts. The engine "
             "verifies K_max + 1 positions whenever any row proposes, so a shorter draft saves "
             "draft passes only; with no row drafting it skips the drafter (the model drafter "
-            "catches its cache up when drafting resumes).", "",
+            "catches its cache up when drafting resumes). `vs_best_lo`, `vs_best_hi`: the "
+            "lowest and highest `vs_best` over the paired timed rounds; `within_3%`: vs_best "
+            ">= 0.97 in every round (yes), in none (no), in some (noise).", "",
             _fmt(policies_table(result), ".2f"), "",
             f"Goodput goals: worst speedup against plain decoding "
             f"{goals['goodput_min_vs_ar']:.3f} (goal >= 0.98), worst against the best fixed K "

@@ -229,6 +229,9 @@ SPEEDUP_VS_AR = "speedup_vs_autoregressive"            # measured, decode time (
 SPEEDUP_VS_BEST_FIXED = "speedup_vs_best_fixed"        # measured, against the best fixed K
 SIM_SPEEDUP_VS_AR = "sim_speedup_vs_autoregressive"    # replayed on the recorded trace
 SIM_SPEEDUP_VS_BEST_FIXED = "sim_speedup_vs_best_fixed"
+VS_BEST_LOW = "speedup_vs_best_fixed_low"    # lowest per-round ratio (paired rounds)
+VS_BEST_HIGH = "speedup_vs_best_fixed_high"  # highest per-round ratio
+WITHIN_3PCT_OF_BEST = "within_3pct_of_best"  # yes (every round) | no (none) | noise
 MEAN_K = "mean_k"                          # mean planned K over active row-iterations
 K0_FRACTION = "k0_fraction"                # row-iterations the policy planned K = 0
 SIM_K0_FRACTION = "sim_k0_fraction"

@@ -28,22 +28,19 @@ def test_engine_costs_verify_k_max_plus_one_whenever_a_row_drafts():
     np.testing.assert_allclose(f.iteration_time(np.arange(3)), [2.0, 2.9, 3.4])
 
 
-def test_goodput_with_a_costly_draft_turns_itself_off_and_equals_autoregressive(tiny):
-    """c = 0.9 with the verify a third dearer: even α = 1 cannot pay at K = 1
-    (2 tokens for 0.9 + 1.33 > 2 steps), so every iteration plans K = 0, the drafter never
-    runs after its prefill, and the output is the target's own."""
-    from specsim.decode import generate_autoregressive, generate_speculative
-    target, drafter = tiny
+def test_goodput_with_a_costly_draft_turns_itself_off():
+    """c = 0.9 with the verify a third dearer: even α = 1 cannot pay (K + 1 tokens for
+    0.9 K + 4/3 > K + 1 target steps), so the part's Goodput plans K = 0 from its prior
+    and from a history of all drafts accepted. What the engine does then (plain
+    autoregressive steps, the drafter never run, not even its prefill, the same output)
+    is tested on a model drafter in test_policies."""
     goodput = R.make_policy(R.GOODPUT, 3, R.costs_from_passes(1.0, 4 / 3, 0.9, 3))
-    assert P.Goodput(k_max=3, costs=goodput.costs).plan(
-        goodput.init(2), 2).tolist() == [0, 0]
-    ref = generate_autoregressive(target, PROMPTS, 16, eos_token_id=None)
-    res = generate_speculative(target, drafter, PROMPTS, 16, policy=goodput, eos_token_id=None)
-    assert res.tokens == ref.tokens
-    st = res.stats
-    assert (st.k_used[st.active] == 0).all() and (st.drafted[st.active] == 0).all()
-    assert res.draft_passes == 1                                   # the prefill only
-    assert res.meta["single_token_target_passes"] == res.n_iterations == ref.n_iterations
+    t = goodput.costs.iteration_time(np.arange(4))                     # [K_max + 1]
+    assert (np.arange(1, 5) / t < 1 / t[0]).sum() == 3                 # by hand: K >= 1 loses
+    assert goodput.plan(goodput.init(2), 2).tolist() == [0, 0]
+    sure = (np.full((2, 3), 1e6, np.float32),) * 2                    # accepted = reached
+    assert goodput.alpha_estimate(sure).min() > 0.999
+    assert goodput.plan(sure, 2).tolist() == [0, 0]
 
 
 def test_ngram_trace_replays_the_recorded_fixed_k_run(tiny):
@@ -81,6 +78,21 @@ def test_speedups_against_the_baseline_and_the_best_fixed_k():
     np.testing.assert_allclose(g[schema.SPEEDUP_VS_BEST_FIXED], 2.1 / 2.0)
     np.testing.assert_allclose(g[schema.SIM_SPEEDUP_VS_BEST_FIXED], 2.0 / 1.8)  # K = 2's replay
     assert (out.loc[out[schema.DRAFTER] == "d", schema.BEST_FIXED_K] == 2).all()
+    assert schema.WITHIN_3PCT_OF_BEST not in out           # no rounds given: no verdict
+    # paired rounds: the per-round ratio against the best fixed K (K = 2, rows 2 and 7),
+    # its range and the verdict on >= 0.97, by hand
+    table = pd.DataFrame(rows)
+    per_round = {i: np.full(3, t / 10) for i, t in enumerate(table[schema.DECODE_S])}
+    per_round[4] = per_round[2] / np.array([1.0, 0.96, 1.1])     # code goodput: noise
+    per_round[9] = per_round[7] / np.array([0.9, 0.95, 0.92])    # prose goodput: no
+    out = add_speedups(table, per_round)
+    g = out[out[schema.POLICY] == "goodput"]
+    np.testing.assert_allclose(g[schema.VS_BEST_LOW], [0.96, 0.9])
+    np.testing.assert_allclose(g[schema.VS_BEST_HIGH], [1.1, 0.95])
+    assert g[schema.WITHIN_3PCT_OF_BEST].tolist() == ["noise", "no"]
+    f = out[out[schema.POLICY] == "fixed"]
+    np.testing.assert_allclose(f[schema.VS_BEST_LOW], f[schema.SPEEDUP_VS_BEST_FIXED])
+    assert f[schema.WITHIN_3PCT_OF_BEST].tolist() == ["no", "yes", "no"] * 2   # 0.75, 1, 0.9
 
 
 def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch):
@@ -105,4 +117,10 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     best = spec[(spec[schema.POLICY] == "fixed") & (spec[schema.K] == spec[schema.BEST_FIXED_K])]
     np.testing.assert_allclose(best[schema.SPEEDUP_VS_BEST_FIXED], 1.0)
     assert len(best) == 4 and set(best[schema.K]) <= {1, 2}
+    # the goal's verdict from the paired rounds (each row against its best fixed K)
+    lo, hi = spec[schema.VS_BEST_LOW], spec[schema.VS_BEST_HIGH]
+    assert (lo <= hi).all() and (best[schema.VS_BEST_LOW] == 1).all()
+    assert (best[schema.VS_BEST_HIGH] == 1).all()
+    want = np.where(lo >= 0.97, "yes", np.where(hi < 0.97, "no", "noise"))
+    assert (spec[schema.WITHIN_3PCT_OF_BEST] == want).all()
     assert "## Draft-length policies" in (out / "report.md").read_text()

@@ -1,7 +1,8 @@
 """Part ``drafters``: the real drafters side by side on the target — the quantised
 self-draft (int8; int4 in the full run), the distilled draft when one is trained
-(`drafter_study.find_distilled`; otherwise the log says how to train it), n-gram lookup
-and the layer-skip self-draft — and what limits each on this machine.
+(`drafter_study.find_distilled`; otherwise the log says how to train it), the feature
+head (trained, or the copy committed in data/drafts), n-gram lookup and the layer-skip
+self-draft — and what limits each on this machine.
 
 Tables (`specsim.schema`):
 
@@ -275,6 +276,7 @@ def run(state: DemoState) -> None:
 
 
 PART = Part(name="drafters", summary="comparing the real drafters (quantised self-draft, "
-            "distilled, n-gram, layer-skip): α by kind, c, speedup against K, limits",
+            "distilled, feature head, n-gram, layer-skip): α by kind, c, speedup against K, "
+            "limits",
             run=run, produces=(S.ALPHA_BY_KIND, S.DRAFTER_COSTS, S.DRAFTER_SPEEDUP,
                                S.DRAFTER_LIMITS))

@@ -122,7 +122,9 @@ def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass) -> d
 
     t_run = float(np.median(times))
     t_pre = prefill(state.target, res.plan.padded_prompt, res.plan.cache_len, job.batch)
-    if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None:
+    # the drafter's prefill, where it ran (a policy loop that never drafts skips it)
+    if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None \
+            and res.draft_passes > 0:
         t_pre += prefill(state.cost_model(job.drafter), res.plan.padded_prompt,
                          res.plan.cache_len, job.batch)
     row = {schema.DRAFTER: job.drafter, schema.KIND: job.kind, schema.BATCH: job.batch,
@@ -169,9 +171,24 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
     return cell.assign(**{schema.SIM_SPEEDUP_VS_AR: sim, schema.SIM_K0_FRACTION: off})
 
 
-def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
+GOAL_VS_BEST = 0.97
+"""The goal: a policy within 3% of the best fixed K of its cell, or above it."""
+
+
+def goal_verdict(low: float, high: float, goal: float = GOAL_VS_BEST) -> str:
+    """"yes" when the goal held in every timed round (the lowest per-round ratio reaches
+    it), "no" when it held in none, "noise" when the rounds disagree."""
+    return "yes" if low >= goal else "no" if high < goal else "noise"
+
+
+def add_speedups(table: pd.DataFrame, decode_rounds=None) -> pd.DataFrame:
     """Measured speedups against the cell's baseline and best fixed K (and the
-    replayed ones against the replay of that K)."""
+    replayed ones against the replay of that K).
+
+    ``decode_rounds``: per row label of ``table``, the decode seconds per token of each
+    timed round (paired: every round ran every job once). With it, each speculative row
+    also gets the lowest and highest per-round speedup against the best fixed K (the
+    K chosen on medians) and the verdict on GOAL_VS_BEST (`goal_verdict`)."""
     out = []
     for (kind, batch), g in table.groupby([schema.KIND, schema.BATCH], sort=False):
         ar = g[g[schema.POLICY] == R.AUTOREGRESSIVE]
@@ -179,13 +196,19 @@ def add_speedups(table: pd.DataFrame) -> pd.DataFrame:
         g = g.assign(**{schema.SPEEDUP_VS_AR: base / (g[schema.DECODE_S] / g[schema.NEW_TOKENS])})
         for name, d in g[g[schema.DRAFTER] != R.AUTOREGRESSIVE].groupby(schema.DRAFTER, sort=False):
             fixed = d[d[schema.POLICY] == R.FIXED]
-            best = fixed.loc[fixed[schema.SPEEDUP_VS_AR].idxmax()]
+            best_at = fixed[schema.SPEEDUP_VS_AR].idxmax()
+            best = fixed.loc[best_at]
             g.loc[d.index, schema.BEST_FIXED_K] = int(best[schema.K])
             g.loc[d.index, schema.SPEEDUP_VS_BEST_FIXED] = \
                 d[schema.SPEEDUP_VS_AR] / best[schema.SPEEDUP_VS_AR]
             if schema.SIM_SPEEDUP_VS_AR in d:
                 g.loc[d.index, schema.SIM_SPEEDUP_VS_BEST_FIXED] = \
                     d[schema.SIM_SPEEDUP_VS_AR] / best[schema.SIM_SPEEDUP_VS_AR]
+            if decode_rounds is not None:
+                for i in d.index:
+                    r = np.asarray(decode_rounds[best_at]) / np.asarray(decode_rounds[i])
+                    g.loc[i, schema.VS_BEST_LOW], g.loc[i, schema.VS_BEST_HIGH] = r.min(), r.max()
+                    g.loc[i, schema.WITHIN_3PCT_OF_BEST] = goal_verdict(r.min(), r.max())
         out.append(g)
     return pd.concat(out)
 
@@ -214,7 +237,9 @@ def run(state: DemoState) -> None:
                        == (name, kind, batch, R.RECORD))
             cell = _simulate_cell(state, cell, R.trace_from_stats(rec.stats), pols, per_pass)
         cells.append(cell)
-    state.tables[schema.POLICIES] = add_speedups(pd.concat(cells).sort_index()) \
+    per_token = {i: (np.asarray(t) - table[schema.PREFILL_S][i]) / table[schema.NEW_TOKENS][i]
+                 for i, t in zip(table.index, samples)}          # decode s/token per round
+    state.tables[schema.POLICIES] = add_speedups(pd.concat(cells).sort_index(), per_token) \
         .reset_index(drop=True)
 
 
