@@ -302,6 +302,11 @@ def _inrun_section(result) -> list[str]:
              "`err_total_pct`: acceptance model (E_model vs n/I), cost model (pass program vs "
              "the step inside the autoregressive run), residual loop overhead (the iteration "
              "inside the run vs K·t_draft + t_verify).", "",
+             *([f"The cost model alone (`{S.PRED_GIVEN_ACCEPTANCE}`: the same costs with "
+                f"the run's own n / I for E, no acceptance model): MAPE "
+                f"{f['given_acceptance']['mape_pct']:.1f}%, worst "
+                f"{f['given_acceptance']['max_abs_error_pct']:.1f}%.", ""]
+               if f.get("given_acceptance", {}).get("n_runs") else []),
              _fmt(pd.DataFrame([{"group": g, **v} for key in ("by_drafter", "by_batch",
                                                                 "by_clock")
                                 for g, v in ((f"{key[3:]} {k}", v)

@@ -76,6 +76,8 @@ T_VERIFY_SWEPT = "t_verify_swept"
 T_DRAFT_SWEPT = "t_draft_swept"
 PRED_IID = "pred_speedup_iid"
 PRED_POSITIONAL = "pred_speedup_positional"
+# the in-run costs with the run's own acceptance (n / I): what the cost model alone predicts
+PRED_GIVEN_ACCEPTANCE = "pred_speedup_given_acceptance"
 PRED_SWEPT = "pred_speedup_swept_costs"
 PRED_CONSTANT_COST = "pred_speedup_constant_cost"
 MEASURED_SPEEDUP = "measured_speedup"

@@ -42,6 +42,13 @@ def test_decomposition_adds_up(seed):
     assert sum(terms) == pytest.approx(row[S.ERR_TOTAL], abs=1e-9)
     assert math.prod(math.exp(t / 100) for t in terms) == pytest.approx(pred / measured, rel=1e-9)
     assert row[S.LOOP_OVERHEAD] == pytest.approx(math.exp(row[S.ERR_OVERHEAD] / 100))
+    # the cost model alone: the run's own n / I for E; its miss is the total less the
+    # acceptance term
+    given = row[S.PRED_GIVEN_ACCEPTANCE]
+    assert given == pytest.approx(pred * (c["n_tokens"] / c["iterations"]) / c["e_model"],
+                                  rel=1e-12)
+    assert 100 * math.log(given / measured) == pytest.approx(
+        row[S.ERR_COST] + row[S.ERR_OVERHEAD], abs=1e-9)
 
 
 @pytest.mark.parametrize("bad, match", [(dict(t_draft=-1e-3), "t_draft"),

@@ -66,6 +66,8 @@ def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: f
             schema.T_TARGET_1: t_target_1, schema.T_VERIFY: t_verify, schema.T_DRAFT: t_draft,
             schema.COST_RATIO: t_draft / t_target_1, schema.MEASURED_SPEEDUP: measured,
             schema.PREDICTED_SPEEDUP: predicted,
+            schema.PRED_GIVEN_ACCEPTANCE: float(analytic.speedup_from_costs(
+                e_eff, k, t_draft, t_target_1, t_verify)),
             schema.ERR_TOTAL: log_pct(predicted / measured),
             schema.ERR_ACCEPTANCE: log_pct(e_model / e_eff),
             schema.ERR_COST: log_pct(t_target_1 / t1_run),
@@ -96,8 +98,10 @@ def acceptance_variants(row: dict, stats, k: int) -> dict[str, float]:
 def fidelity_summary(runs) -> dict:
     """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction over
     the speculative runs, overall, ``by_drafter`` (kind of drafter), ``by_batch`` and
-    ``by_clock`` (each clock's own prediction against its own measurement); relative
-    error |predicted − measured| / measured, in per cent."""
+    ``by_clock`` (each clock's own prediction against its own measurement), and
+    ``given_acceptance``: the in-run costs with the run's own acceptance (E = n / I, no
+    acceptance model), which scores the cost model alone; relative error
+    |predicted − measured| / measured, in per cent."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
 
@@ -115,4 +119,10 @@ def fidelity_summary(runs) -> dict:
     out["by_clock"] = {name: score(spec, schema.PREDICTED_BY_CLOCK[name], col)
                        for name, col in schema.MEASURED_BY_CLOCK.items()
                        if col in spec and schema.PREDICTED_BY_CLOCK[name] in spec}
+    if schema.PRED_GIVEN_ACCEPTANCE in spec:      # the cost model alone (E = the run's n / I)
+        given = spec[np.isfinite(spec[schema.PRED_GIVEN_ACCEPTANCE])]
+        out["given_acceptance"] = score(given, schema.PRED_GIVEN_ACCEPTANCE)
+        out["given_acceptance"]["by_batch"] = {
+            str(int(k)): score(g, schema.PRED_GIVEN_ACCEPTANCE)
+            for k, g in given.groupby(schema.BATCH)}
     return out
