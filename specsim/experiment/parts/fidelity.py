@@ -78,5 +78,5 @@ def run(state: DemoState) -> None:
     state.tables[schema.RUNS] = fitted_columns(state, state.tables[schema.RUNS])
 
 
-PART = Part(name="fidelity", summary="the real drafters (n-gram, layer-skip, feature head) at batch 1, "
-            "predicted from in-run pass times", run=run, produces=(schema.RUNS,))
+PART = Part(name="fidelity", summary="the real drafters (n-gram, layer-skip, feature head) "
+            "at batch 1, predicted from in-run pass times", run=run, produces=(schema.RUNS,))
