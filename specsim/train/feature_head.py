@@ -28,7 +28,6 @@ Vh head vocabulary, J unrolled steps, M examples per batch.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -231,7 +230,7 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
     docstring). Returns a `FeatureHeadResult`; ``finished`` is False when the time budget
     ran out first (the checkpoint stays and the next call resumes)."""
     import optax
-    from specsim.train.loop import _load_state, _progress, _save_state
+    from specsim.train.loop import _load_state, _progress, run_budgeted
 
     t_start = time.monotonic()
     out = Path(out)
@@ -266,33 +265,20 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
     bar.reset(total=cfg.steps)
     bar.update(state["step"])
     bar.set_description("feature head")
-    last_ckpt = t_run = time.monotonic()
-    seconds0 = state["seconds"]
-    try:
-        while state["step"] < cfg.steps:
-            if cfg.minutes is not None and time.monotonic() - t_start > 60 * cfg.minutes:
-                break
-            rng = np.random.default_rng([cfg.seed, state["step"]])          # resumable order
-            idx = rng.integers(0, len(train.ex), cfg.batch)
-            t0 = time.monotonic()
-            p, o, loss, ce = step(state["trainable"], state["opt_state"], *train.arrays(idx))
-            state.update(trainable=p, opt_state=o, step=state["step"] + 1)
-            state["losses"].append(float(loss))
-            state["top1"].append(float(ce))                   # slot kept: the CE part
-            state["seconds"] = seconds0 + time.monotonic() - t_run
-            bar.set_postfix(loss=f"{float(loss):.3f}", ce=f"{float(ce):.3f}",
-                            ex_s=f"{cfg.batch / max(time.monotonic() - t0, 1e-9):.0f}")
-            bar.update(1)
-            if time.monotonic() - last_ckpt > 60 * cfg.checkpoint_minutes:
-                _save_state(ckpt, state)
-                last_ckpt = time.monotonic()
-    except KeyboardInterrupt:
-        _save_state(ckpt, state)
-        bar.close()
-        raise
-    bar.close()
+
+    def step_once(state):
+        rng = np.random.default_rng([cfg.seed, state["step"]])              # resumable order
+        idx = rng.integers(0, len(train.ex), cfg.batch)
+        t0 = time.monotonic()
+        p, o, loss, ce = step(state["trainable"], state["opt_state"], *train.arrays(idx))
+        state.update(trainable=p, opt_state=o, step=state["step"] + 1)
+        state["losses"].append(float(loss))
+        state["top1"].append(float(ce))                       # slot kept: the CE part
+        return dict(loss=f"{float(loss):.3f}", ce=f"{float(ce):.3f}",
+                    ex_s=f"{cfg.batch / max(time.monotonic() - t0, 1e-9):.0f}")
+
+    run_budgeted(state, cfg, ckpt, bar, t_start, step_once)
     if state["step"] < cfg.steps:
-        _save_state(ckpt, state)
         return FeatureHeadResult(None, state["step"], state["losses"], [], False)
     alpha = chain_alpha(state["trainable"], embed, head, head_ids, eps, held)
     meta = {"target": tcfg.name, "config": cfg.identity(), "steps": state["step"],

@@ -30,7 +30,8 @@ from specsim.train.draft import (distill_loss, draft_config, head_vocabulary, in
                                  layer_ids)
 from specsim.train.samples import Samples, encode_prompts, generate_samples, load_prompts
 
-__all__ = ["DistillConfig", "TrainResult", "train_draft", "checkpoint_dir", "METADATA_FILE"]
+__all__ = ["DistillConfig", "TrainResult", "train_draft", "checkpoint_dir", "run_budgeted",
+           "METADATA_FILE"]
 
 
 
@@ -188,6 +189,35 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, disable=not enabled, dynamic_ncols=True)
 
 
+def run_budgeted(state: dict, cfg, ckpt: Path, bar, t_start: float, step_once) -> None:
+    """The training loop both trainers share: ``step_once(state)`` (one optimiser step;
+    it advances ``state["step"]`` and appends to the curves, and returns the progress
+    bar's postfix) until ``cfg.steps`` or the ``cfg.minutes`` budget counted from
+    ``t_start``; ``state["seconds"]`` accumulates training time. The state is saved to
+    ``ckpt`` every ``cfg.checkpoint_minutes``, when the budget stops the run, and on
+    KeyboardInterrupt (re-raised)."""
+    last_ckpt = t_run = time.monotonic()
+    seconds0 = state["seconds"]
+    try:
+        while state["step"] < cfg.steps:
+            if cfg.minutes is not None and time.monotonic() - t_start > 60 * cfg.minutes:
+                break
+            postfix = step_once(state)
+            state["seconds"] = seconds0 + time.monotonic() - t_run
+            bar.set_postfix(**postfix)
+            bar.update(1)
+            if time.monotonic() - last_ckpt > 60 * cfg.checkpoint_minutes:
+                _save_state(ckpt, state)
+                last_ckpt = time.monotonic()
+    except KeyboardInterrupt:
+        _save_state(ckpt, state)
+        bar.close()
+        raise
+    bar.close()
+    if state["step"] < cfg.steps:
+        _save_state(ckpt, state)
+
+
 def train_draft(target, out: str | Path, cfg: DistillConfig = DistillConfig(), *,
                 prompts=None, progress: bool = True, evaluate=None) -> TrainResult:
     """Distil a draft from ``target`` into the folder ``out`` (see the module docstring).
@@ -224,36 +254,23 @@ def train_draft(target, out: str | Path, cfg: DistillConfig = DistillConfig(), *
     bar.reset(total=cfg.steps)
     bar.update(state["step"])
     bar.set_description("distilling")
-    last_ckpt = t_run = time.monotonic()
-    seconds0 = state["seconds"]
-    try:
-        while state["step"] < cfg.steps:
-            if cfg.minutes is not None and time.monotonic() - t_start > 60 * cfg.minutes:
-                break
-            rng_step = np.random.default_rng([cfg.seed, state["step"]])  # resumable order
-            rows = rng_step.choice(n, size=min(cfg.batch, n), replace=False)
-            batch = _batch(samples, rows, head_pos)
-            t0 = time.monotonic()
-            tr, os_, aux = step_fn(state["trainable"], state["opt_state"], frozen, head, batch)
-            loss, top1 = float(aux["kl"]), float(aux["top1"])
-            state.update(trainable=tr, opt_state=os_, step=state["step"] + 1)
-            state["losses"].append(loss)
-            state["top1"].append(top1)
-            state["seconds"] = seconds0 + time.monotonic() - t_run
-            n_tok = int(np.asarray(batch["mask"]).sum())
-            bar.set_postfix(kl=f"{loss:.3f}", top1=f"{top1:.2f}",
-                            tok_s=f"{n_tok / max(time.monotonic() - t0, 1e-9):.0f}")
-            bar.update(1)
-            if time.monotonic() - last_ckpt > 60 * cfg.checkpoint_minutes:
-                _save_state(ckpt, state)
-                last_ckpt = time.monotonic()
-    except KeyboardInterrupt:
-        _save_state(ckpt, state)
-        bar.close()
-        raise
-    bar.close()
+
+    def step_once(state):
+        rng_step = np.random.default_rng([cfg.seed, state["step"]])      # resumable order
+        rows = rng_step.choice(n, size=min(cfg.batch, n), replace=False)
+        batch = _batch(samples, rows, head_pos)
+        t0 = time.monotonic()
+        tr, os_, aux = step_fn(state["trainable"], state["opt_state"], frozen, head, batch)
+        loss, top1 = float(aux["kl"]), float(aux["top1"])
+        state.update(trainable=tr, opt_state=os_, step=state["step"] + 1)
+        state["losses"].append(loss)
+        state["top1"].append(top1)
+        n_tok = int(np.asarray(batch["mask"]).sum())
+        return dict(kl=f"{loss:.3f}", top1=f"{top1:.2f}",
+                    tok_s=f"{n_tok / max(time.monotonic() - t0, 1e-9):.0f}")
+
+    run_budgeted(state, cfg, ckpt, bar, t_start, step_once)
     if state["step"] < cfg.steps:
-        _save_state(ckpt, state)
         return TrainResult(None, state["step"], state["losses"], state["top1"], head_ids, False,
                            trainable=state["trainable"])
     from specsim.train.save import save_draft
