@@ -11,7 +11,8 @@ What `forward_cost` counts, for the transformer of `specsim.models.transformer`
 (B batch, T new tokens per row, S = ``context``, the KV-cache slots the pass reads):
 
 * FLOPs, 2 per multiply-add of every matrix product: the Q/K/V and output projections, the
-  MLP, attention scores and the weighted sum over **all S cache slots** (the implementation
+  MLP, attention scores and the weighted sum over **all S cache slots** (G times that when
+  the engine takes its kv-head-pairs form, see `attention_pairs_factor`) (the implementation
   reads the whole preallocated cache and masks by position, so its cost grows with the cache
   size S, not with the number of tokens already in it), and the output head over the full
   vocabulary. Elementwise work (norms, rotary, softmax, activations, residuals) is estimated
@@ -204,7 +205,8 @@ def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
         "qkv": L * 2.0 * N * D * (Q + 2 * K),
         "attn_out": L * 2.0 * N * Q * D,
         "mlp": L * 2.0 * N * D * F * n_mlp,
-        "attention": L * 2.0 * 2.0 * B * H * T * S * E,   # scores + weighted sum, all S slots
+        # scores + weighted sum, all S slots; G x that in the kv-head-pairs form
+        "attention": L * 2.0 * 2.0 * B * H * T * S * E * attention_pairs_factor(cfg, T),
         "head": 2.0 * N * D * V,
     }
     norm = 7.0 if gpt2 else 4.0                 # per element: (center,) square, mean, rsqrt-mul, scale
@@ -216,6 +218,21 @@ def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
             + 2.0 * N * D)                      # residual adds
     flops["elementwise"] = L * elem + norm * N * D
     return flops
+
+
+# The engine's decode/verify attention (`specsim.models.transformer._attention_pairs`)
+# computes every (kv head, kv head) pair and keeps the diagonal, reading the cache in
+# place, when a model has at most this many kv heads and a pass at most this many new
+# tokens: G x the attention FLOPs of the grouped form (tests/test_roofline.py holds the
+# two modules' limits equal).
+PAIRS_MAX_KV_HEADS = 4
+PAIRS_MAX_TOKENS = 16
+
+
+def attention_pairs_factor(cfg, n_tokens: int) -> int:
+    """How many times the ideal attention FLOPs the engine's attention computes."""
+    pairs = cfg.n_kv_heads <= PAIRS_MAX_KV_HEADS and n_tokens <= PAIRS_MAX_TOKENS
+    return int(cfg.n_kv_heads) if pairs else 1
 
 
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,

@@ -58,7 +58,8 @@ def test_forward_cost_matches_hand_count_tiny_llama():
     assert f["qkv"] == 3 * 2 * 15 * 48 * (60 + 2 * 20)          # 432000
     assert f["attn_out"] == 3 * 2 * 15 * 60 * 48                # 259200
     assert f["mlp"] == 3 * 2 * 15 * 48 * 72 * 3                 # 933120
-    assert f["attention"] == 3 * 2 * 2 * 3 * 6 * 5 * 40 * 10    # 432000: all 40 slots
+    # all 40 slots, times G = 2: the engine's kv-head-pairs form at 5 new tokens
+    assert f["attention"] == 3 * 2 * 2 * 3 * 6 * 5 * 40 * 10 * 2  # 864000
     assert f["head"] == 2 * 15 * 48 * 97                        # 139680
     # weights: per layer 48*100 + 60*48 + 3*48*72 + 2*48 = 18144; head 48*97;
     # 15 gathered embedding rows; final norm 48; fp32
@@ -148,6 +149,13 @@ def test_flops_agree_with_xla_cost_analysis(B, T, S):
         xla_flops, _ = _xla_cost(tiny, B, T, min(S, tiny.max_seq_len))
         assert xla_flops == pytest.approx(
             forward_cost(tiny, B, T, min(S, tiny.max_seq_len)).flops, rel=0.08)
+
+
+def test_attention_pairs_limits_match_the_engine():
+    from specsim.models import transformer
+    from specsim import roofline
+    assert roofline.PAIRS_MAX_KV_HEADS == transformer._PAIRS_MAX_G
+    assert roofline.PAIRS_MAX_TOKENS == transformer._PAIRS_MAX_T
 
 
 @pytest.mark.parametrize("T", [1, 8])
