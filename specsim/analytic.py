@@ -288,12 +288,13 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     d = 1.0 - alpha
     with np.errstate(divide="ignore"):
         log_alpha = np.log(alpha)                    # -inf at alpha = 0
-    # Rising test at K-1 for a candidate K, rearranged to one exp and two mult-adds:
-    # S(K) > S(K-1)  <=>  alpha^K (K b + a) > c  with  b = c d, a = (1 - c) d + c.
-    # At alpha = 1 (d = 0) the test degenerates to c > c; there S = (K+1)/(Kc+1) rises
-    # iff c < 1, which a = 1 expresses (t = 1 > c).
-    b = c * d
-    a = (1.0 - c) * (d + (d == 0.0)) + c
+    # Rising test at K-1 for a candidate K: S(K) > S(K-1)  <=>  alpha^K (K c d + (1-c) d
+    # + c) > c  <=>  alpha^K (K c + 1 - c) > c (1 - alpha^K) / d, with 1 - alpha^K from
+    # expm1 (exact to rounding even when d is below an ulp of c: the difference form
+    # loses the margin d (1 - c) there) and its limit K at alpha = 1 (d = 0), where
+    # S = (K+1)/(Kc+1) rises iff c < 1.
+    inv_d = np.where(d > 0.0, 1.0 / np.where(d > 0.0, d, 1.0), 0.0)
+    at_one = d == 0.0
     k_cap = k_max.astype(np.float64)
     # Branchless binary search: K* = 1 + #{K < k_max : S(K+1) > S(K)} and that set is a
     # prefix, so add power-of-two steps largest first, keeping a step when the candidate
@@ -302,7 +303,7 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
     # clamp while no candidate can pass k_max (always, for k_max = 2^m: 16, 32, 64).
     # Preallocated buffers: this loop is memory-bound.
     k_star = np.ones(shape)
-    cand, t, u = np.empty(shape), np.empty(shape), np.empty(shape)
+    cand, t, u, w = np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape)
     keep = np.empty(shape, dtype=bool)
     step = 1 << max(int(k_cap.max(initial=1.0)) - 1, 1).bit_length() - 1
     reach, cap_min = 1, k_cap.min(initial=np.inf)
@@ -312,11 +313,17 @@ def optimal_k(alpha, c, k_max=DEFAULT_K_MAX):
         if reach > cap_min:
             np.minimum(cand, k_cap, out=cand)
         np.multiply(cand, log_alpha, out=u)
+        np.expm1(u, out=w)
+        np.negative(w, out=w)                        # 1 - alpha^K
+        w *= inv_d
+        np.copyto(w, cand, where=at_one)             # (1 - alpha^K) / d, limit K at d = 0
+        w *= c
         np.exp(u, out=u)                             # alpha^K
-        np.multiply(cand, b, out=t)
-        t += a
+        np.multiply(cand, c, out=t)
+        t += 1.0
+        t -= c
         t *= u
-        np.greater(t, c, out=keep)
+        np.greater(t, w, out=keep)
         k_star += keep * float(step)
         step >>= 1
     if reach > cap_min:

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from specsim import analytic as A
@@ -257,6 +257,7 @@ def test_speedup_bounded_by_k_plus_one_and_by_e(alpha, k, c):
 
 @settings(max_examples=150, deadline=None)
 @given(alphas, cs, st.integers(1, 80))
+@example(alpha=1.0 - 2.0 ** -53, c=0.5, k_max=2)   # d below an ulp of c: found by hypothesis
 def test_optimal_k_is_never_beaten(alpha, c, k_max):
     k_star, s_star = A.optimal_k(alpha, c, k_max=k_max)
     assert 1 <= k_star <= k_max
