@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.base import Context, Draft, check_drafter, gather_last
+from specsim.drafters.distilled import _HeadSampling
 from specsim.sampling import SamplingParams
 
 __all__ = ["FeatureHeadDrafter", "feature_head_drafter", "cell", "init_cell", "CELL_KEYS",
@@ -111,9 +112,7 @@ class FeatureHeadDrafter:
 
     def _probs(self, z, sampling: SamplingParams):
         logits = jnp.einsum("bd,vd->bv", z, self.head)                           # [B, Vh]
-        head_probs = sampling.probs(logits)
-        full = jnp.zeros((z.shape[0], self.vocab_size), head_probs.dtype)
-        return full.at[:, self.head_ids].set(head_probs)                         # [B, V]
+        return _HeadSampling(sampling, self.head_ids, self.vocab_size).probs(logits)  # [B, V]
 
     def propose(self, state, context: Context, k: int, key, sampling: SamplingParams):
         x = gather_last(context.tokens, context.length, 1)                       # [B]
