@@ -130,6 +130,9 @@ def _add_inrun_arguments(p) -> None:
                         "(default 0 0.25)")
     p.add_argument("--batches", type=int, nargs="+", default=None,
                    help="batch sizes of the batch part (default 1 4 16)")
+    p.add_argument("--batch-max-new-tokens", type=int, default=None,
+                   help="new tokens per row of the batch part at batch > 1 (default 88; "
+                        "quick and 0: --max-new-tokens)")
 
 
 # --- theory -------------------------------------------------------------------------------
@@ -363,7 +366,8 @@ def _demo_settings(args):
                 "instrument_ks": (tuple(parse_k_values(args.instrument_k))
                                   if args.instrument_k else None),
                 "instrument_costs": tuple(args.draft_costs) if args.draft_costs else None,
-                "batches": tuple(args.batches) if args.batches else None}
+                "batches": tuple(args.batches) if args.batches else None,
+                "batch_max_new_tokens": args.batch_max_new_tokens}
     changes.update({k: v for k, v in optional.items() if v is not None})
     return experiment.DemoSettings.demo(quick=args.quick, **changes)
 

@@ -107,7 +107,8 @@ def test_crossing_interpolates_in_log_batch():
     (dict(instrument_costs=(-0.25,)), "instrument_costs"),
     (dict(batches=(0,)), "batches"),
     (dict(clock="sundial"), "clock"),
-    (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens")])
+    (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens"),
+    (dict(batch_max_new_tokens=-8), "batch_max_new_tokens")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
@@ -128,6 +129,21 @@ def test_quick_real_drafters_share_the_instruments_cache():
         inst = group_cache_len(target, [[0] * s.prompt_tokens], s.max_new_tokens,
                                max(s.instrument_ks))
         assert (real == inst) is same
+
+
+def test_batched_rows_are_longer_in_the_instruments_cache():
+    """The full demo's batched rows are longer than batch 1's (the slowest of 16 rows ends
+    the run: a noisier draw) yet fit the instrument's cache; quick keeps one length."""
+    from types import SimpleNamespace
+
+    from specsim.experiment.inrun import group_cache_len
+
+    target = SimpleNamespace(cfg=SimpleNamespace(max_seq_len=8192))
+    full, quick = DemoSettings.demo(), DemoSettings.demo(quick=True)
+    assert full.batch_max_new_tokens > full.max_new_tokens and quick.batch_max_new_tokens == 0
+    rows = [[0] * full.prompt_tokens]
+    assert (group_cache_len(target, rows, full.batch_max_new_tokens, max(full.batch_ks))
+            == group_cache_len(target, rows, full.max_new_tokens, max(full.instrument_ks)))
 
 
 @pytest.fixture(scope="module")

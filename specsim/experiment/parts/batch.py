@@ -1,6 +1,8 @@
 """Part ``batch``: autoregressive and speculative generation (the instrument drafter, a
 subset of α × K at no draft cost) at several batch sizes, rows of different prompts,
-each predicted from pass times measured at that batch in the same rounds; the measured
+each predicted from pass times measured at that batch in the same rounds (rows of
+``batch_max_new_tokens`` at batch > 1: the slowest row ends a batched run, and that
+maximum is a noisier draw than one row's count); the measured
 break-even batch (where speculation stops paying) beside the predicted one, and, when
 the roofline part ran, the fitted roofline's (`specsim.batching`)."""
 
@@ -80,7 +82,8 @@ def run(state: DemoState) -> None:
         if len(done) >= len(s.batch_alphas) * len(s.batch_ks):
             state.log(f"    batch {b}: reusing the instrument part's runs")
             continue
-        group = instrument_group(state, b, s.batch_alphas, s.batch_ks, (0.0,))
+        n = s.batch_max_new_tokens if b > 1 else 0
+        group = instrument_group(state, b, s.batch_alphas, s.batch_ks, (0.0,), n or None)
         inrun.add_runs(state, inrun.measure(state, group))
     state.tables[schema.BREAK_EVEN] = break_even_table(state)
 

@@ -43,13 +43,15 @@ def draft_layers(target, cost: float) -> int:
     return 0 if cost == 0 else min(L, max(1, round(cost * L)))
 
 
-def instrument_group(state: DemoState, batch: int, alphas, ks, costs) -> inrun.Group:
-    """The runs of the instrument over ``alphas`` × ``ks`` × ``costs`` at ``batch``."""
+def instrument_group(state: DemoState, batch: int, alphas, ks, costs,
+                     max_new_tokens: int | None = None) -> inrun.Group:
+    """The runs of the instrument over ``alphas`` × ``ks`` × ``costs`` at ``batch``, each
+    row ``max_new_tokens`` long (default ``settings.max_new_tokens``)."""
     from specsim.drafters import instrument_drafter, reference_tokens
 
     s, target = state.settings, state.target
     rows = prompt_rows(state, batch)
-    k_max, n = max(ks), s.max_new_tokens
+    k_max, n = max(ks), max_new_tokens or s.max_new_tokens
     S = inrun.group_cache_len(target, rows, n, k_max)
     ref = reference_tokens(target, [list(r) for r in rows], n + k_max + 1, cache_len=S)
     kind = s.kinds[0] if batch == 1 else "mixed"
