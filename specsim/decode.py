@@ -423,6 +423,19 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
     return stats, pstats
 
 
+def _once_if(pred, fn, state):
+    """``fn(state)`` where ``pred`` ([] bool) holds, else ``state``: a `lax.cond` with one
+    branch the identity, written as a while loop of at most one trip. XLA's conditional
+    copies each buffer a branch updates in place (the [L, B, S, G, E] caches, on every
+    iteration of the loop around it); a while loop updates its carry in place. The
+    policy program compiled with a conditional made the 4 cache copies per iteration that
+    cost it 7-17% against the fixed-K program at the same K (tests/test_policies_engine)."""
+    def body(carry):
+        return jnp.bool_(False), fn(carry[1])
+
+    return jax.lax.while_loop(lambda carry: carry[0], body, (jnp.asarray(pred), state))[1]
+
+
 def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_proposed,
                         cache):
     """Step 2 under a policy: the target pass over the last token and the K drafts, or,
@@ -430,21 +443,26 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_
     the loop cannot skip, see `policy_engine.skippable`), over the last token
     alone (an autoregressive step), its distribution repeated over the K+1 positions
     (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
-    final-normed features [B, K+1, D] likewise)."""
+    final-normed features [B, K+1, D] likewise). The two passes are chosen by
+    `_once_if`, not `lax.cond`, so the caches are not copied."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
 
-    def full(cache):
+    def full(state):
+        cache, _ = state
         h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        return sp.probs(project(params, cfg, h)), cache, h
+        return cache, h
 
-    def one(cache):
+    def one(state):
+        cache, _ = state
         h, cache = forward_hidden(params, cfg, last, cache)                      # [B, 1, D]
-        probs = sp.probs(project(params, cfg, h))                                # [B, 1, V]
-        return (jnp.broadcast_to(probs, (B, K + 1, probs.shape[-1])), cache,
-                jnp.broadcast_to(h, (B, K + 1, h.shape[-1])))
+        return cache, jnp.broadcast_to(h, (B, K + 1, h.shape[-1]))
 
-    return jax.lax.cond(any_proposed, full, one, cache)
+    h_shape = jax.eval_shape(full, (cache, None))[1]
+    state = (cache, jnp.zeros(h_shape.shape, h_shape.dtype))
+    state = _once_if(any_proposed, full, state)
+    cache, h = _once_if(~any_proposed, one, state)
+    return sp.probs(project(params, cfg, h)), cache, h
 
 
 class _PolicyRun(NamedTuple):

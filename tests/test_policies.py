@@ -503,6 +503,50 @@ def test_policy_none_is_the_fixed_k_program(tiny):
         generate_speculative(target, drafter, PROMPTS, 8, policy="fast")
 
 
+def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
+    """Copies of a [L, B, S, G, E] cache in the compiled program ``name`` of
+    `specsim.decode` for one small run with ``kw``."""
+    import re
+
+    from specsim import decode
+
+    program, seen = getattr(decode, name), {}
+    program = getattr(program, "original", program)       # patched by an earlier call
+
+
+    def capture(*args, **static):
+        seen["call"] = (args, static)
+        return program(*args, **static)
+
+    capture.original = program
+    monkeypatch.setattr(decode, name, capture)
+    res = decode.generate_speculative(target, drafter, PROMPTS[:1], 8, **kw)
+    args, static = seen["call"]
+    program.clear_cache()                       # trace again: `_once_if` may be patched
+    hlo = program.lower(*args, **static).compile().as_text()
+    cfg = target.cfg
+    shape = rf"f32\[{cfg.n_layers},1,{res.plan.cache_len},{cfg.n_kv_heads},{cfg.head_dim}\]"
+    return len(re.findall(rf"= {shape}\S* copy\(", hlo))
+
+
+def test_policy_loop_copies_no_cache(tiny, monkeypatch):
+    """The policy program updates the caches in place as the fixed-K program does (XLA
+    copies both caches around a `lax.cond` whose branches write them: 4 copies per
+    iteration, 7-17% of the loop's time on SmolLM2); the check fails on the cond form."""
+    import jax
+
+    from specsim import decode
+    target, drafter = tiny
+    fixed = _cache_copies(monkeypatch, target, drafter, "_speculative_program", k=3)
+    policy = P.ConfidenceThreshold(p_min=0.3, k_max=3)
+    assert _cache_copies(monkeypatch, target, drafter, "_policy_program",
+                         policy=policy) == fixed <= 1     # at most the initial cache
+    monkeypatch.setattr(decode, "_once_if",
+                        lambda pred, fn, state: jax.lax.cond(pred, fn, lambda s: s, state))
+    assert _cache_copies(monkeypatch, target, drafter, "_policy_program",
+                         policy=policy) > fixed
+
+
 # ---- engine: exact in distribution under every policy --------------------------------------
 V_SMALL, CHI_PROMPT, N_SAMPLES = 12, [3, 7, 3, 7, 3], 60_000
 
