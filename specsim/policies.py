@@ -254,10 +254,12 @@ def as_policy(policy, k: int | None = None):
 
 def n_proposed(policy, k_plan, confidence, xp=np):
     """[B]: drafts proposed, given the plan [B] and the confidence [B, K] of the drafts
-    the row would draft (positions past k_plan are ignored)."""
+    the row would draft (positions past k_plan are ignored). A draft of confidence 0
+    (or NaN) is no proposal whatever the policy keeps, as in the engine
+    (`policy_engine.slot`): an n-gram lookup whose match ran out."""
     K = confidence.shape[1]
     j = xp.arange(K)[None]                                                     # [1, K]
-    kept = policy.keep(j, confidence, xp) & (j < k_plan[:, None])              # [B, K]
+    kept = policy.keep(j, confidence, xp) & (confidence > 0) & (j < k_plan[:, None])
     return xp.sum(xp.cumprod(kept.astype(xp.int32), axis=1), axis=1)
 
 

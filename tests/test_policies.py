@@ -491,6 +491,28 @@ def test_ngram_drafter_under_a_policy(tiny, reference):
     assert res.tokens == reference.tokens and res.draft_passes == 0
 
 
+@pytest.mark.parametrize("name", list(GREEDY_POLICIES))
+def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
+    """Oracle for `simulate.simulate_policy`: replayed on the trace of its own engine run
+    (n-gram lookup, whose empty slots have confidence 0), a policy plans, proposes and
+    accepts exactly what the engine did, iteration by iteration and row by row."""
+    from specsim.decode import generate_speculative
+    from specsim.drafters import NGramDrafter
+    from specsim.experiment.policy_runs import trace_from_stats
+
+    target, _ = tiny
+    policy = GREEDY_POLICIES[name]
+    prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
+    st = generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2), prompts, 24,
+                              policy=policy).stats
+    run = S.simulate_policy(policy, trace_from_stats(st))
+    present = st.k_used >= 0
+    assert (st.drafted[present] < st.k_used[present]).any()    # lookups ran out: exercised
+    np.testing.assert_array_equal(run.k_plan[present], st.k_used[present])
+    np.testing.assert_array_equal(run.proposed[present], st.drafted[present])
+    np.testing.assert_array_equal(run.accepted[present], st.accepted[present])
+
+
 def test_policy_none_is_the_fixed_k_program(tiny):
     from specsim.decode import TRACE_COUNTS, generate_speculative
     target, drafter = tiny

@@ -99,8 +99,8 @@ def jobs(drafters, settings) -> list[PolicyJob]:
 def trace_from_stats(stats) -> simulate.AcceptanceTrace:
     """The trace of a FixedK run under the policy loop. A model drafter proposes every
     slot (`AcceptanceTrace.from_stats`); an n-gram lookup leaves slots empty where its
-    match runs out: those count as rejected with confidence 0 (what its one-hot draft
-    reports), so a replayed threshold policy never proposes them either."""
+    match runs out: those hold confidence 0 (what its one-hot draft reports), which no
+    replayed policy proposes (`policies.n_proposed`, as the engine)."""
     present = np.asarray(stats.drafted) >= 0
     conf = np.clip(np.nan_to_num(np.asarray(stats.confidence, float), nan=0.0), 0.0, 1.0)
     return simulate.AcceptanceTrace(np.asarray(stats.accept_mask, bool), conf, present)
