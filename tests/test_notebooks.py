@@ -119,6 +119,7 @@ def _expected_06():
 
 
 EXPECTED_OUTPUT = {"06_fit_to_hardware": _expected_06}
+EXPECTED_OUTPUT["07_real_models"] = lambda: ["drafter tables read from"]
 EXPECTED_OUTPUT["10_policies"] = lambda: ["p_min = 0.4 would have drafted", "i.i.d. closed form"]
 
 
