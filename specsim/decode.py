@@ -508,17 +508,21 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     autoregressive loop's step (one target pass over the last token, a sample from the
     same key stream, `_advance`) plus the policy's update with nothing proposed and the
     iteration's statistics (k_used 0, no proposals; the [I, B, K] buffers keep their
-    NaN / False). The drafter is left out: `sync` catches it up when drafting resumes."""
-    c, cache, pstate, stats, pstats = carry
+    NaN / False). The drafter is left out (`sync` catches it up when drafting resumes),
+    except that a drafter reading the target's features is handed the one it would have
+    read (``dstate``; () for the others): the pass's feature, which produced the token."""
+    c, cache, pstate, stats, pstats, dstate = carry
     key, k_sample = jax.random.split(c.key)
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
     start = cache.length
-    logits, cache = forward(run.params, cfg, last, cache)                        # [B, 1, V]
-    probs = run.sp.probs(logits[:, 0])                                           # [B, V]
+    h, cache = forward_hidden(run.params, cfg, last, cache)                      # [B, 1, D]
+    probs = run.sp.probs(project(run.params, cfg, h)[:, 0])                      # [B, V]
     finite = is_finite_row(probs)                                                # [B]
     tok = run.sp.sample(k_sample, probs)                                         # [B]
     ok = ~c.done & finite
     none = jnp.zeros_like(c.length)
+    if reads_target_hidden(run.drafter):
+        dstate = run.drafter.observe(dstate, h, none, ok)
     pstate = policy_engine.update(policy, pstate, none, none, ok)
     zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
@@ -528,16 +532,17 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, run.prompt_lens,
                    run.max_new, run.eos, key)
     cache = cache._replace(length=start + (new.length - c.length))
-    return new, cache, pstate, stats, pstats
+    return new, cache, pstate, stats, pstats, dstate
 
 
 def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     """Run `_policy_off_step` while the loop runs and no row plans a draft: a while
-    loop of its own whose state (c, cache, pstate, stats, pstats) leaves the drafter
-    out, so an iteration with speculation off costs what an autoregressive one does (no
-    K-wide work, no `lax.cond` carrying the caches)."""
+    loop of its own whose state (c, cache, pstate, stats, pstats, dstate) leaves the
+    drafter out (dstate is () unless the drafter reads the target's features), so an
+    iteration with speculation off costs what an autoregressive one does (no K-wide
+    work, no `lax.cond` carrying the caches)."""
     def off(carry):
-        c, _, pstate, _, _ = carry
+        c, _, pstate, _, _, _ = carry
         return _running(c, I) & ~jnp.any(policy_engine.plan(policy, pstate, ~c.done) > 0)
 
     return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
@@ -567,11 +572,12 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     """`_speculative_program` with a draft-length policy: per-row K within a
     K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
 
-    With a `policy_engine.skippable` drafter the loop alternates: a run of off
-    iterations (`_policy_off_loop`; none when some row plans a draft), then, while the
-    loop runs (and so some row plans a draft), one speculative iteration and again the
-    off loop. The drafter's prefill waits for the first run of off iterations, and is
-    skipped when the loop never drafts."""
+    With a `policy_engine.skippable` drafter, or one reading the target's features, the
+    loop alternates: a run of off iterations (`_policy_off_loop`; none when some row
+    plans a draft), then, while the loop runs (and so some row plans a draft), one
+    speculative iteration and again the off loop. A skippable drafter's prefill waits
+    for the first run of off iterations, and is skipped when the loop never drafts; a
+    feature-reading drafter is handed each off iteration's feature instead."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
     feats = reads_target_hidden(drafter)
@@ -586,22 +592,28 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     step = partial(_policy_step, run, cfg, policy)
     rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
-    if not feats and policy_engine.skippable(drafter, jax.eval_shape(
+    if feats or policy_engine.skippable(drafter, jax.eval_shape(
             lambda: drafter.init_state(prompts, prompt_lens, S))):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
-        common, cache, pstate, stats, pstats = off_loop(rest)
-        dstate, pstats = prefill(_running(common, I), pstats)
+        if feats:     # follows the target's features through the off iterations too
+            dstate, pstats = prefill(True, pstats)
+            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
+                                     ~common.done)
+            common, cache, pstate, stats, pstats, dstate = off_loop(
+                (common, cache, rest[2], stats, pstats, dstate))
+        else:         # the drafter's prefill waits for the first draft
+            common, cache, pstate, stats, pstats, _ = off_loop((*rest, ()))
+            dstate, pstats = prefill(_running(common, I), pstats)
 
         def body(carry):
             c, cache, dstate, pstate, stats, pstats = step(carry)
-            c, cache, pstate, stats, pstats = off_loop((c, cache, pstate, stats, pstats))
-            return c, cache, dstate, pstate, stats, pstats
+            own = dstate if feats else ()
+            c, cache, pstate, stats, pstats, own = off_loop((c, cache, pstate, stats, pstats,
+                                                             own))
+            return c, cache, own if feats else dstate, pstate, stats, pstats
     else:
         common, cache, pstate, stats, pstats = rest
         dstate, pstats = prefill(True, pstats)
-        if feats:         # a drafter reading the target's features runs every iteration
-            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
-                                     ~common.done)
         body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
         lambda carry: _running(carry[0], I), body,

@@ -9,9 +9,10 @@ One iteration under a policy, for K = policy.k_max draft slots:
 
 1. ``k_plan = policy.plan(state)`` [B] (0 for finished rows, so they never hold the
    draft loop open);
-   when no row plans a draft and the drafter is `skippable`, the iteration is a plain
-   autoregressive step (`specsim.decode` runs those in a loop of their own, so
-   speculation switched off costs what plain decoding costs);
+   when no row plans a draft and the drafter is `skippable` or reads the target's
+   features (handed the off step's feature), the iteration is a plain autoregressive
+   step (`specsim.decode` runs those in a loop of their own, so speculation switched
+   off costs what plain decoding costs);
 2. slot j of row b is *reached* when j < k_plan[b] and every earlier slot was proposed;
    a reached slot draws x_j ~ q_j and proposes it when ``policy.keep(j, s_j)`` holds,
    s_j the draft's confidence in x_j (sampling: q_j(x_j); greedy: the draft's softmax

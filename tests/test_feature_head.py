@@ -76,9 +76,53 @@ def test_loop_hands_the_feature_that_produced_the_last_token(target):
     assert n_accepted > 0                                       # some drafts were accepted
 
 
-def _replay(target, drafter, cell, ids, prompt, k):
+class _Alternate:
+    """A test policy: every row drafts k_max in even iterations and nothing in odd ones,
+    so the loop runs off stretches (`decode._policy_off_loop`) between drafts."""
+
+    def __init__(self, k_max):
+        self.k_max = k_max
+
+    def __hash__(self):
+        return hash(("alternate", self.k_max))
+
+    def __eq__(self, other):
+        return isinstance(other, _Alternate) and other.k_max == self.k_max
+
+    def init(self, batch, xp=np):
+        return (xp.zeros((batch,), xp.int32),)
+
+    def plan(self, state, batch, xp=np):
+        return xp.where(state[0] % 2 == 0, self.k_max, 0).astype(xp.int32)
+
+    def keep(self, j, confidence, xp=np):
+        return xp.ones(confidence.shape, bool)
+
+    def update(self, state, n_accepted, n_proposed, active, xp=np):
+        return (xp.where(active, state[0] + 1, state[0]),)
+
+
+def test_off_iterations_hand_the_feature_on(target):
+    """Under a policy with off iterations (run as autoregressive steps) the drafter still
+    receives the feature that produced the last token: the same independent replay, with
+    no drafts where the policy planned none."""
+    cfg, k = target.cfg, 3
+    ids = np.arange(cfg.vocab_size)
+    cell = _cell(cfg, width=24, out_scale=0.05)
+    drafter = feature_head_drafter(target, (cell, ids))
+    policy = _Alternate(k)
+    n_accepted = sum(_replay(target, drafter, cell, ids, prompt, k, policy)
+                     for prompt in PROMPTS[1:])
+    assert n_accepted > 0
+
+
+def _replay(target, drafter, cell, ids, prompt, k, policy=None):
     cfg = target.cfg
-    res = generate_speculative(target, drafter, [prompt], MAX_NEW, k)
+    res = generate_speculative(target, drafter, [prompt], MAX_NEW,
+                               k if policy is None else None, policy=policy)
+    plan = [k] * res.n_iterations if policy is None else list(res.stats.k_used[:, 0])
+    if policy is not None:
+        assert 0 in plan and k in plan and res.meta["single_token_target_passes"] > 0
     seq = prompt + res.tokens[0]
     h, _ = forward_hidden(target.params, cfg, jnp.asarray([seq], jnp.int32),
                           init_cache(cfg, 1, 64))
@@ -89,6 +133,10 @@ def _replay(target, drafter, cell, ids, prompt, k):
         if "lm_head" in target.params else embed[ids]                        # [Vh, D]
     length, expected = len(prompt) + 1, []
     while length < len(seq):
+        if plan[len(expected)] == 0:                # an off iteration: one target token
+            expected.append(0)
+            length += 1
+            continue
         z, tok, n_acc = h[length - 2], seq[length - 1], 0
         for j in range(k):
             z = _np_cell(p, embed, z, tok, cfg.norm_eps)
