@@ -37,6 +37,8 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"decay must be a finite number > 0"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), decay=1.5),
      r"decay must be a number in \(0, 1\]"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), explore=-1.0),
+     r"explore must be a finite number >= 0"),
     (lambda: A.threshold_policy([0.5], p_min=0.2, k_max=2, k_min=3), r"k_min must be <= k_max"),
     (lambda: A.threshold_policy([0.5], p_min=1.2, k_max=2), r"p_min must lie in \[0, 1\]"),
     (lambda: S.simulate_policy(P.FixedK(k=7), _trace(10, 6)), r"policy.k_max \(7\) must be <="),
@@ -118,8 +120,14 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
         costs = P.Costs.from_ratio(c, 5, verify_slope=slope)
         pol = P.Goodput(k_max=5, costs=costs)
         alpha = pol.alpha_estimate((acc, reached))
-        k_ref, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
+        # the plan reads each rate raised by explore standard errors (w = prior_weight)
+        ucb = np.minimum(alpha + 0.5 * np.sqrt(alpha * (1 - alpha) / (reached + 4.0)), 1.0)
+        np.testing.assert_allclose(pol.planning_alpha((acc, reached)), ucb, rtol=1e-6)
+        k_ref, _ = A.goodput_k(ucb, costs.t_draft, costs.t_target)
         np.testing.assert_array_equal(pol.plan((acc, reached), 64), k_ref)
+        plain = P.Goodput(k_max=5, costs=costs, explore=0.0)
+        k_plain, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
+        np.testing.assert_array_equal(plain.plan((acc, reached), 64), k_plain)
     off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
     assert (off.plan((acc, reached), 64) == 0).all()
     # replayed: a large cost ratio never speculates, a cheap drafter always does
@@ -143,10 +151,14 @@ def test_goodput_finds_the_best_fixed_k_on_iid_trace():
     tr = _trace(20000, 6, batch=1, seed=1)
     costs = P.Costs.from_ratio(c, 6)
     run = S.simulate_policy(P.Goodput(k_max=6, costs=costs), tr, costs=costs)
+    plain = S.simulate_policy(P.Goodput(k_max=6, costs=costs, explore=0.0), tr, costs=costs)
     fixed = S.simulate_policy(P.FixedK(k=int(k_star)), tr, costs=costs)
     assert fixed.speedup == pytest.approx(best, rel=0.02)
-    assert run.speedup > 0.98 * fixed.speedup
-    assert np.mean(run.k_plan[tr.present] == k_star) > 0.6
+    assert run.speedup > 0.98 * fixed.speedup and plain.speedup > 0.98 * fixed.speedup
+    assert np.mean(plain.k_plan[tr.present] == k_star) > 0.6
+    # the exploration bonus never vanishes under decay (the evidence is capped near
+    # 1 / (1 - decay) slots), so it leans one K longer on this flat optimum (0.99 of it)
+    assert np.mean(np.isin(run.k_plan[tr.present], [k_star, k_star + 1])) > 0.9
 
 
 # ---- closed forms against simulation -------------------------------------------------------
