@@ -429,7 +429,8 @@ def _once_if(pred, fn, state):
     copies each buffer a branch updates in place (the [L, B, S, G, E] caches, on every
     iteration of the loop around it); a while loop updates its carry in place. The
     policy program compiled with a conditional made the 4 cache copies per iteration that
-    cost it 7-17% against the fixed-K program at the same K (tests/test_policies_engine)."""
+    cost it 7-17% against the fixed-K program at the same K
+    (tests/test_policies.py::test_policy_loop_copies_no_cache)."""
     def body(carry):
         return jnp.bool_(False), fn(carry[1])
 
@@ -590,7 +591,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                              jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy)
-    rest = (common, cache, policy.init(B, jnp), stats, pstats)      # all but the drafter
+    pstate = policy.init(B, jnp)
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
     if feats or policy_engine.skippable(drafter, jax.eval_shape(
             lambda: drafter.init_state(prompts, prompt_lens, S))):
@@ -600,19 +601,19 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
             dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
                                      ~common.done)
             common, cache, pstate, stats, pstats, dstate = off_loop(
-                (common, cache, rest[2], stats, pstats, dstate))
+                (common, cache, pstate, stats, pstats, dstate))
         else:         # the drafter's prefill waits for the first draft
-            common, cache, pstate, stats, pstats, _ = off_loop((*rest, ()))
+            common, cache, pstate, stats, pstats, _ = off_loop(
+                (common, cache, pstate, stats, pstats, ()))
             dstate, pstats = prefill(_running(common, I), pstats)
 
         def body(carry):
             c, cache, dstate, pstate, stats, pstats = step(carry)
-            own = dstate if feats else ()
-            c, cache, pstate, stats, pstats, own = off_loop((c, cache, pstate, stats, pstats,
-                                                             own))
-            return c, cache, own if feats else dstate, pstate, stats, pstats
+            seen = dstate if feats else ()        # the part of the drafter off steps carry
+            c, cache, pstate, stats, pstats, seen = off_loop(
+                (c, cache, pstate, stats, pstats, seen))
+            return c, cache, seen if feats else dstate, pstate, stats, pstats
     else:
-        common, cache, pstate, stats, pstats = rest
         dstate, pstats = prefill(True, pstats)
         body = step
     common, _, _, _, stats, pstats = jax.lax.while_loop(
