@@ -394,7 +394,7 @@ class _PolicyStatsBuf(NamedTuple):
     confidence: jax.Array   # [I, B, K] fp32 (NaN where the slot was not reached)
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
     draft_steps: jax.Array  # [] int32: draft passes run (the drafter's prefill included)
-    single: jax.Array       # [] int32: target passes over one token (nothing proposed)
+    widths: jax.Array       # [K+1] int32: target passes over n = 1..K+1 tokens (index n−1)
 
 
 def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
@@ -419,7 +419,7 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
         pstats.draft_steps + pd.steps,
-        pstats.single + (~jnp.any(pd.proposed)).astype(jnp.int32))
+        pstats.widths.at[jnp.max(jnp.sum(pd.proposed, 1))].add(1))
     return stats, pstats
 
 
@@ -437,33 +437,38 @@ def _once_if(pred, fn, state):
     return jax.lax.while_loop(lambda carry: carry[0], body, (jnp.asarray(pred), state))[1]
 
 
-def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, any_proposed,
+def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_wide,
                         cache):
-    """Step 2 under a policy: the target pass over the last token and the K drafts, or,
-    when no row proposed anything (p_min = 1; K = 0 planned everywhere with a drafter
-    the loop cannot skip, see `policy_engine.skippable`), over the last token
-    alone (an autoregressive step), its distribution repeated over the K+1 positions
-    (only position 0 is consulted then). → (target_probs [B, K+1, V], cache, the
-    final-normed features [B, K+1, D] likewise). The two passes are chosen by
-    `_once_if`, not `lax.cond`, so the caches are not copied."""
+    """Step 2 under a policy: one target pass over the last token and the first
+    ``n_wide`` ([] int32, 0..K) drafts, the widest proposal of any row, so a batch
+    that proposed two drafts pays a 3-token pass and not a K+1 one; n_wide = 0 (p_min
+    = 1; K = 0 planned everywhere with a drafter the loop cannot skip, see
+    `policy_engine.skippable`) is an autoregressive step. One compiled pass per width,
+    each chosen by `_once_if`, not `lax.cond`, so the caches are not copied.
+    → (target_probs [B, K+1, V], cache, the final-normed features [B, K+1, D]);
+    positions past n_wide hold zeros: no row proposed there, so the acceptance test,
+    the residual and the drafter read only positions below it (a row's stopping slot
+    n_prop ≤ n_wide included)."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
+    tokens = jnp.concatenate([last, draft.tokens], 1)                            # [B, K+1]
 
-    def full(state):
-        cache, _ = state
-        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
-        return cache, h
+    def width(w):
+        def run(state):
+            cache, _, _ = state
+            h, cache = forward_hidden(params, cfg, tokens[:, :w], cache)         # [B, w, D]
+            probs = sp.probs(project(params, cfg, h))                            # [B, w, V]
+            pad = ((0, 0), (0, K + 1 - w), (0, 0))
+            return cache, jnp.pad(probs, pad), jnp.pad(h, pad)
+        return run
 
-    def one(state):
-        cache, _ = state
-        h, cache = forward_hidden(params, cfg, last, cache)                      # [B, 1, D]
-        return cache, jnp.broadcast_to(h, (B, K + 1, h.shape[-1]))
-
-    h_shape = jax.eval_shape(full, (cache, None))[1]
-    state = (cache, jnp.zeros(h_shape.shape, h_shape.dtype))
-    state = _once_if(any_proposed, full, state)
-    cache, h = _once_if(~any_proposed, one, state)
-    return sp.probs(project(params, cfg, h)), cache, h
+    shapes = jax.eval_shape(width(K + 1), (cache, None, None))
+    state = (cache, jnp.zeros(shapes[1].shape, shapes[1].dtype),
+             jnp.zeros(shapes[2].shape, shapes[2].dtype))
+    for w in range(1, K + 2):
+        state = _once_if(n_wide + 1 == w, width(w), state)
+    cache, probs, h = state
+    return probs, cache, h
 
 
 class _PolicyRun(NamedTuple):
@@ -486,8 +491,9 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
     draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
     start = cache.length                                                         # [B]
-    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft,
-                                                 jnp.any(pd.proposed), cache)     # [B, K+1, V]
+    n_wide = jnp.max(jnp.sum(pd.proposed, 1))                                   # []
+    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft, n_wide,
+                                                 cache)                           # [B, K+1, V]
     n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]
@@ -529,7 +535,7 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
                            drafted=stats.drafted.at[c.it].set(zero_or_absent))
     pstats = pstats._replace(k_used=pstats.k_used.at[c.it].set(zero_or_absent),
-                             single=pstats.single + 1)
+                             widths=pstats.widths.at[0].add(1))
     new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, run.prompt_lens,
                    run.max_new, run.eos, key)
     cache = cache._replace(length=start + (new.length - c.length))
@@ -588,7 +594,8 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
-                             jnp.zeros((I, B, K), bool), jnp.int32(0), jnp.int32(0))
+                             jnp.zeros((I, B, K), bool), jnp.int32(0),
+                             jnp.zeros((K + 1,), jnp.int32))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy)
     pstate = policy.init(B, jnp)
@@ -805,9 +812,12 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         pstats, more = None, {}
     else:
         common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
-        more = dict(policy=repr(policy), single_token_target_passes=int(pstats.single))
     if mesh is not None:
         common, stats, pstats = sharding.to_host((common, stats, pstats))
+    if pstats is not None:
+        widths = np.asarray(pstats.widths)
+        more = dict(policy=repr(policy), single_token_target_passes=int(widths[0]),
+                    target_passes_by_width=[int(n) for n in widths])
     n_it = int(common.it)
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],

@@ -385,6 +385,10 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
         assert 1 + loop + resumed <= res.draft_passes <= 1 + loop + (~planned).sum()
     assert res.target_passes == res.n_iterations + 1
     assert res.meta["single_token_target_passes"] == (st.drafted.max(1) <= 0).sum()
+    # each iteration's target pass is as wide as its widest proposal (plus the last token)
+    widest = np.maximum(st.drafted.max(1), 0)                          # [I]
+    np.testing.assert_array_equal(res.meta["target_passes_by_width"],
+                                  np.bincount(widest, minlength=K + 1))
     # the NumPy semantics replayed on the recorded slots give the same decisions
     tr = S.AcceptanceTrace(st.accept_mask, np.nan_to_num(st.confidence), a)
     if name in ("fixed", "threshold"):
