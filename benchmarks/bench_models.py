@@ -92,6 +92,30 @@ def forward_latency(params, cfg, n_new, context, max_len, repeats):
     return median_time(call, repeats=repeats)
 
 
+def fused_vs_separate(model, cfg, n_new, context, max_len, rounds):
+    """Median seconds of one forward pass with fused projections (w_qkv, w_gate_up) and
+    with separate q/k/v and gate/up matrices, timed in interleaved rounds (the order
+    alternating) so both see the same machine: (fused, separate)."""
+    layouts = [arrange_layers(model.params, cfg.replace(fused_projections=f)) for f in (True, False)]
+    steps = [jax.jit(forward, static_argnums=1) for _ in layouts]
+    cfgs = [cfg.replace(fused_projections=f) for f in (True, False)]
+    ctx = jnp.asarray(np.random.default_rng(0).integers(3, cfg.vocab_size, (1, context)),
+                      jnp.int32)
+    tokens = jnp.ones((1, n_new), jnp.int32)
+    caches = []
+    for step, params, c in zip(steps, layouts, cfgs):
+        _, cache = step(params, c, ctx, init_cache(c, 1, max_len))
+        jax.block_until_ready(step(params, c, tokens, cache))          # compile
+        caches.append(cache)
+    times = ([], [])
+    for r in range(rounds):
+        for i in ((0, 1) if r % 2 else (1, 0)):
+            t0 = time.perf_counter()
+            jax.block_until_ready(steps[i](layouts[i], cfgs[i], tokens, caches[i]))
+            times[i].append(time.perf_counter() - t0)
+    return float(np.median(times[0])), float(np.median(times[1]))
+
+
 def greedy_tokens_per_s(model, cfg, prompt_len, n_tokens, max_len, repeats=3):
     """Batch-1 greedy decoding of n_tokens, the whole loop compiled (lax.fori_loop)."""
     def generate(params, prompt, cache):
@@ -171,6 +195,11 @@ def main(argv=None):
     for n in (1, 16):
         print(f"scan/unroll latency ratio at n_new={n}: "
               f"{results['scan', n] / results['unroll', n]:.2f}")
+    for n in (1, 5):
+        fused, separate = fused_vs_separate(model, cfg0, n, args.context, args.max_len,
+                                            10 if args.quick else 30)
+        print(f"fused projections ({cfg0.layer_loop}, n_new={n}): {fused * 1e3:.2f} ms vs "
+              f"separate {separate * 1e3:.2f} ms = {fused / separate:.3f}x (interleaved)")
     tps, text = greedy_tokens_per_s(model, cfg0, 8, 32 if args.quick else 64, args.max_len)
     print(f"greedy batch-1 decoding: {tps:.1f} tokens/s  -> {text[:60]!r}")
 

@@ -55,7 +55,9 @@ def main() -> None:
     for (name, kind, batch), (t1, tv, td) in CELLS.items():
         stats = decode.generate_speculative(target, drafters[name], [prompts[kind]] * batch, 40,
                                             policy=P.FixedK(k=4)).stats
-        trace, costs = trace_from_stats(stats), costs_from_passes(t1, tv, td, 4)
+        # one verify time at every width: the policy loop of then verified K_max + 1
+        trace = trace_from_stats(stats)
+        costs = costs_from_passes(t1, dict.fromkeys(range(1, 5), tv), td, 4)
         policies = [P.FixedK(k=4)] + [P.Goodput(k_max=4, costs=costs, explore=z)
                                       for z in (0.0, 0.5, 1.0, 2.0)]
         cells = []

@@ -78,10 +78,11 @@ print(f"recorded {trace.accept.shape[0]} iterations x {trace.k} slots with {draf
 # ## What one iteration costs
 #
 # `pass_costs` times the loop's own per-iteration programs at the run's batch and cache:
-# the autoregressive step t_target(1), the verify over K_max + 1 positions, and one draft
-# step. The engine verifies K_max + 1 positions whenever any row proposes, so a shorter
-# draft saves draft passes, not verify time: t(K) = K·t_draft + t_verify(K_max + 1) for
-# K >= 1, and t(0) = t_target(1) (`policy_runs.costs_from_passes`).
+# the autoregressive step t_target(1), the verify over K + 1 positions for each K up to
+# K_max, and one draft step. The policy loop verifies as many positions as the widest
+# proposal of the batch, so a shorter draft saves draft steps and verify width:
+# t(K) = K·t_draft + t_verify(K + 1) for K >= 1, and t(0) = t_target(1)
+# (`policy_runs.costs_from_passes`).
 
 # %%
 calls = pass_costs.pass_calls(target, drafter, batch=1, cache_len=res.plan.cache_len, k=K_MAX,
@@ -89,10 +90,14 @@ calls = pass_costs.pass_calls(target, drafter, batch=1, cache_len=res.plan.cache
 repeats = 3 if QUICK else 7
 t1, tv, td = (bench.time_calls(c, repeats=repeats, warmup=1) for c in calls[:3])
 pc = pass_costs.PassCosts.from_times(calls, t1.times, tv.times, td.times)
-costs = costs_from_passes(pc.t_target_1.median, pc.t_verify.median, pc.draft_s, K_MAX)
-print(f"t_target(1) {pc.t_target_1.median * 1e3:.2f} ms, t_verify({K_MAX + 1}) "
-      f"{pc.t_verify.median * 1e3:.2f} ms, t_draft {pc.draft_s * 1e3:.2f} ms: "
-      f"c = {pc.cost_ratio:.2f}")
+verify = {K_MAX: pc.t_verify.median}
+for k in range(1, K_MAX):                          # the narrower verify passes
+    ck = pass_costs.pass_calls(target, None, batch=1, cache_len=res.plan.cache_len, k=k, steps=4)
+    verify[k] = bench.time_calls(ck.verify, repeats=repeats, warmup=1).median / ck.steps
+costs = costs_from_passes(pc.t_target_1.median, verify, pc.draft_s, K_MAX)
+print(f"t_target(1) {pc.t_target_1.median * 1e3:.2f} ms, t_verify(K + 1) for K = 1..{K_MAX} "
+      + ", ".join(f"{verify[k] * 1e3:.2f}" for k in range(1, K_MAX + 1))
+      + f" ms, t_draft {pc.draft_s * 1e3:.2f} ms: c = {pc.cost_ratio:.2f}")
 
 # %% [markdown]
 # ## What would p_min = 0.4 have done?
@@ -131,9 +136,8 @@ ax.set_title(f"confidence threshold on the recorded trace ({drafter.name}, c = {
 # %% [markdown]
 # ## Every policy on the same trace
 #
-# Fixed K for each K up to K_max (the plain fixed-K program verifies K + 1 positions; the
-# replay here keeps the policy loop's K_max + 1, a small difference at K < K_max), the
-# transformers heuristic, and goodput, which plans each iteration's K from its running
+# Fixed K for each K up to K_max (verifying K + 1 positions, in the plain program as in the
+# policy loop), the transformers heuristic, and goodput, which plans each iteration's K from its running
 # per-position estimate and the costs above and turns itself off (K = 0) where no K pays.
 # `analytic.optimal_fixed_vs_dynamic` is the i.i.d. bound on what a threshold can gain
 # over the best fixed K.
@@ -146,7 +150,7 @@ policies.update({"threshold p_min=0.4": P.ConfidenceThreshold(p_min=0.4, k_max=K
 rows = []
 for name, pol in policies.items():
     c_pol = costs if pol.k_max == K_MAX else costs_from_passes(
-        costs.t_target[0], costs.t_target[-1], costs.t_draft, pol.k_max)
+        costs.t_target[0], dict(enumerate(costs.t_target)), costs.t_draft, pol.k_max)
     run = simulate.simulate_policy(pol, trace, costs=c_pol, cost_model="engine")
     rows.append(dict(policy=name, mean_k=run.k_plan[run.present].mean(),
                      k0_fraction=(run.k_plan[run.present] == 0).mean(),

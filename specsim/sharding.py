@@ -63,6 +63,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from specsim.errors import InvalidArgument
 from specsim.models.config import ModelConfig
+from specsim.models.transformer import unfuse_projections
 
 __all__ = ["AXES", "make_mesh", "axis_sizes", "check_mesh", "param_specs", "cache_specs",
            "shard_params", "shard_model", "shard_drafter", "shard_cache", "shard_batch",
@@ -165,15 +166,25 @@ def _put(x, sharding: NamedSharding):
 
 
 def shard_params(params: dict, cfg: ModelConfig, mesh: Mesh, *, vocab: bool = False) -> dict:
-    """``params`` placed tensor-parallel on ``mesh`` (see the module docstring)."""
+    """``params`` placed tensor-parallel on ``mesh`` (see the module docstring). Over a
+    ``"model"`` axis of more than one device, fused projections (``w_qkv``,
+    ``w_gate_up``) are split back into their parts first: a column slice of the fused
+    matrix would cut across q, k and v rather than take whole heads of each."""
     check_mesh(cfg, mesh, vocab=vocab)
+    if axis_sizes(mesh)[1] > 1:
+        params = unfuse_projections(params, cfg)
     specs = param_specs(params, vocab=vocab)
     return jax.tree_util.tree_map(lambda x, s: _put(x, NamedSharding(mesh, s)), params, specs)
 
 
 def shard_model(model, mesh: Mesh, *, vocab: bool = False):
-    """A `specsim.models.Model` with its weights placed tensor-parallel on ``mesh``."""
-    return model.replace(params=shard_params(model.params, model.cfg, mesh, vocab=vocab))
+    """A `specsim.models.Model` with its weights placed tensor-parallel on ``mesh``
+    (projections unfused over a "model" axis of more than one device, see `shard_params`)."""
+    cfg = model.cfg
+    if axis_sizes(mesh)[1] > 1:
+        cfg = cfg.replace(fused_projections=False)
+    return model.replace(cfg=cfg, params=shard_params(model.params, model.cfg, mesh,
+                                                      vocab=vocab))
 
 
 def replicate(tree, mesh: Mesh):

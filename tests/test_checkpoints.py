@@ -14,7 +14,7 @@ import pytest
 from specsim.models import Model, init_cache, load, prefill, stack_layers
 from specsim.models import checkpoints as ck
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
-from specsim.models.transformer import init_params, rope_inv_freq
+from specsim.models.transformer import init_params, rope_inv_freq, unfuse_projections
 
 # The transformers cross-checks run where torch is installed (the hf extra); the GGUF,
 # writer and bad-input tests run everywhere (tests/test_reference_numpy.py holds the
@@ -253,7 +253,8 @@ def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
     wq = dequantize(gguf.quants.quantize(stored["blk.1.attn_q.weight"], qt), qt) \
         if qt.name != "F32" else stored["blk.1.attn_q.weight"]
     wq = ck._unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
-    np.testing.assert_allclose(np.asarray(g.params["layers"][1]["wq"]), wq.T, atol=1e-6)
+    plain = unfuse_projections(g.params, g.cfg)                       # loaded fused
+    np.testing.assert_allclose(np.asarray(plain["layers"][1]["wq"]), wq.T, atol=1e-6)
     # Logits agree with the float model within the quantisation error.
     tol = {"F32": 1e-5, "F16": 1e-3, "Q8_0": 1e-2, "Q4_1": 0.2}[qtype]
     ids = _ids(GGUF_CFG.vocab_size)
@@ -429,7 +430,8 @@ def test_bfloat16_checkpoint(tmp_path):
     m = load(tmp_path)
     assert m.cfg.dtype == "float32"
     want = ref.model.layers[1].self_attn.k_proj.weight.detach().float().numpy().T
-    np.testing.assert_array_equal(np.asarray(stack_layers(m.params)["layers"]["wk"][1]), want)
+    plain = unfuse_projections(stack_layers(m.params), m.cfg)
+    np.testing.assert_array_equal(np.asarray(plain["layers"]["wk"][1]), want)
     m16 = load(tmp_path, dtype="bfloat16")
     assert m16.cfg.dtype == "bfloat16" and m16.params["embed"].dtype == jax.numpy.bfloat16
     ids = _ids(m.cfg.vocab_size)
@@ -446,3 +448,35 @@ def test_gguf_cache_unwritable_still_loads(tmp_path):
     blocker.write_text("x")                      # the cache root cannot be created
     g = ck.load_gguf(path, cache=blocker / "cache")
     assert g.cfg.n_layers == GGUF_CFG.n_layers and blocker.is_file()
+
+
+@pytest.mark.parametrize("fmt", ["hf", "gguf"])
+@pytest.mark.parametrize("loop", ["scan", "unroll"])
+def test_checkpoints_load_fused_with_the_unfused_logits(tmp_path, fmt, loop):
+    """HF folders and GGUF files load with fused projections (w_qkv, w_gate_up) for
+    either layer loop, and give the logits of the model they were written from with
+    separate q/k/v and gate/up matrices (the layout before fusion); saving a fused model
+    writes the checkpoint's own names back."""
+    import gguf
+    from specsim.models.transformer import arrange_layers
+    cfg = (GGUF_CFG if fmt == "gguf" else TINY_LLAMA).replace(fused_projections=False)
+    plain = Model(cfg, init_params(jax.random.PRNGKey(4), cfg), None, "t")
+    assert "wq" in plain.params["layers"] and "w_qkv" not in plain.params["layers"]
+    path = tmp_path / ("m.gguf" if fmt == "gguf" else "hf")
+    if fmt == "gguf":
+        _write_gguf(path, plain, gguf.GGMLQuantizationType.F32)
+    else:
+        ck.save_hf(plain, path)
+    m = load(path).with_layer_loop(loop)
+    assert m.cfg.fused_projections
+    lay = m.params["layers"] if loop == "scan" else m.params["layers"][0]
+    assert "w_qkv" in lay and "w_gate_up" in lay and "wq" not in lay and "w_up" not in lay
+    ids = _ids(cfg.vocab_size)
+    np.testing.assert_allclose(_our_logits(m, ids), _our_logits(plain, ids), atol=2e-5, rtol=0)
+    # unfused on request, and a fused model saves the checkpoint's names
+    off = m.replace(cfg=m.cfg.replace(fused_projections=False))
+    off = off.replace(params=arrange_layers(m.params, off.cfg))
+    np.testing.assert_allclose(_our_logits(off, ids), _our_logits(plain, ids), atol=2e-5, rtol=0)
+    ck.save_hf(m, tmp_path / "again")
+    back = load(tmp_path / "again")
+    np.testing.assert_allclose(_our_logits(back, ids), _our_logits(plain, ids), atol=2e-5, rtol=0)

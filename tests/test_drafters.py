@@ -117,8 +117,8 @@ def test_layer_skip_shares_weights(tiny):
     d = layer_skip_drafter(tiny, [0, 2])
     assert d.cfg.n_layers == 2 and d.cfg.vocab_size == tiny.cfg.vocab_size
     assert d.params["embed"] is tiny.params["embed"]             # the same array
-    np.testing.assert_array_equal(np.asarray(d.params["layers"]["wq"][1]),
-                                  np.asarray(tiny.params["layers"]["wq"][2]))
+    np.testing.assert_array_equal(np.asarray(d.params["layers"]["w_qkv"][1]),
+                                  np.asarray(tiny.params["layers"]["w_qkv"][2]))
     assert layer_skip_drafter(tiny).cfg.n_layers == 1            # default: first half
     with pytest.raises(ValueError):
         layer_skip_drafter(tiny, [0, 5])

@@ -214,7 +214,7 @@ def _tiny_target():
     cfg = T.replace(name="tiny-fh-target", n_layers=2, tie_embeddings=True, layer_loop="scan",
                     eos_token_id=None)
     params = init_params(jax.random.PRNGKey(0), cfg)
-    layers = {k: v * 3.0 if k in ("wo", "w_gate", "w_up", "w_down") else v
+    layers = {k: v * 3.0 if k in ("wo", "w_gate", "w_up", "w_gate_up", "w_down") else v
               for k, v in params["layers"].items()}
     return models.Model(cfg, dict(params, layers=layers, embed=params["embed"] * 3.0))
 

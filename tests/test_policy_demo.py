@@ -21,11 +21,14 @@ def tiny():
     return target, layer_skip_drafter(target, [0, 1])
 
 
-def test_engine_costs_verify_k_max_plus_one_whenever_a_row_drafts():
-    c = R.costs_from_passes(2.0, 3.0, 0.5, k_max=4)
-    np.testing.assert_allclose(c.iteration_time(np.arange(5)), [2.0, 3.5, 4.0, 4.5, 5.0])
+def test_engine_costs_verify_as_wide_as_the_plan():
+    c = R.costs_from_passes(2.0, {1: 2.2, 2: 2.4, 3: 2.7, 4: 3.0}, 0.5, k_max=4)
+    np.testing.assert_allclose(c.iteration_time(np.arange(5)), [2.0, 2.7, 3.4, 4.2, 5.0])
     f = R.fixed_costs(2.0, {2: 2.4, 4: 3.0}, 0.5, k=2)
     np.testing.assert_allclose(f.iteration_time(np.arange(3)), [2.0, 2.9, 3.4])
+    with pytest.raises(ValueError, match=r"t_verify_by_k must time every K in 1..4 "
+                                         r"\(missing \[1, 3\]\)"):
+        R.costs_from_passes(2.0, {2: 2.4, 4: 3.0}, 0.5, k_max=4)
 
 
 def test_goodput_with_a_costly_draft_turns_itself_off():
@@ -34,7 +37,8 @@ def test_goodput_with_a_costly_draft_turns_itself_off():
     and from a history of all drafts accepted. What the engine does then (plain
     autoregressive steps, the drafter never run, not even its prefill, the same output)
     is tested on a model drafter in test_policies."""
-    goodput = R.make_policy(R.GOODPUT, 3, R.costs_from_passes(1.0, 4 / 3, 0.9, 3))
+    goodput = R.make_policy(R.GOODPUT, 3, R.costs_from_passes(1.0, dict.fromkeys((1, 2, 3), 4 / 3),
+                                                                 0.9, 3))
     t = goodput.costs.iteration_time(np.arange(4))                     # [K_max + 1]
     assert (np.arange(1, 5) / t < 1 / t[0]).sum() == 3                 # by hand: K >= 1 loses
     assert goodput.plan(goodput.init(2), 2).tolist() == [0, 0]

@@ -99,10 +99,10 @@ def test_load_quantize_names_the_model_and_quantises_every_matrix():
     m = models.load("tiny-llama", quantize="int4", group_size=12)
     assert m.cfg.name == "tiny-llama-int4"
     layers = m.params["layers"]
-    for name in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"):
+    for name in ("w_qkv", "wo", "w_gate_up", "w_down"):            # fused projections
         assert isinstance(layers[name], QuantizedWeight) and layers[name].bits == 4
     assert not isinstance(layers["attn_norm_scale"], QuantizedWeight)
-    assert isinstance(models.load("tiny-llama", quantize="int8").params["layers"]["wq"],
+    assert isinstance(models.load("tiny-llama", quantize="int8").params["layers"]["w_qkv"],
                       QuantizedWeight)
 
 

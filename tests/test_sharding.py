@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P
 
 from specsim import sharding
 from specsim.models import load
+from specsim.models.transformer import unfuse_projections
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -158,17 +159,18 @@ def test_bad_meshes_are_clear_errors(report):
 # ---- in-process checks (no extra devices needed) ------------------------------------------
 def test_param_specs_for_per_layer_layout():
     model = load("tiny-llama").with_layer_loop("unroll")          # tuple of per-layer dicts
-    specs = sharding.param_specs(model.params)
+    specs = sharding.param_specs(unfuse_projections(model.params, model.cfg))
     assert isinstance(specs["layers"], tuple) and len(specs["layers"]) == 3
     lay = specs["layers"][1]
     assert lay["wq"] == P(None, "model") and lay["wo"] == P("model", None)
     assert lay["w_down"] == P("model", None) and lay["mlp_norm_scale"] == P()
-    vocab = sharding.param_specs(model.params, vocab=True)
+    vocab = sharding.param_specs(unfuse_projections(model.params, model.cfg), vocab=True)
     assert vocab["embed"] == P("model", None) and vocab["lm_head"] == P(None, "model")
 
 
 def test_gpt2_specs_cover_its_mlp_and_biases():
-    specs = sharding.param_specs(load("tiny-gpt2").params)["layers"]
+    gpt2 = load("tiny-gpt2")
+    specs = sharding.param_specs(unfuse_projections(gpt2.params, gpt2.cfg))["layers"]
     assert specs["w_fc"] == P(None, None, "model") and specs["b_fc"] == P(None, "model")
     assert specs["w_proj"] == P(None, "model", None)
     assert specs["bq"] == P(None, "model") and specs["bo"] == P()

@@ -40,7 +40,7 @@ def target():
     # distributions are peaked (a random model at init is nearly uniform, where every
     # draft looks good) yet learnable by a one-layer draft
     params = init_params(jax.random.PRNGKey(0), TARGET_CFG)
-    layers = {k: v * 3.0 if k in ("wo", "w_gate", "w_up", "w_down") else v
+    layers = {k: v * 3.0 if k in ("wo", "w_gate", "w_up", "w_gate_up", "w_down") else v
               for k, v in params["layers"].items()}
     return models.Model(TARGET_CFG, dict(params, layers=layers, embed=params["embed"] * 3.0))
 

@@ -127,8 +127,8 @@ def test_select_layers(model):
                                np.asarray(_full(params, cfg, ids)[0]), atol=ATOL)
     sub, sub_cfg = select_layers(params, cfg, [cfg.n_layers - 1, 0])
     assert sub_cfg.n_layers == 2 and sub["embed"] is params["embed"]
-    np.testing.assert_array_equal(np.asarray(sub["layers"]["wq"][0]),
-                                  np.asarray(params["layers"]["wq"][-1]))
+    np.testing.assert_array_equal(np.asarray(sub["layers"]["w_qkv"][0]),
+                                  np.asarray(params["layers"]["w_qkv"][-1]))
     # The sub-model is the same as a 2-layer model built from those layers by hand.
     manual = dict(params, layers={k: jnp.stack([v[-1], v[0]])
                                   for k, v in params["layers"].items()})
@@ -283,3 +283,56 @@ def test_decode_step_moves_no_transposed_cache_or_head():
     head_like = [d for d in dims if cfg.vocab_size in d and cfg.d_model in d]
     assert dims and not cache_like and not head_like, dims
     assert "dynamic-update-slice" in hlo or "scatter" in hlo       # the cache write is there
+
+
+@pytest.mark.parametrize("loop", ["scan", "unroll"])
+def test_fused_projections_are_the_same_model(model, loop):
+    """The fused layout (the default) holds the parts side by side, gives the unfused
+    layout's logits and cache, round-trips exactly, and quantises to the same model."""
+    from specsim.models.quantize import QuantizedWeight, dequantize, quantize_params
+    from specsim.models.transformer import (arrange_layers, fuse_projections,
+                                            unfuse_projections, unstack_layers)
+    cfg, fused = model
+    assert cfg.fused_projections
+    c = cfg.replace(layer_loop=loop)
+    fused = arrange_layers(fused, c)
+    plain_cfg = c.replace(fused_projections=False)
+    plain = arrange_layers(fused, plain_cfg)
+    lf = fused["layers"] if loop == "scan" else unstack_layers(fused)["layers"][0]
+    lp = plain["layers"] if loop == "scan" else unstack_layers(plain)["layers"][0]
+    llama = cfg.arch == "llama"
+    assert "w_qkv" in lf and not {"wq", "wk", "wv", "w_gate", "w_up"} & set(lf)
+    assert ("w_gate_up" in lf) == llama and ("b_qkv" in lf) == ("bq" in lp)
+    assert {"wq", "wk", "wv"} <= set(lp) and "w_qkv" not in lp and "w_gate_up" not in lp
+    # the columns are the parts side by side: q, then k, then v (gate, then up)
+    split = np.cumsum([cfg.q_dim, cfg.kv_dim])
+    for part, cols in zip(("wq", "wk", "wv"), np.split(np.asarray(lf["w_qkv"]), split, -1)):
+        np.testing.assert_array_equal(cols, np.asarray(lp[part]))
+    if llama:
+        gate, up = np.split(np.asarray(lf["w_gate_up"]), 2, -1)
+        np.testing.assert_array_equal(gate, np.asarray(lp["w_gate"]))
+        np.testing.assert_array_equal(up, np.asarray(lp["w_up"]))
+    ids = _ids(cfg, 2, 12, seed=11)
+    ref, ref_cache = _full(plain, plain_cfg, ids)
+    got, got_cache = _full(fused, c, ids)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=ATOL)
+    np.testing.assert_allclose(np.asarray(got_cache.v), np.asarray(ref_cache.v), atol=ATOL)
+    again = fuse_projections(unfuse_projections(fused, c))
+    jax.tree_util.tree_map(np.testing.assert_array_equal, again, fused)
+    # quantising the fused matrix is quantising each part (columns are independent)
+    for bits, group in ((8, None), (4, 4)):
+        qf = quantize_params(fused, c, bits, group)
+        qp = fuse_projections(quantize_params(plain, plain_cfg, bits, group))
+        leaves = lambda t: jax.tree_util.tree_leaves(t, is_leaf=lambda x: isinstance(x, QuantizedWeight))  # noqa: E731
+        for a, b in zip(leaves(qf), leaves(qp)):
+            if isinstance(a, QuantizedWeight):
+                np.testing.assert_array_equal(np.asarray(dequantize(a)), np.asarray(dequantize(b)))
+        np.testing.assert_allclose(np.asarray(_full(qf, c, ids)[0]),
+                                   np.asarray(_full(quantize_params(plain, plain_cfg, bits, group),
+                                                    plain_cfg, ids)[0]), atol=1e-4)
+
+
+def test_fused_projections_setting_is_checked():
+    from specsim.errors import ConfigError
+    with pytest.raises(ConfigError, match="fused_projections must be True or False"):
+        TINY_LLAMA.replace(fused_projections="yes")

@@ -5,14 +5,15 @@ Goodput), the pass-cost calls timed beside them, and a policy's speedup replayed
 recorded trace (`specsim.simulate.simulate_policy`).
 
 Costs come from `specsim.pass_costs` under the run's conditions (same model, layer loop,
-batch, cache slots): t_target(1), t_verify(K_max + 1) and t_draft. The engine verifies
-K_max + 1 positions whenever any row proposes (its fixed buffer), so the cost model the
-Goodput policy plans with, and the simulation replays with, is
+batch, cache slots): t_target(1), t_verify(K + 1) for every K up to K_max, and t_draft.
+The policy loop verifies as many positions as the widest proposal of the batch needs
+(`specsim.decode._policy_verify_pass`), so the cost model the Goodput policy plans with,
+and the simulation replays with (its widest row), is
 
-    t(0) = t_target(1),   t(K) = K · t_draft + t_verify(K_max + 1)   for K >= 1
+    t(0) = t_target(1),   t(K) = K · t_draft + t_verify(K + 1)   for K >= 1
 
-(`costs_from_passes`); a fixed-K run of the plain program verifies K + 1, and its
-replay uses the same t_verify(K_max + 1) only when K = K_max (see `fixed_costs`)."""
+(`costs_from_passes`); the plain fixed-K program costs the same at its K
+(`fixed_costs`)."""
 
 from __future__ import annotations
 
@@ -59,10 +60,16 @@ def grid(settings) -> list[tuple[str, int]]:
                                                       LARGE_BATCH[bool(settings.quick)])]
 
 
-def costs_from_passes(t_target_1: float, t_verify: float, t_draft: float, k_max: int) -> P.Costs:
-    """The engine's cost of one iteration at each planned K (see the module docstring)."""
-    return P.Costs(t_draft=float(t_draft),
-                   t_target=(float(t_target_1),) + (float(t_verify),) * int(k_max))
+def costs_from_passes(t_target_1: float, t_verify_by_k: dict, t_draft: float,
+                      k_max: int) -> P.Costs:
+    """The engine's cost of one iteration at each planned K (see the module docstring):
+    ``t_verify_by_k[k]`` is one target pass over k + 1 tokens, for k = 1 .. k_max."""
+    missing = [k for k in range(1, int(k_max) + 1) if k not in t_verify_by_k]
+    if missing:
+        raise InvalidArgument(f"t_verify_by_k must time every K in 1..{k_max} "
+                              f"(missing {missing})")
+    return P.Costs(t_draft=float(t_draft), t_target=(float(t_target_1),) + tuple(
+        float(t_verify_by_k[k]) for k in range(1, int(k_max) + 1)))
 
 
 def make_policy(label: str, k_max: int, costs: P.Costs | None):

@@ -50,11 +50,19 @@ class ModelConfig:
     # How the layer stack runs: lax.scan over stacked layers, or a Python loop that XLA
     # unrolls. See models/transformer.py for the measurement behind the default.
     layer_loop: str = "unroll"
+    # Each layer's q/k/v projections as one [D, Q+2K] matrix ("w_qkv") and llama's
+    # gate/up as one [D, 2F] ("w_gate_up"): fewer, larger matmuls (see
+    # `specsim.models.transformer.fuse_projections` for the measurement). A layout, like
+    # layer_loop: loaders and `arrange_layers` apply it, `forward` runs either.
+    fused_projections: bool = True
 
     def __post_init__(self) -> None:
         choice("arch", self.arch, ARCHS)
         choice("layer_loop", self.layer_loop, LAYER_LOOPS)
         choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.fused_projections, bool):
+            raise ConfigError(f"fused_projections must be True or False, got "
+                              f"{self.fused_projections!r}")
         for field in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads",
                       "head_dim", "d_ff", "max_seq_len"):
             object.__setattr__(self, field, positive_int(field, getattr(self, field)))

@@ -240,7 +240,7 @@ def params_from_hf(tensors: dict[str, np.ndarray], cfg: ModelConfig, source: str
 
 def params_to_hf(params: dict, cfg: ModelConfig) -> dict[str, np.ndarray]:
     """The specsim pytree -> HF-named host arrays (the inverse of `params_from_hf`)."""
-    return disassemble(params, hf_names(cfg))
+    return disassemble(params, hf_names(cfg), cfg)
 
 
 # ---- safetensors -------------------------------------------------------------------------

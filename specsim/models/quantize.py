@@ -3,7 +3,7 @@ groups along the input dimension, dequantised inside the matmul.
 
     qparams = quantize_params(params, cfg, bits=8)                  # per output channel
     qparams = quantize_params(params, cfg, bits=4, group_size=32)   # groups of 32 inputs
-    w_hat = dequantize(qparams["layers"][0]["wq"])                  # dense fp32 again
+    w_hat = dequantize(qparams["layers"][0]["w_qkv"])               # dense fp32 again
 
 A weight matrix w [..., Din, Dout] (the layout `forward` multiplies as ``x @ w``; a
 stacked leading L axis is allowed) becomes a `QuantizedWeight`: a pytree node whose
@@ -62,7 +62,8 @@ __all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "quantize_weight", "deq
            "check_quantize_args", "param_bytes"]
 
 BITS = (4, 8)
-QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "w_proj")
+QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "w_proj",
+                   "w_qkv", "w_gate_up")      # the last two: fused projections
 
 
 @jax.tree_util.register_pytree_node_class

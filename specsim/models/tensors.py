@@ -18,7 +18,8 @@ import numpy as np
 
 from specsim.errors import CheckpointError
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import arrange_layers, param_shapes, stack_layers
+from specsim.models.transformer import (arrange_layers, param_shapes, stack_layers,
+                                        unfuse_projections)
 
 NameTable = dict[str, tuple[str, "int | None", str]]
 
@@ -85,9 +86,11 @@ def assemble(tensors: dict[str, np.ndarray], table: NameTable, cfg: ModelConfig,
     return params
 
 
-def disassemble(params: dict, table: NameTable) -> dict[str, np.ndarray]:
-    """The inverse of `assemble`: the specsim pytree -> host arrays named by ``table``."""
-    layers = {k: np.asarray(v) for k, v in stack_layers(params)["layers"].items()}
+def disassemble(params: dict, table: NameTable, cfg: ModelConfig) -> dict[str, np.ndarray]:
+    """The inverse of `assemble`: the specsim pytree (fused projections or not) -> host
+    arrays named by ``table``."""
+    params = unfuse_projections(stack_layers(params), cfg)
+    layers = {k: np.asarray(v) for k, v in params["layers"].items()}
     out: dict[str, np.ndarray] = {}
     for name, (leaf, layer, how) in table.items():
         if how == "qkv":

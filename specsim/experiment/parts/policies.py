@@ -3,7 +3,7 @@
 by sweeping and against plain decoding, and replayed on the recorded trace.
 
 Steps: (1) compile the pass-cost programs of `specsim.pass_costs` (target step, verify
-over K + 1 for every swept K, draft step) at each batch; (2) time them in a few
+over K + 1 for every K up to K_max, draft step) at each batch; (2) time them in a few
 interleaved rounds and build the Goodput policy of each (drafter, batch) from those
 in-run costs; (3) compile every generation program; (4) time every run and the pass
 calls again in the same interleaved rounds; (5) one row per run: measured decode speedup
@@ -37,7 +37,7 @@ def _pass_calls(state: DemoState) -> dict:
     out = {}
     steps = lambda k: max(1, min(8, (S - S // 2 - k - 1) // (k + 1)))   # noqa: E731
     for batch in sorted({b for _, b in R.grid(s)}):
-        for k in sorted(s.ks):
+        for k in range(1, k_max + 1):        # the policy loop verifies at every width
             c = pass_costs.pass_calls(state.target, None, batch=batch, cache_len=S, k=k,
                                       temperature=TEMPERATURE, steps=steps(k), seed=s.seed)
             out[("verify", batch, k)] = (c.verify, c.steps)
@@ -56,8 +56,10 @@ def _medians(keys, samples, passes) -> dict:
 
 
 def _cell_costs(per_pass: dict, name: str, batch: int, k_max: int):
-    """(t_target_1, t_verify(K_max + 1), t_draft) of one (drafter, batch)."""
-    return (per_pass[("target_1", batch)], per_pass[("verify", batch, k_max)],
+    """(t_target_1, {K: t_verify(K + 1)} for K = 1..K_max, t_draft) of one (drafter,
+    batch)."""
+    return (per_pass[("target_1", batch)],
+            {k: per_pass[("verify", batch, k)] for k in range(1, k_max + 1)},
             per_pass.get(("draft", name, batch), 0.0))
 
 
@@ -144,8 +146,8 @@ def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass) -> d
         else:
             row[schema.MEAN_K], row[schema.K0_FRACTION] = float(job.k), 0.0
     if job.drafter != R.AUTOREGRESSIVE:
-        t1, tv, td = _cell_costs(per_pass, job.drafter, job.batch, max(state.settings.ks))
-        row.update({schema.T_TARGET_1: t1, schema.T_VERIFY: tv, schema.T_DRAFT: td,
+        t1, verify, td = _cell_costs(per_pass, job.drafter, job.batch, max(state.settings.ks))
+        row.update({schema.T_TARGET_1: t1, schema.T_VERIFY: verify[job.k], schema.T_DRAFT: td,
                     schema.COST_RATIO_PASSES: td / t1})
     return row
 
@@ -155,8 +157,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
     s = state.settings
     k_max = max(s.ks)
     name, batch = cell[schema.DRAFTER].iloc[0], int(cell[schema.BATCH].iloc[0])
-    t1, _, td = _cell_costs(per_pass, name, batch, k_max)
-    verify = {k: per_pass[("verify", batch, k)] for k in s.ks}
+    t1, verify, td = _cell_costs(per_pass, name, batch, k_max)
     sim, off = [], []
     for _, r in cell.iterrows():
         if r[schema.POLICY] == R.FIXED:
@@ -164,7 +165,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
             costs = R.fixed_costs(t1, verify, td, int(r[schema.K]))
         else:
             pol = pols[(name, batch, r[schema.POLICY])]
-            costs = R.costs_from_passes(t1, verify[k_max], td, k_max)
+            costs = R.costs_from_passes(t1, verify, td, k_max)
         a, b = R.simulated_speedup(pol, trace, costs)
         sim.append(a)
         off.append(b)
