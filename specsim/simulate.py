@@ -434,8 +434,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     passes and a verify over max_b proposed + 1 tokens) or "engine" (what
     `specsim.decode` runs: at least one draft pass when some row plans a draft, none when
     no row does (the model drafter catches up later, a cost not modelled here: a few
-    tokens per pass), and a verify over k_max + 1 tokens unless no row proposed, then
-    over one)."""
+    tokens per pass), and, as in theory, a verify over max_b proposed + 1 tokens: the
+    policy loop compiles one verify pass per width)."""
     from specsim import policies as P                # NumPy only: theory side
 
     policy = P.as_policy(policy)
@@ -466,7 +466,7 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     steps, widest = run.draft_steps.max(1), run.proposed.max(1)            # [I]
     if cost_model == "engine":
         planned = run.k_plan.max(1) > 0                                    # [I]
-        steps, widest = np.where(planned, np.maximum(steps, 1), 0), np.where(widest > 0, K, 0)
+        steps = np.where(planned, np.maximum(steps, 1), 0)
     elif cost_model != "theory":
         raise InvalidArgument(f"cost_model must be one of 'theory', 'engine' "
                               f"(got {cost_model!r})")

@@ -208,9 +208,11 @@ def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
 
 
 # Fused projections: (fused leaf, its parts in column order). Measured on this project's
-# 2-core CPU (XLA:CPU, jax 0.10.2, fp32, batch 1, one token; SmolLM2-135M's 30 layers of
-# matmuls alone, interleaved rounds): 18.8 ms fused vs 21.1 ms separate (0.89x); at 5
-# tokens per pass no difference (34.0 vs 33.4 ms).
+# 2-core CPU (XLA:CPU, jax 0.10.2, fp32, batch 1): SmolLM2-135M's 30 layers of matmuls
+# alone, one token, 18.8 ms fused vs 21.1 ms separate (0.89x); a whole forward pass at
+# context 256 (`benchmarks/bench_models.py`, `fused_vs_separate`, 40 interleaved rounds):
+# unroll 0.92x at one token, 1.00x at five; scan 0.98x and 0.95x (a second run: unroll
+# 0.99x at one token). Never slower; the attention and the cache write are unchanged.
 FUSED = (("w_qkv", ("wq", "wk", "wv")), ("b_qkv", ("bq", "bk", "bv")),
          ("w_gate_up", ("w_gate", "w_up")))
 
