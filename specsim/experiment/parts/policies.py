@@ -42,8 +42,8 @@ def _pass_calls(state: DemoState) -> dict:
                                       temperature=TEMPERATURE, steps=steps(k), seed=s.seed)
             out[("verify", batch, k)] = (c.verify, c.steps)
             out.setdefault(("target_1", batch), (c.target_1, c.steps))
-        for name, setup in state.drafters.items():
-            if setup.cost_model is not None:
+        for name, setup in state.drafters.items():     # every drafter that computes: the
+            if setup.drafter.passes_per_iteration(k_max):  # feature head's step is not free
                 c = pass_costs.pass_calls(state.target, setup.drafter, batch=batch,
                                           cache_len=S, k=k_max, temperature=TEMPERATURE,
                                           steps=steps(k_max), seed=s.seed)
