@@ -96,9 +96,9 @@ def fused_vs_separate(model, cfg, n_new, context, max_len, rounds):
     """Median seconds of one forward pass with fused projections (w_qkv, w_gate_up) and
     with separate q/k/v and gate/up matrices, timed in interleaved rounds (the order
     alternating) so both see the same machine: (fused, separate)."""
-    layouts = [arrange_layers(model.params, cfg.replace(fused_projections=f)) for f in (True, False)]
-    steps = [jax.jit(forward, static_argnums=1) for _ in layouts]
     cfgs = [cfg.replace(fused_projections=f) for f in (True, False)]
+    layouts = [arrange_layers(model.params, c) for c in cfgs]
+    steps = [jax.jit(forward, static_argnums=1) for _ in cfgs]
     ctx = jnp.asarray(np.random.default_rng(0).integers(3, cfg.vocab_size, (1, context)),
                       jnp.int32)
     tokens = jnp.ones((1, n_new), jnp.int32)

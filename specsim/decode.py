@@ -406,7 +406,7 @@ def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
 
 
 def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
-                   accepted):
+                   accepted, n_wide):
     """Policy statistics of iteration ``it``; `drafted` counts proposals and `overlap`
     is kept at proposed slots only (the slot that stopped a row holds a thresholded
     row that was never proposed)."""
@@ -419,7 +419,7 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
         pstats.draft_steps + pd.steps,
-        pstats.widths.at[jnp.max(jnp.sum(pd.proposed, 1))].add(1))
+        pstats.widths.at[n_wide].add(1))
     return stats, pstats
 
 
@@ -505,7 +505,7 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
                              greedy=sp.greedy)           # the test _verify ran (same key)
     stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
-    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted)
+    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted, n_wide)
     c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)
     return c, cache, dstate, pstate, stats, pstats
 

@@ -470,10 +470,11 @@ def _policies_section(result) -> list[str]:
             "and batch (swept). `sim_*`: the same policy replayed (`simulate.simulate_policy`, "
             "engine cost model) on the trace of the cell's FixedK(K_max) run under the policy "
             "loop, with the pass times of `pass_costs` timed in the same rounds; the Goodput "
-            "policy plans with pass times measured in this run before it starts. The policy loop "
-            "verifies as many positions as the widest proposal of the batch (one compiled pass "
-            "per width), so a shorter draft saves draft and verify work; with no row drafting it skips the drafter (the model drafter "
-            "catches its cache up when drafting resumes). `vs_best_lo`, `vs_best_hi`: the "
+            "policy plans with pass times measured in this run before it starts. The policy "
+            "loop verifies as many positions as the widest proposal of the batch (one compiled "
+            "pass per width), so a shorter draft saves draft and verify work; with no row "
+            "drafting it skips the drafter (the model drafter catches its cache up when "
+            "drafting resumes). `vs_best_lo`, `vs_best_hi`: the "
             "lowest and highest `vs_best` over the paired timed rounds; `within_3%`: vs_best "
             ">= 0.97 in every round (yes), in none (no), in some (noise).", "",
             _fmt(policies_table(result), ".2f"), "",

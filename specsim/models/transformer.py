@@ -202,9 +202,10 @@ def _take_layers(layers: dict, index) -> dict:
 def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
     """The layout ``cfg`` runs fastest on (loaders call this): layers stacked or per-layer
     for ``cfg.layer_loop``, projections fused or not for ``cfg.fused_projections``."""
-    fuse = fuse_projections if cfg.fused_projections else unfuse_projections
     layered = unstack_layers(params) if cfg.layer_loop == "unroll" else stack_layers(params)
-    return fuse(layered, cfg)
+    if cfg.fused_projections:
+        return fuse_projections(layered)
+    return unfuse_projections(layered, cfg)
 
 
 # Fused projections: (fused leaf, its parts in column order). Measured on this project's
@@ -251,7 +252,7 @@ def _each_layer(params: dict, fn) -> dict:
     return dict(params, layers=fn(layers))
 
 
-def fuse_projections(params: dict, cfg: ModelConfig | None = None) -> dict:
+def fuse_projections(params: dict) -> dict:
     """``params`` with each layer's q/k/v projections (and biases) as one ``w_qkv``
     [..., D, Q+2K] (``b_qkv``) and llama's gate/up as one ``w_gate_up`` [..., D, 2F]:
     two matmuls where there were five. Works on stacked and per-layer layouts and on
@@ -460,7 +461,7 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
         qkv = _mm(h, lp["w_qkv"])                                    # [B, T, (H+2G)*E]
         if "b_qkv" in lp:
             qkv = qkv + lp["b_qkv"]
-        q, k, v = jnp.split(qkv, np.cumsum([cfg.q_dim, cfg.kv_dim]).tolist(), -1)
+        q, k, v = _split_columns(qkv, _part_sizes(cfg)["w_qkv"])
     else:
         q = _mm(h, lp["wq"])                                         # [B, T, H*E]
         k = _mm(h, lp["wk"])                                         # [B, T, G*E]
