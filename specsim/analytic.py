@@ -617,7 +617,7 @@ def optimal_fixed_vs_dynamic(confidence, p_accept=None, weights=None, *, c, k_ma
                 gain=best_dyn[0] / best_fixed[0])
 
 
-def goodput_k(alphas, t_draft, t_target):
+def goodput_k(alphas, t_draft, t_target, *, shared: bool = False):
     """The draft length K in 0..len(alphas) maximising expected tokens per unit time,
 
         E(K) / (K t_draft + t_target(K + 1)),   E(K) = 1 + Σ_{k≤K} Π_{j≤k} α_j,
@@ -626,6 +626,11 @@ def goodput_k(alphas, t_draft, t_target):
     the smaller K. alphas [..., K_max] per-position rates; t_draft >= 0; t_target
     [K_max + 1] pass times over 1..K_max+1 tokens. Returns (k int64 [...], goodput
     [...] tokens per unit time). The reference for `specsim.policies.Goodput`.
+
+    ``shared``: the rows of alphas [..., B, K_max] are one batch whose iteration costs
+    t(K) for its widest row (a batched engine drafts and verifies as wide as the widest
+    proposal), so every row drafts the same K, the one maximising Σ_b E_b(K) / t(K);
+    returns (k [...], the batch's goodput [...]).
     """
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
@@ -637,8 +642,13 @@ def goodput_k(alphas, t_draft, t_target):
     if t_target.size < k_max + 1:
         raise InvalidArgument(f"t_target must give K_max + 1 = {k_max + 1} pass times "
                          f"(got {t_target.size})")
+    if shared and alphas.ndim < 2:
+        raise InvalidArgument(f"alphas must be [..., B, K_max] with shared=True "
+                              f"(got shape {alphas.shape})")
     surv = np.cumprod(alphas, -1)
     e = 1.0 + np.concatenate([np.zeros(alphas.shape[:-1] + (1,)), np.cumsum(surv, -1)], -1)
+    if shared:
+        e = e.sum(-2)                                                  # [..., K_max + 1]
     rate = e / (np.arange(k_max + 1) * t_draft + t_target[:k_max + 1])
     k = np.argmax(rate, -1)
     return _out(k.astype(np.int64)), _out(np.take_along_axis(rate, k[..., None], -1)[..., 0])

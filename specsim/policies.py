@@ -60,7 +60,11 @@ from specsim.errors import InvalidArgument
 from specsim.validation import (nonnegative_float, nonnegative_int, positive_float,
                                 positive_int, probability)
 
-__all__ = ["Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
+WIDTHS = ("shared", "per-row")
+"""Goodput's plan: one K for the batch (its iteration costs t(K) of its widest row, as in
+`specsim.decode`) or each row's own (an engine verifying each row at its own width)."""
+
+__all__ = ["WIDTHS", "Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
            "n_proposed", "draft_steps", "as_policy"]
 
 
@@ -202,6 +206,7 @@ class Goodput:
     prior_weight: float = 4.0
     decay: float = 0.98
     explore: float = 0.5
+    width: str = "shared"
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
@@ -214,6 +219,8 @@ class Goodput:
              prior_alpha=probability("prior_alpha", self.prior_alpha),
              prior_weight=positive_float("prior_weight", self.prior_weight),
              decay=_decay(self.decay), explore=nonnegative_float("explore", self.explore))
+        if self.width not in WIDTHS:
+            raise InvalidArgument(f"width must be one of {WIDTHS} (got {self.width!r})")
 
     def init(self, batch: int, xp=np) -> tuple:
         zeros = xp.zeros((batch, self.k_max), xp.float32)
@@ -242,7 +249,10 @@ class Goodput:
         surv = xp.cumprod(alpha, axis=1)                                       # [B, K]
         e = 1.0 + xp.concatenate([xp.zeros_like(surv[:, :1]), xp.cumsum(surv, 1)], 1)
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
-        return xp.argmax(e / t[None], axis=1).astype(xp.int32)                # [B]
+        if self.width == "per-row":
+            return xp.argmax(e / t[None], axis=1).astype(xp.int32)            # [B]
+        k = xp.argmax(xp.sum(e, 0) / t).astype(xp.int32)                       # the batch's
+        return xp.full((batch,), k, xp.int32)
 
     def keep(self, j, confidence, xp=np):
         return xp.ones(confidence.shape, bool)

@@ -38,8 +38,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "skippable", "draft", "plan",
-           "update"]
+__all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
+           "draft", "plan", "update"]
 
 
 class PolicyDraft(NamedTuple):
@@ -60,11 +60,17 @@ def update(policy, state, n_accepted, n_proposed, active):
     return policy.update(state, n_accepted, n_proposed, active, jnp)
 
 
-def confidence(logits, probs, tokens, greedy: bool):
-    """[B]: the draft's probability of its own token; greedy uses softmax(logits)."""
+def confidence(logits, probs, tokens, greedy: bool, softmax=None):
+    """[B]: the draft's probability of its own token; greedy uses ``softmax(logits)``
+    ([B, V]; default `jax.nn.softmax`; a restricted head passes its own, which scatters
+    the head's softmax into the vocabulary)."""
     if greedy:
-        probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+        probs = (softmax or _softmax)(logits)
     return jnp.take_along_axis(probs, tokens[:, None], axis=-1)[:, 0]
+
+
+def _softmax(logits):
+    return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
 
 
 def slot(policy, j, probs, tokens, conf, reach, greedy: bool):
@@ -99,6 +105,50 @@ def masked_draft(policy, tokens, probs, k_plan, greedy: bool, steps,
         reach = p & (j + 1 < k_plan)
     return PolicyDraft(tokens, jnp.stack(qs, 1), jnp.stack(props, 1), jnp.stack(confs, 1),
                        jnp.asarray(steps, jnp.int32))
+
+
+def stepwise_draft(first, step, k: int, key, sampling, policy, k_plan, vocab_size: int,
+                   softmax=None):
+    """Draft up to ``k`` slots per row, one draft pass per slot, under ``policy``: the
+    early-stopping loop of the drafters that compute slot by slot (`ModelDrafter`,
+    `DistilledDrafter`, `FeatureHeadDrafter`). ``first()`` → (carry, logits [B, ·]) is
+    the pass of slot 0 and always runs; ``step(carry, tok [B])`` → (carry, logits) is the
+    pass of the next slot, run in a `lax.while_loop` that ends as soon as no row is
+    still drafting, so rows that stop early save draft passes. ``sampling``: probs
+    (logits → [B, V]), sample, greedy; ``softmax``: see `confidence`. k_plan [B] int32
+    → (carry, PolicyDraft); steps = passes run (1 + loop steps)."""
+    B = k_plan.shape[0]
+    keys = jax.random.split(key, k)
+    carry, logits = first()
+
+    def draw(j, logits_j, reach):                                        # logits_j [B, ·]
+        probs = sampling.probs(logits_j)                                 # [B, V]
+        tok = sampling.sample(keys[j], probs)                            # [B]
+        conf = confidence(logits_j, probs, tok, sampling.greedy, softmax)
+        q, proposed = slot(policy, j, probs, tok, conf, reach, sampling.greedy)
+        return tok, q, proposed, jnp.where(reach, conf, jnp.nan)
+
+    def write(bufs, j, vals):
+        return tuple(b.at[:, j].set(v) for b, v in zip(bufs, vals))
+
+    bufs = (jnp.zeros((B, k), jnp.int32), jnp.zeros((B, k, vocab_size), jnp.float32),
+            jnp.zeros((B, k), bool), jnp.full((B, k), jnp.nan, jnp.float32))
+    out0 = draw(0, logits, k_plan > 0)
+    bufs = write(bufs, 0, out0)
+
+    def cond(loop):
+        j, _, _, going, _ = loop
+        return (j < k) & jnp.any(going)
+
+    def body(loop):
+        j, carry, tok, going, bufs = loop
+        carry, logits = step(carry, tok)
+        out = draw(j, logits, going)
+        return (j + 1, carry, out[0], out[2] & (j + 1 < k_plan), write(bufs, j, out))
+
+    j, carry, _, _, bufs = jax.lax.while_loop(
+        cond, body, (jnp.int32(1), carry, out0[0], out0[2] & (1 < k_plan), bufs))
+    return carry, PolicyDraft(*bufs, steps=j)
 
 
 def skippable(drafter, dstate) -> bool:

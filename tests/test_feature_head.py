@@ -314,4 +314,14 @@ def test_greedy_output_equals_target_under_policies(target, policy):
     ref = generate_autoregressive(target, PROMPTS, MAX_NEW)
     res = generate_speculative(target, drafter, PROMPTS, MAX_NEW, policy=pol)
     assert res.tokens == ref.tokens
+    if policy == "threshold":
+        # greedy confidence is the head's softmax (not the one-hot draft's 1), so rows
+        # stop below p_min, and the cell steps only while some row drafts: one pass per
+        # slot reached by any row (the first always), plus the prefill's
+        st, a = res.stats, res.stats.active
+        conf = st.confidence[a]
+        assert np.nanmin(conf) < 0.3 < np.nanmax(conf)
+        assert (st.drafted[a] < st.k_used[a]).any()
+        reached = np.isfinite(st.confidence).sum(2).max(1)              # [I]
+        assert res.draft_passes == 1 + np.maximum(reached, 1).sum() < 1 + 4 * res.n_iterations
 

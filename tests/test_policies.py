@@ -39,6 +39,10 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"decay must be a number in \(0, 1\]"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), explore=-1.0),
      r"explore must be a finite number >= 0"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
+     r"width must be one of \('shared', 'per-row'\)"),
+    (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
+     r"alphas must be \[\.\.\., B, K_max\] with shared=True"),
     (lambda: A.threshold_policy([0.5], p_min=0.2, k_max=2, k_min=3), r"k_min must be <= k_max"),
     (lambda: A.threshold_policy([0.5], p_min=1.2, k_max=2), r"p_min must lie in \[0, 1\]"),
     (lambda: S.simulate_policy(P.FixedK(k=7), _trace(10, 6)), r"policy.k_max \(7\) must be <="),
@@ -118,16 +122,23 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     acc = np.floor(reached * rng.random((64, 5))).astype(np.float32)
     for c, slope in [(0.05, 0.0), (0.3, 0.1), (0.6, 0.3)]:
         costs = P.Costs.from_ratio(c, 5, verify_slope=slope)
-        pol = P.Goodput(k_max=5, costs=costs)
+        pol = P.Goodput(k_max=5, costs=costs, width="per-row")
         alpha = pol.alpha_estimate((acc, reached))
         # the plan reads each rate raised by explore standard errors (w = prior_weight)
         ucb = np.minimum(alpha + 0.5 * np.sqrt(alpha * (1 - alpha) / (reached + 4.0)), 1.0)
         np.testing.assert_allclose(pol.planning_alpha((acc, reached)), ucb, rtol=1e-6)
         k_ref, _ = A.goodput_k(ucb, costs.t_draft, costs.t_target)
         np.testing.assert_array_equal(pol.plan((acc, reached), 64), k_ref)
-        plain = P.Goodput(k_max=5, costs=costs, explore=0.0)
+        plain = P.Goodput(k_max=5, costs=costs, explore=0.0, width="per-row")
         k_plain, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
         np.testing.assert_array_equal(plain.plan((acc, reached), 64), k_plain)
+        # shared width: one K for the batch, the best of Σ_rows E(K) / t(K) by enumeration
+        t = np.arange(6) * costs.t_draft + np.asarray(costs.t_target)
+        e = [sum(1 + np.cumprod(row)[:k].sum() for row in ucb.astype(float)) for k in range(6)]
+        k_batch = int(np.argmax(np.asarray(e) / t))
+        shared = P.Goodput(k_max=5, costs=costs).plan((acc, reached), 64)
+        np.testing.assert_array_equal(shared, np.full(64, k_batch))
+        assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True)[0] == k_batch
     off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
     assert (off.plan((acc, reached), 64) == 0).all()
     # replayed: a large cost ratio never speculates, a cheap drafter always does
@@ -135,6 +146,22 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     assert (S.simulate_policy(off, tr).proposed == 0).all()
     cheap = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5)), tr)
     assert (cheap.proposed[tr.present] == 5).all()
+
+
+def test_goodput_shared_width_pays_for_the_widest_row():
+    # a batch of one eager row (α 0.9) and seven weak ones (α 0.1) at c = 0.05, verify
+    # growing 10% per token: per row the eager row plans K 4 and the weak ones K 0, so
+    # the batch pays t(4) for one row's gain; shared, every row drafts the batch's best K
+    alphas = np.array([[0.9] * 4] + [[0.1] * 4] * 7)
+    t_target = [1.0, 1.1, 1.2, 1.3, 1.4]
+    k_rows, _ = A.goodput_k(alphas, 0.05, t_target)
+    assert k_rows.tolist() == [4] + [0] * 7
+    k, rate = A.goodput_k(alphas, 0.05, t_target, shared=True)
+    e = lambda row, K: 1 + np.cumprod(row)[:K].sum()                     # noqa: E731
+    t = lambda K: 0.05 * K + t_target[K]                                  # noqa: E731
+    rates = [sum(e(r, K) for r in alphas) / t(K) for K in range(5)]
+    assert k == int(np.argmax(rates)) and rate == pytest.approx(max(rates))
+    assert sum(e(r, K) for r, K in zip(alphas, k_rows)) / t(4) < max(rates)
 
 
 def test_goodput_turns_off_at_a_batch_where_verify_grows():

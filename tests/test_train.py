@@ -20,6 +20,7 @@ from specsim.decode import generate_autoregressive, generate_speculative
 from specsim.drafters.base import Context
 from specsim.models.config import TINY_LLAMA, ModelConfig
 from specsim.models.transformer import forward, init_cache, init_params
+from specsim.policies import ConfidenceThreshold
 from specsim.sampling import SamplingParams
 from specsim.train import loop as train_loop
 from specsim.train.draft import distill_loss, draft_config, init_draft, layer_ids
@@ -202,8 +203,9 @@ def _exact_joint(model, temperature):
 _chi2_pvalue = chi2.chi2_pvalue
 
 
-@pytest.mark.parametrize("temperature", [0.7, 1.0])
-def test_restricted_head_sampling_is_exact_in_distribution(temperature):
+@pytest.mark.parametrize("temperature, policy", [
+    (0.7, None), (1.0, None), (1.0, ConfidenceThreshold(p_min=0.15, k_max=2, k_min=1))])
+def test_restricted_head_sampling_is_exact_in_distribution(temperature, policy):
     cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V_SMALL, d_model=16,
                       n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=24, max_seq_len=32,
                       layer_loop="scan", eos_token_id=None)
@@ -213,7 +215,8 @@ def test_restricted_head_sampling_is_exact_in_distribution(temperature):
     # the residual puts out the rest
     head = [0, 2, 3, 4, 5, 6, 7, 8, 9]
     drafter = drafters.distilled_drafter(t, t, head_ids=head)
-    res = generate_speculative(t, drafter, [CHI_PROMPT] * 60_000, 3, 2, temperature, seed=11)
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * 60_000, 3, 2, temperature, seed=11,
+                               policy=policy)
     toks = np.asarray(res.tokens)                                            # [N, 3]
     joint = _exact_joint(t, temperature)
     counts = lambda a, b: np.bincount(toks[:, a] * V_SMALL + toks[:, b],  # noqa: E731
@@ -224,6 +227,9 @@ def test_restricted_head_sampling_is_exact_in_distribution(temperature):
     assert 0.05 < res.stats.alpha < 0.95
     # tokens outside the head do appear (from the residual), so the test has power
     assert np.isin(toks[:, 1:], head, invert=True).mean() > 0.05
+    if policy is not None:      # the threshold stops rows: q' is thresholded on the head
+        st = res.stats
+        assert (st.drafted[st.active] < st.k_used[st.active]).any()
 
 
 # ---- bad arguments ------------------------------------------------------------------------

@@ -32,19 +32,30 @@ METADATA_FILE = "specsim_draft.json"
 
 
 class _HeadSampling(NamedTuple):
-    """The two methods of `SamplingParams` that `ModelDrafter.propose` calls, for logits
-    over the head vocabulary."""
+    """What `ModelDrafter.propose` and `propose_policy` read of `SamplingParams`
+    (probs, sample, greedy; softmax for a greedy draft's confidence), for logits over
+    the head vocabulary."""
     sampling: Any
     head_ids: jax.Array   # [Vh] int32
     vocab_size: int
 
+    @property
+    def greedy(self) -> bool:
+        return self.sampling.greedy
+
     def probs(self, logits):                                       # [B, Vh] → [B, V]
-        head_probs = self.sampling.probs(logits)
-        full = jnp.zeros(head_probs.shape[:-1] + (self.vocab_size,), head_probs.dtype)
-        return full.at[..., self.head_ids].set(head_probs)
+        return self._scatter(self.sampling.probs(logits))
+
+    def softmax(self, logits):
+        """[B, Vh] → [B, V]: the head's temperature-1 law (a greedy draft's confidence)."""
+        return self._scatter(jax.nn.softmax(logits.astype(jnp.float32), axis=-1))
 
     def sample(self, key, probs):
         return self.sampling.sample(key, probs)
+
+    def _scatter(self, head_probs):
+        full = jnp.zeros(head_probs.shape[:-1] + (self.vocab_size,), head_probs.dtype)
+        return full.at[..., self.head_ids].set(head_probs)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -68,6 +79,10 @@ class DistilledDrafter(ModelDrafter):
     def propose(self, state, context, k, key, sampling):
         head = _HeadSampling(sampling, self.head_ids, self.cfg.vocab_size)
         return ModelDrafter.propose(self, state, context, k, key, head)
+
+    def propose_policy(self, state, context, k, key, sampling, policy, k_plan):
+        head = _HeadSampling(sampling, self.head_ids, self.cfg.vocab_size)
+        return ModelDrafter.propose_policy(self, state, context, k, key, head, policy, k_plan)
 
 
 def _read_head_ids(folder: Path | None) -> np.ndarray | None:

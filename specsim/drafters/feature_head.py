@@ -110,9 +110,14 @@ class FeatureHeadDrafter:
         z = jnp.take_along_axis(hidden, index[:, None, None], axis=1)[:, 0]      # [B, D]
         return jnp.where(active[:, None], z.astype(jnp.float32), state)
 
+    def _head(self, sampling: SamplingParams) -> _HeadSampling:
+        return _HeadSampling(sampling, self.head_ids, self.vocab_size)
+
+    def _logits(self, z):
+        return jnp.einsum("bd,vd->bv", z, self.head)                           # [B, Vh]
+
     def _probs(self, z, sampling: SamplingParams):
-        logits = jnp.einsum("bd,vd->bv", z, self.head)                           # [B, Vh]
-        return _HeadSampling(sampling, self.head_ids, self.vocab_size).probs(logits)  # [B, V]
+        return self._head(sampling).probs(self._logits(z))                      # [B, V]
 
     def propose(self, state, context: Context, k: int, key, sampling: SamplingParams):
         x = gather_last(context.tokens, context.length, 1)                       # [B]
@@ -126,6 +131,25 @@ class FeatureHeadDrafter:
 
         _, (toks, probs) = jax.lax.scan(step, (state, x), jax.random.split(key, k))
         return state, Draft(toks.T, jnp.swapaxes(probs, 0, 1))                  # [B, K(, V)]
+
+    def propose_policy(self, state, context: Context, k: int, key, sampling: SamplingParams,
+                       policy, k_plan):
+        """Draft up to k slots per row under a draft-length policy: one cell step per
+        slot, the steps past the first only while some row is still drafting
+        (`specsim.policy_engine.stepwise_draft`). k_plan [B] int32 → (state,
+        PolicyDraft)."""
+        from specsim import policy_engine as pe              # engine module, no cycle
+
+        x = gather_last(context.tokens, context.length, 1)                       # [B]
+
+        def step(z, tok):
+            z = cell(self.cell, self.embed, z, tok, self.eps)
+            return z, self._logits(z)
+
+        head = self._head(sampling)
+        _, pd = pe.stepwise_draft(lambda: step(state, x), step, k, key, head, policy, k_plan,
+                                  self.vocab_size, head.softmax)
+        return state, pd
 
     def commit(self, state, n_accepted, active):
         return state                      # the next feature arrives through `observe`

@@ -77,49 +77,28 @@ class ModelDrafter:
     def propose_policy(self, state, context: Context, k: int, key, sampling: SamplingParams,
                        policy, k_plan):
         """Draft up to k slots per row under a draft-length policy (see
-        `specsim.policy_engine`): the first pass (the last two tokens) always runs, the
-        others in a `lax.while_loop` that ends as soon as no row is still drafting, so
-        rows that stop early save draft passes. k_plan [B] int32 → (state,
-        PolicyDraft); steps = draft passes run (1 + loop steps)."""
+        `specsim.policy_engine.stepwise_draft`): the first pass (the last two tokens)
+        always runs, the others only while some row is still drafting. k_plan [B] int32
+        → (state, PolicyDraft)."""
         from specsim import policy_engine as pe              # engine module, no cycle
 
         cache = state
         start = cache.length                                            # [B]
-        B, V = context.tokens.shape[0], self.cfg.vocab_size
         two = jnp.stack([gather_last(context.tokens, context.length, 2),
                          gather_last(context.tokens, context.length, 1)], axis=1)  # [B, 2]
-        keys = jax.random.split(key, k)
-        logits, cache = forward(self.params, self.cfg, two, cache)       # [B, 2, V]
 
-        def draw(j, logits_j, reach):                                    # logits_j [B, V]
-            probs = sampling.probs(logits_j)
-            tok = sampling.sample(keys[j], probs)                        # [B]
-            conf = pe.confidence(logits_j, probs, tok, sampling.greedy)
-            q, proposed = pe.slot(policy, j, probs, tok, conf, reach, sampling.greedy)
-            return tok, q, proposed, jnp.where(reach, conf, jnp.nan)
+        def first():
+            logits, c = forward(self.params, self.cfg, two, cache)       # [B, 2, ·]
+            return c, logits[:, -1]
 
-        def write(bufs, j, vals):
-            return tuple(b.at[:, j].set(v) for b, v in zip(bufs, vals))
+        def step(c, tok):
+            logits, c = forward(self.params, self.cfg, tok[:, None], c)   # [B, 1, ·]
+            return c, logits[:, 0]
 
-        bufs = (jnp.zeros((B, k), jnp.int32), jnp.zeros((B, k, V), jnp.float32),
-                jnp.zeros((B, k), bool), jnp.full((B, k), jnp.nan, jnp.float32))
-        out0 = draw(0, logits[:, -1], k_plan > 0)
-        bufs = write(bufs, 0, out0)
-        going = out0[2] & (1 < k_plan)                                   # [B]
-
-        def cond(carry):
-            j, _, _, going, _ = carry
-            return (j < k) & jnp.any(going)
-
-        def body(carry):
-            j, cache, tok, going, bufs = carry
-            logits, cache = forward(self.params, self.cfg, tok[:, None], cache)  # [B, 1, V]
-            out = draw(j, logits[:, 0], going)
-            return (j + 1, cache, out[0], out[2] & (j + 1 < k_plan), write(bufs, j, out))
-
-        j, cache, _, _, bufs = jax.lax.while_loop(
-            cond, body, (jnp.int32(1), cache, out0[0], going, bufs))
-        return cache._replace(length=start), pe.PolicyDraft(*bufs, steps=j)
+        cache, pd = pe.stepwise_draft(first, step, k, key, sampling, policy, k_plan,
+                                      self.cfg.vocab_size,
+                                      getattr(sampling, "softmax", None))
+        return cache._replace(length=start), pd
 
     def commit(self, state, n_accepted, active):
         return state._replace(length=state.length + jnp.where(active, n_accepted + 1, 0))
