@@ -301,8 +301,8 @@ class _SpecStatsBuf(NamedTuple):
 def _verify(k_accept, k_resid, draft, target_probs, sp: SamplingParams):
     """Steps 3–4 of an iteration: accept the leading drafts, then one more token (the
     residual at the first rejection, or the bonus after K). draft: tokens [B, K], probs
-    [B, K, V]; target_probs [B, K+1, V]. → (n_acc [B], new tokens [B, K+1]; the first
-    n_acc + 1 are valid)."""
+    [B, K, V]; target_probs [B, K+1, V]. → (n_acc [B], new tokens [B, K+1], the first
+    n_acc + 1 valid; accepted [B, K] bool, the acceptance test of every slot)."""
     B, K = draft.tokens.shape
     rows = jnp.arange(B)
     accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
@@ -315,7 +315,7 @@ def _verify(k_accept, k_resid, draft, target_probs, sp: SamplingParams):
     pos = jnp.arange(K + 1, dtype=jnp.int32)[None]                               # [1, K+1]
     drafts_ext = jnp.concatenate([draft.tokens, jnp.zeros((B, 1), jnp.int32)], 1)
     new = jnp.where(pos < n_acc[:, None], drafts_ext, extra[:, None])            # [B, K+1]
-    return n_acc, new
+    return n_acc, new, accepted
 
 
 def _nonfinite_policy(draft_probs, target_probs, n_acc):
@@ -372,7 +372,7 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
         h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
         target_probs = sp.probs(project(params, cfg, h))                         # [B, K+1, V]
         # 3.–4. accept the leading drafts, add the residual or bonus token
-        n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+        n_acc, new, _ = _verify(k_accept, k_resid, draft, target_probs, sp)
         finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
         # 5. keep (stop at EOS / max_new); roll both caches back by length
         ok = ~c.done & finite                                                    # [B]
@@ -494,7 +494,7 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     n_wide = jnp.max(jnp.sum(pd.proposed, 1))                                   # []
     target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft, n_wide,
                                                  cache)                           # [B, K+1, V]
-    n_acc, new = _verify(k_accept, k_resid, draft, target_probs, sp)
+    n_acc, new, accepted = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]
     cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
@@ -502,8 +502,6 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
         dstate = run.drafter.observe(dstate, h, n_acc, ok)
     dstate = run.drafter.commit(dstate, n_acc, ok)
     pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
-    accepted = accept_drafts(k_accept, draft.tokens, draft.probs, target_probs[:, :K],
-                             greedy=sp.greedy)           # the test _verify ran (same key)
     stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
     stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted, n_wide)
     c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)

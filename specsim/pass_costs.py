@@ -126,7 +126,7 @@ def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: Mode
         logits, cache = forward(params, cfg, window, cache)                      # [B, K+1, V]
         target_probs = sp.probs(logits)
         # the loop's own steps 3-5 (acceptance, residual/bonus, non-finite policy, stats)
-        n_acc, new = decode._verify(k_accept, k_resid, draft, target_probs, sp)
+        n_acc, new, _ = decode._verify(k_accept, k_resid, draft, target_probs, sp)
         finite, _ = decode._nonfinite_policy(draft.probs, target_probs, n_acc)
         stats = decode._record_stats(stats, i, finite, n_acc, draft, target_probs)
         # the kept tokens become the next step's last token and drafts

@@ -6,7 +6,8 @@ module ``xp`` (``numpy`` here and in `specsim.simulate`; ``jax.numpy`` inside th
 loop), so the NumPy reference and the engine run the same arithmetic:
 
     state = policy.init(B, xp)                     per-row state: a tuple of [B, ...] arrays
-    k_plan = policy.plan(state, B, xp)             [B] int32: drafts a row may propose, 0..k_max
+    k_plan = policy.plan(state, B, xp, active)     [B] int32: drafts a row may propose, 0..k_max
+                                                   (active [B] bool or None: the rows running)
     keep = policy.keep(j, confidence, xp)          [B] bool: is draft j (0-based) kept, given
                                                    the draft's probability of its own token
     state = policy.update(state, n_accepted, n_proposed, active, xp)
@@ -26,10 +27,10 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore)`: each iteration's K in
-  {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j from a running
-  (optionally decayed) estimate of each row's per-position acceptance, each position
-  shrunk towards the row's pooled rate, which is shrunk towards ``prior_alpha``;
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width)`: each
+  iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
+  from a running (optionally decayed) estimate of each row's per-position acceptance,
+  each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
   t(K) = K·t_draft + t_target(K + 1) from `Costs` measured at the run's batch size;
   K = 0 (no speculation, E = 1, t = t_target(1)) wins whenever speculation cannot pay,
   which is disable-by-batch-size done by arithmetic. Counts decay by ``decay`` per
@@ -40,7 +41,11 @@ Policies:
   plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
   (n the decayed count of reached slots, w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
-  much evidence plans on its estimate. Replayed on recorded traces
+  much evidence plans on its estimate. ``width``: "shared" (default) plans one K for
+  the whole batch, the K maximising Σ_rows E_row(K) / t(K), since the engine drafts
+  and verifies as wide as the widest row and a row planning less gains nothing from
+  the width it pays for; "per-row" plans each row's own argmax (an engine that
+  verifies each row at its own width). Replayed on recorded traces
   (`benchmarks/sim_goodput_explore.py`): with 0 goodput stayed off after early
   rejections on n-gram lookup at batch 8 (0.95× plain decoding against fixed K 4's
   1.50×); with 0.5 it drafts there (1.50×) and still turns a layer-skip draft of
@@ -87,7 +92,7 @@ class Policy(Protocol):
 
     def init(self, batch: int, xp=np) -> tuple: ...
 
-    def plan(self, state: tuple, batch: int, xp=np): ...
+    def plan(self, state: tuple, batch: int, xp=np, active=None): ...
 
     def keep(self, j: int, confidence, xp=np): ...
 
@@ -100,7 +105,7 @@ class _Stateless:
     def init(self, batch: int, xp=np) -> tuple:
         return ()
 
-    def plan(self, state, batch: int, xp=np):
+    def plan(self, state, batch: int, xp=np, active=None):
         return xp.full((batch,), self.k_max, xp.int32)
 
     def update(self, state, n_accepted, n_proposed, active, xp=np) -> tuple:
@@ -157,7 +162,7 @@ class Heuristic:
     def init(self, batch: int, xp=np) -> tuple:
         return (xp.full((batch,), self.k_init, xp.int32),)
 
-    def plan(self, state, batch: int, xp=np):
+    def plan(self, state, batch: int, xp=np, active=None):
         return state[0]
 
     def keep(self, j, confidence, xp=np):
@@ -244,13 +249,17 @@ class Goodput:
         bonus = self.explore * xp.sqrt(a * (1 - a) / (reached + self.prior_weight))
         return xp.minimum(a + bonus, 1.0)
 
-    def plan(self, state, batch: int, xp=np):
+    def plan(self, state, batch: int, xp=np, active=None):
+        """[B] K per row; with width "shared" the batch's K, summed over the ``active``
+        rows ([B] bool; None: every row), so finished rows do not steer it."""
         alpha = self.planning_alpha(state, xp)                                 # [B, K]
         surv = xp.cumprod(alpha, axis=1)                                       # [B, K]
         e = 1.0 + xp.concatenate([xp.zeros_like(surv[:, :1]), xp.cumsum(surv, 1)], 1)
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         if self.width == "per-row":
             return xp.argmax(e / t[None], axis=1).astype(xp.int32)            # [B]
+        if active is not None:
+            e = xp.where(active[:, None], e, 0.0)
         k = xp.argmax(xp.sum(e, 0) / t).astype(xp.int32)                       # the batch's
         return xp.full((batch,), k, xp.int32)
 

@@ -53,7 +53,7 @@ class PolicyDraft(NamedTuple):
 def plan(policy, state, active):
     """[B] int32 planned drafts, 0 for inactive rows."""
     B = active.shape[0]
-    return jnp.where(active, policy.plan(state, B, jnp), 0).astype(jnp.int32)
+    return jnp.where(active, policy.plan(state, B, jnp, active), 0).astype(jnp.int32)
 
 
 def update(policy, state, n_accepted, n_proposed, active):

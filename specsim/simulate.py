@@ -449,7 +449,7 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                                                    "accepted")}
     for i in range(I):
         act = trace.present[i]
-        plan = np.asarray(policy.plan(state, B, np))
+        plan = np.asarray(policy.plan(state, B, np, act))
         prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
         slot = np.arange(K)[None] < prop[:, None]
         acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)

@@ -92,7 +92,7 @@ class _Alternate:
     def init(self, batch, xp=np):
         return (xp.zeros((batch,), xp.int32),)
 
-    def plan(self, state, batch, xp=np):
+    def plan(self, state, batch, xp=np, active=None):
         return xp.where(state[0] % 2 == 0, self.k_max, 0).astype(xp.int32)
 
     def keep(self, j, confidence, xp=np):

@@ -162,6 +162,15 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     rates = [sum(e(r, K) for r in alphas) / t(K) for K in range(5)]
     assert k == int(np.argmax(rates)) and rate == pytest.approx(max(rates))
     assert sum(e(r, K) for r, K in zip(alphas, k_rows)) / t(4) < max(rates)
+    # the policy plans the same from its running counts, and a finished row (inactive)
+    # does not steer the batch: the plan equals the plan of the running rows alone
+    pol = P.Goodput(k_max=4, costs=P.Costs(t_draft=0.05, t_target=tuple(t_target)))
+    reached = np.full((8, 4), 200.0)
+    state = (alphas * reached, reached)
+    assert (pol.plan(state, 8) == k).all() and k > 0
+    active = np.array([True] + [False] * 7)
+    alone = pol.plan((state[0][:1], state[1][:1]), 1)
+    assert (pol.plan(state, 8, np, active) == alone[0]).all() and alone[0] == 4
 
 
 def test_goodput_turns_off_at_a_batch_where_verify_grows():
@@ -424,6 +433,9 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
         np.testing.assert_array_equal(run.accepted[a], st.accepted[a])
     if name == "threshold":
         assert (st.drafted[a] < st.k_used[a]).any() and res.draft_passes < 1 + K * res.n_iterations
+    if name == "goodput":       # one K for the batch: the rows still running share it
+        for it in range(len(a)):
+            assert len(set(st.k_used[it][a[it]].tolist())) <= 1
     if name == "heuristic":
         k_used = st.k_used[:, 0][a[:, 0]]
         acc = st.accepted[:, 0][a[:, 0]]
@@ -481,7 +493,7 @@ class _OffThenOn:
     def init(self, batch, xp=np):
         return (xp.zeros((batch,), xp.int32),)
 
-    def plan(self, state, batch, xp=np):
+    def plan(self, state, batch, xp=np, active=None):
         return xp.where(state[0] >= self.off, self.k_max, 0).astype(xp.int32)
 
     def keep(self, j, confidence, xp=np):
