@@ -56,6 +56,7 @@ No JAX here: this module belongs to the theory side and is imported by the engin
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -285,6 +286,12 @@ def as_policy(policy, k: int | None = None):
     if not isinstance(policy, (FixedK, ConfidenceThreshold, Heuristic, Goodput)) and \
             not isinstance(policy, Policy):
         raise InvalidArgument(f"policy must be None or a specsim.policies policy (got {policy!r})")
+    try:
+        inspect.signature(policy.plan).bind(None, 1, np, None)
+    except TypeError:
+        raise InvalidArgument(f"policy.plan must take (state, batch, xp, active) (got "
+                              f"{type(policy).__name__}.plan{inspect.signature(policy.plan)})"
+                              ) from None
     return policy
 
 

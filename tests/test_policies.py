@@ -60,6 +60,27 @@ def test_policies_are_hashable_static_configs():
     assert P.as_policy(None, 4) == P.FixedK(k=4)
 
 
+def test_a_policy_whose_plan_takes_no_active_rows_is_a_clear_error():
+    @dataclass(frozen=True)
+    class Old:                                   # plan without the `active` argument
+        k_max: int = 2
+
+        def init(self, batch, xp=np):
+            return ()
+
+        def plan(self, state, batch, xp=np):
+            return xp.full((batch,), 2, xp.int32)
+
+        def keep(self, j, confidence, xp=np):
+            return xp.ones(confidence.shape, bool)
+
+        def update(self, state, n_accepted, n_proposed, active, xp=np):
+            return state
+
+    with pytest.raises(ValueError, match=r"policy.plan must take \(state, batch, xp, active\)"):
+        P.as_policy(Old())
+
+
 # ---- edge cases on traces ------------------------------------------------------------------
 def _fields(run):
     return [run.k_plan, run.proposed, run.draft_steps, run.accepted]
