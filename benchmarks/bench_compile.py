@@ -1,0 +1,68 @@
+"""Cold compile time of each generation program on SmolLM2-135M: plain decoding, the
+fixed-K speculative program at each K for every built-in drafter, and the policy program
+(`policies.Heuristic`, K_max = the largest K), with XLA's share of it.
+
+    PYTHONPATH=. python benchmarks/bench_compile.py [--layer-loop scan|unroll] [--k 2 4]
+
+The persistent compilation cache is not turned on here (the CLI turns it on; see
+`specsim.compile_cache`), so every number is a cold compile in a fresh process: the time
+the first call spends before it runs (`GenerationResult.compile_s`: tracing, lowering,
+XLA), and of it XLA's backend compile (`/jax/core/compile/backend_compile_duration`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+
+from jax import monitoring
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layer-loop", choices=("scan", "unroll"), default="scan")
+    ap.add_argument("--k", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--new-tokens", type=int, default=40)
+    args = ap.parse_args(argv)
+    if min(args.k) < 1:
+        ap.error(f"--k must be positive integers (got {args.k})")
+
+    durations = collections.defaultdict(float)
+    monitoring.register_event_duration_secs_listener(
+        lambda event, secs, **_: durations.__setitem__(event, durations[event] + secs))
+
+    from specsim import decode, experiment, models
+    from specsim import policies as P
+    from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
+    from specsim.experiment.drafter_study import find_feature_head
+
+    target = models.load("smollm2-135m").with_layer_loop(args.layer_loop)
+    prompt = [target.tokenizer.encode("def fibonacci(n):")]
+    kw = dict(eos_token_id=None, cache_len=256)
+    drafters = {"ngram-3": NGramDrafter(target.cfg.vocab_size, n=3),
+                "layer-skip": layer_skip_drafter(
+                    target, experiment.default_layer_skip(target.cfg.n_layers))}
+    head = find_feature_head(target.cfg.name)
+    if head is not None:
+        drafters["feature-head"] = feature_head_drafter(target, head)
+    k_max = max(args.k)
+    runs = [("autoregressive", lambda: decode.generate_autoregressive(
+        target, prompt, args.new_tokens, **kw))]
+    for name, d in drafters.items():
+        runs += [(f"{name} K {k}", lambda d=d, k=k: decode.generate_speculative(
+            target, d, prompt, args.new_tokens, k=k, **kw)) for k in args.k]
+        runs.append((f"{name} policy K_max {k_max}", lambda d=d: decode.generate_speculative(
+            target, d, prompt, args.new_tokens,
+            policy=P.Heuristic(k_init=1, k_max=k_max), **kw)))
+    print(f"layer loop {args.layer_loop}; cold compile per program (s)")
+    print("| program | compile_s | of it XLA |")
+    print("|---|---|---|")
+    for label, call in runs:
+        durations.clear()
+        res = call()
+        xla = durations["/jax/core/compile/backend_compile_duration"]
+        print(f"| {label} | {res.compile_s:.2f} | {xla:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
