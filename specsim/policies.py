@@ -45,13 +45,16 @@ Policies:
   the whole batch, the K maximising Σ_rows E_row(K) / t(K), since the engine drafts
   and verifies as wide as the widest row and a row planning less gains nothing from
   the width it pays for; "per-row" plans each row's own argmax (an engine that
-  verifies each row at its own width). Replayed on recorded traces with pass times
-  measured per width (`PYTHONPATH=. python benchmarks/sim_goodput_explore.py`, this
-  2-core CPU): with explore 0 the feature head at batch 8 turns itself off in 70% of
-  iterations (0.96× plain decoding; 1.14× with 0.5); 2 is too optimistic (the
-  layer-skip draft of c ≈ 0.85 at batch 1 drafts half the time, 0.65×); 1 does better
-  than 0.5 on n-gram lookup (code at batch 8 1.35× against 1.22×) and worse on the
-  feature head at batch 8 (1.07×): the default stays 0.5.
+  verifies each row at its own width); on a mixed batch of 8 (two rows of each kind of
+  work, replayed) shared gives 0.99× plain decoding against per-row's 0.90× with
+  n-gram lookup, 1.05× against 0.99× with the feature head. Replayed on recorded traces
+  with pass times measured per width (`PYTHONPATH=. python
+  benchmarks/sim_goodput_explore.py`, this 2-core CPU, two runs): with explore 0 the
+  feature head at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain
+  decoding; 1.14× with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
+  batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
+  (code at batch 8 1.32–1.35× against 1.22–1.24×) and worse on the feature head at
+  batch 8 (1.05–1.07×): the default stays 0.5.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
