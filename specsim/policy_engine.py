@@ -60,17 +60,13 @@ def update(policy, state, n_accepted, n_proposed, active):
     return policy.update(state, n_accepted, n_proposed, active, jnp)
 
 
-def confidence(logits, probs, tokens, greedy: bool, softmax=None):
-    """[B]: the draft's probability of its own token; greedy uses ``softmax(logits)``
-    ([B, V]; default `jax.nn.softmax`; a restricted head passes its own, which scatters
-    the head's softmax into the vocabulary)."""
-    if greedy:
-        probs = (softmax or _softmax)(logits)
+def confidence(logits, probs, tokens, sampling):
+    """[B]: the draft's probability of its own token; greedy (a one-hot ``probs``) uses
+    ``sampling.softmax(logits)`` [B, V] (a restricted head's sampling scatters its
+    head's softmax into the vocabulary)."""
+    if sampling.greedy:
+        probs = sampling.softmax(logits)
     return jnp.take_along_axis(probs, tokens[:, None], axis=-1)[:, 0]
-
-
-def _softmax(logits):
-    return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
 
 
 def slot(policy, j, probs, tokens, conf, reach, greedy: bool):
@@ -107,15 +103,14 @@ def masked_draft(policy, tokens, probs, k_plan, greedy: bool, steps,
                        jnp.asarray(steps, jnp.int32))
 
 
-def stepwise_draft(first, step, k: int, key, sampling, policy, k_plan, vocab_size: int,
-                   softmax=None):
+def stepwise_draft(first, step, k: int, key, sampling, policy, k_plan, vocab_size: int):
     """Draft up to ``k`` slots per row, one draft pass per slot, under ``policy``: the
     early-stopping loop of the drafters that compute slot by slot (`ModelDrafter`,
     `DistilledDrafter`, `FeatureHeadDrafter`). ``first()`` → (carry, logits [B, ·]) is
     the pass of slot 0 and always runs; ``step(carry, tok [B])`` → (carry, logits) is the
     pass of the next slot, run in a `lax.while_loop` that ends as soon as no row is
     still drafting, so rows that stop early save draft passes. ``sampling``: probs
-    (logits → [B, V]), sample, greedy; ``softmax``: see `confidence`. k_plan [B] int32
+    (logits → [B, V]), sample, greedy, softmax (see `confidence`). k_plan [B] int32
     → (carry, PolicyDraft); steps = passes run (1 + loop steps)."""
     B = k_plan.shape[0]
     keys = jax.random.split(key, k)
@@ -124,7 +119,7 @@ def stepwise_draft(first, step, k: int, key, sampling, policy, k_plan, vocab_siz
     def draw(j, logits_j, reach):                                        # logits_j [B, ·]
         probs = sampling.probs(logits_j)                                 # [B, V]
         tok = sampling.sample(keys[j], probs)                            # [B]
-        conf = confidence(logits_j, probs, tok, sampling.greedy, softmax)
+        conf = confidence(logits_j, probs, tok, sampling)
         q, proposed = slot(policy, j, probs, tok, conf, reach, sampling.greedy)
         return tok, q, proposed, jnp.where(reach, conf, jnp.nan)
 

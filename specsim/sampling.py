@@ -90,6 +90,11 @@ class SamplingParams:
         """Draw one token per row of [..., V] probabilities → [...] int32."""
         return sample(key, probs, greedy=self.greedy)
 
+    def softmax(self, logits: jax.Array) -> jax.Array:
+        """[..., V] logits → [..., V] fp32: the temperature-1 law, unprocessed (a greedy
+        draft's confidence in its own token; `specsim.policy_engine.confidence`)."""
+        return jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+
     def replace(self, **changes) -> "SamplingParams":
         return dataclasses.replace(self, **changes)
 

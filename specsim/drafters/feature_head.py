@@ -146,9 +146,8 @@ class FeatureHeadDrafter:
             z = cell(self.cell, self.embed, z, tok, self.eps)
             return z, self._logits(z)
 
-        head = self._head(sampling)
-        _, pd = pe.stepwise_draft(lambda: step(state, x), step, k, key, head, policy, k_plan,
-                                  self.vocab_size, head.softmax)
+        _, pd = pe.stepwise_draft(lambda: step(state, x), step, k, key, self._head(sampling),
+                                  policy, k_plan, self.vocab_size)
         return state, pd
 
     def commit(self, state, n_accepted, active):

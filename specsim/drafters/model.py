@@ -96,8 +96,7 @@ class ModelDrafter:
             return c, logits[:, 0]
 
         cache, pd = pe.stepwise_draft(first, step, k, key, sampling, policy, k_plan,
-                                      self.cfg.vocab_size,
-                                      getattr(sampling, "softmax", None))
+                                      self.cfg.vocab_size)
         return cache._replace(length=start), pd
 
     def commit(self, state, n_accepted, active):
