@@ -1,9 +1,10 @@
 """The policy program's own cost: the fixed-K program against the policy program at the
-same K (`policies.FixedK`) and a threshold policy, the n-gram drafter on SmolLM2-135M,
-timed in interleaved rounds in one process.
+same K (`policies.FixedK`) and a threshold policy, on SmolLM2-135M with the
+n-gram drafter (default) or the feature head, timed in interleaved rounds in one process.
 
     PYTHONPATH=. python benchmarks/bench_policy_loop.py --batch 1 --rounds 5
     PYTHONPATH=. python benchmarks/bench_policy_loop.py --batch 4 --rounds 4 --with-cond
+    PYTHONPATH=. python benchmarks/bench_policy_loop.py --drafter feature-head --kind extraction
 
 FixedK(K) drafts what the fixed-K program drafts (the outputs are asserted equal), so the
 ratio of their times is what the policy machinery costs or saves: it runs the
@@ -32,19 +33,29 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--with-cond", action="store_true")
+    ap.add_argument("--drafter", choices=("ngram", "feature-head"), default="ngram")
+    ap.add_argument("--kind", default=None,
+                    help="every row's prompt from this kind of work (default: rows cycle "
+                         "through the kinds)")
     args = ap.parse_args(argv)
 
     import jax
 
     from specsim import decode, models, policies
-    from specsim.drafters import NGramDrafter
+    from specsim.drafters import NGramDrafter, feature_head_drafter
+    from specsim.experiment.drafter_study import find_feature_head
     from specsim.experiment.pipeline import encode_prompts
     from specsim.workloads import KINDS
 
     target = models.load("smollm2-135m")
     prompts = encode_prompts(target, KINDS)
-    rows = [prompts[KINDS[b % len(KINDS)]][:64] for b in range(args.batch)]
-    drafter = NGramDrafter(target.cfg.vocab_size, n=3)
+    kinds = [args.kind] * args.batch if args.kind else [KINDS[b % len(KINDS)]
+                                                          for b in range(args.batch)]
+    rows = [prompts[kind][:64] for kind in kinds]
+    if args.drafter == "ngram":
+        drafter = NGramDrafter(target.cfg.vocab_size, n=3)
+    else:
+        drafter = feature_head_drafter(target, find_feature_head(target.cfg.name))
     K, N = args.k, args.max_new_tokens
 
     def run(policy=None):
@@ -68,7 +79,8 @@ def main(argv=None) -> None:
             calls[name]()
             times[name].append((time.process_time() - c0, time.perf_counter() - w0))
     med = {name: np.median(np.asarray(t), axis=0) for name, t in times.items()}
-    print(f"batch {args.batch}, K {K}, {N} new tokens, {args.rounds} rounds, n-gram drafter")
+    print(f"batch {args.batch}, K {K}, {N} new tokens, {args.rounds} rounds, "
+          f"{args.drafter} drafter, prompts {args.kind or 'cycling through the kinds'}")
     print("| program | CPU s | wall s | iterations | single-token passes | "
           "speed vs fixed-K (CPU) | (wall) |")
     print("|---|---|---|---|---|---|---|")

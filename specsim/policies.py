@@ -27,7 +27,7 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width)`: each
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
@@ -54,7 +54,12 @@ Policies:
   decoding; 1.14× with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
   batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
   (code at batch 8 1.32–1.35× against 1.22–1.24×) and worse on the feature head at
-  batch 8 (1.05–1.07×): the default stays 0.5.
+  batch 8 (1.05–1.07×): the default stays 0.5. ``p_min`` (default 0: off) reads the
+  draft's confidence as `ConfidenceThreshold` does: the plan is an upper bound and a
+  draft of confidence <= p_min ends the row's proposal (llama.cpp's --draft-max with
+  --draft-p-min, plus Goodput's K = 0). Its estimates then describe the drafts the
+  threshold lets through (a slot the threshold cut was not reached), and t(K) is an
+  upper bound on what the iteration costs.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
@@ -218,6 +223,7 @@ class Goodput:
     decay: float = 0.98
     explore: float = 0.5
     width: str = "shared"
+    p_min: float = 0.0
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
@@ -229,7 +235,8 @@ class Goodput:
         _set(self, k_max=k_max,
              prior_alpha=probability("prior_alpha", self.prior_alpha),
              prior_weight=positive_float("prior_weight", self.prior_weight),
-             decay=_decay(self.decay), explore=nonnegative_float("explore", self.explore))
+             decay=_decay(self.decay), explore=nonnegative_float("explore", self.explore),
+             p_min=probability("p_min", self.p_min))
         if self.width not in WIDTHS:
             raise InvalidArgument(f"width must be one of {WIDTHS} (got {self.width!r})")
 
@@ -270,7 +277,9 @@ class Goodput:
         return xp.full((batch,), k, xp.int32)
 
     def keep(self, j, confidence, xp=np):
-        return xp.ones(confidence.shape, bool)
+        """A draft ends the row's proposal when its confidence is <= p_min (p_min 0:
+        every draft of nonzero confidence is kept, as `FixedK`)."""
+        return confidence > self.p_min
 
     def update(self, state, n_accepted, n_proposed, active, xp=np) -> tuple:
         acc, reached = state

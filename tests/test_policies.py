@@ -39,6 +39,8 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"decay must be a number in \(0, 1\]"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), explore=-1.0),
      r"explore must be a finite number >= 0"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), p_min=1.2),
+     r"p_min must be a number in \[0, 1\]"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
      r"width must be one of \('shared', 'per-row'\)"),
     (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
@@ -167,6 +169,13 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     assert (S.simulate_policy(off, tr).proposed == 0).all()
     cheap = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5)), tr)
     assert (cheap.proposed[tr.present] == 5).all()
+    # with p_min, a Goodput that plans K_max is the confidence threshold at K_max
+    cheap_cut = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5),
+                                            p_min=0.5), tr)
+    thr = S.simulate_policy(P.ConfidenceThreshold(p_min=0.5, k_max=5), tr)
+    np.testing.assert_array_equal(cheap_cut.proposed, thr.proposed)
+    np.testing.assert_array_equal(cheap_cut.accepted, thr.accepted)
+    assert (thr.proposed[tr.present] < 5).any()
 
 
 def test_goodput_shared_width_pays_for_the_widest_row():
@@ -412,6 +421,8 @@ GREEDY_POLICIES = {
     "threshold": P.ConfidenceThreshold(p_min=0.3, k_max=5, k_min=1),
     "heuristic": P.Heuristic(k_init=2, k_max=5),
     "goodput": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05)),
+    "goodput-p_min": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
+                               p_min=0.3),
 }
 
 
@@ -454,7 +465,13 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
         np.testing.assert_array_equal(run.accepted[a], st.accepted[a])
     if name == "threshold":
         assert (st.drafted[a] < st.k_used[a]).any() and res.draft_passes < 1 + K * res.n_iterations
-    if name == "goodput":       # one K for the batch: the rows still running share it
+    if name == "goodput-p_min":     # rows stop below p_min under the shared plan
+        assert (st.drafted[a] < st.k_used[a]).any()
+        reached = np.isfinite(st.confidence) & a[..., None]
+        stop = reached & ~(np.arange(K) < st.drafted[..., None])         # the stopping slot
+        assert (st.confidence[stop] <= pol.p_min).all()
+        assert (st.confidence[reached & ~stop] > pol.p_min).all()
+    if name.startswith("goodput"):  # one K for the batch: the rows still running share it
         for it in range(len(a)):
             assert len(set(st.k_used[it][a[it]].tolist())) <= 1
     if name == "heuristic":
@@ -669,7 +686,8 @@ def _pair_counts(tokens, a, b):
     (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0),
     (P.ConfidenceThreshold(p_min=0.12, k_max=2, k_min=1), 0.7),
     (P.Heuristic(k_init=1, k_max=3), 1.0),
-    (P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.2, 2)), 1.0)])
+    (P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.2, 2)), 1.0),
+    (P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.05, 3), p_min=0.12), 1.0)])
 def test_sampling_is_exact_in_distribution_under_policies(chi_models, policy, temperature):
     from specsim.decode import generate_speculative
     from specsim.drafters import model_drafter
@@ -683,10 +701,10 @@ def test_sampling_is_exact_in_distribution_under_policies(chi_models, policy, te
     st = res.stats
     a = st.active
     assert 0.05 < st.alpha_per_proposal < 0.95
-    if isinstance(policy, P.ConfidenceThreshold):
+    if getattr(policy, "p_min", 0) > 0:
         # rows really stop on low confidence (the thresholded q' is exercised)
         stopped = (st.drafted < st.k_used)[a].mean()
-        beyond = (st.drafted > policy.k_min)[a].mean()    # proposals the threshold let by
+        beyond = (st.drafted > getattr(policy, "k_min", 0))[a].mean()  # let by
         assert stopped > 0.1 and beyond > 0.05, (stopped, beyond)
 
 

@@ -1,7 +1,7 @@
 """What the ``policies`` part runs and how each run turns into a row: the grid
 (drafter × kind of work × batch), the policies of one cell (fixed K for every swept K,
 the recording FixedK(K_max) run under the policy loop, ConfidenceThreshold, Heuristic,
-Goodput), the pass-cost calls timed beside them, and a policy's speedup replayed on the
+Goodput, Goodput with ConfidenceThreshold's p_min), the pass-cost calls timed beside them, and a policy's speedup replayed on the
 recorded trace (`specsim.simulate.simulate_policy`).
 
 Costs come from `specsim.pass_costs` under the run's conditions (same model, layer loop,
@@ -31,9 +31,11 @@ RECORD = "fixed-kmax-policy-loop"
 THRESHOLD = "threshold"
 HEURISTIC = "heuristic"
 GOODPUT = "goodput"
-POLICY_NAMES = (RECORD, THRESHOLD, HEURISTIC, GOODPUT)
+GOODPUT_P_MIN = "goodput-p_min"
+POLICY_NAMES = (RECORD, THRESHOLD, HEURISTIC, GOODPUT, GOODPUT_P_MIN)
 P_MIN = 0.4
-"""The confidence threshold the part runs (llama.cpp's --draft-p-min family)."""
+"""The confidence threshold the part runs (llama.cpp's --draft-p-min family), alone
+and under Goodput's plan (GOODPUT_P_MIN)."""
 LARGE_BATCH = {True: 4, False: 8}
 """The large batch (quick, full) the part adds at its first kind of work."""
 
@@ -80,10 +82,11 @@ def make_policy(label: str, k_max: int, costs: P.Costs | None):
         return P.ConfidenceThreshold(p_min=P_MIN, k_max=k_max, k_min=0)
     if label == HEURISTIC:
         return P.Heuristic(k_init=min(2, k_max), k_max=k_max)
-    if label == GOODPUT:
+    if label in (GOODPUT, GOODPUT_P_MIN):
         if costs is None:
             raise InvalidArgument("the goodput policy needs measured costs")
-        return P.Goodput(k_max=k_max, costs=costs)
+        return P.Goodput(k_max=k_max, costs=costs, p_min=P_MIN if label == GOODPUT_P_MIN
+                         else 0.0)
     raise InvalidArgument(f"label must be one of {POLICY_NAMES} (got {label!r})")
 
 
