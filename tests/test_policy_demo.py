@@ -31,6 +31,16 @@ def test_engine_costs_verify_as_wide_as_the_plan():
         R.costs_from_passes(2.0, {2: 2.4, 4: 3.0}, 0.5, k_max=4)
 
 
+def test_the_large_batch_mixes_kinds_of_work():
+    from specsim.experiment.settings import DemoSettings
+    two = DemoSettings(kinds=("extraction", "code"))
+    assert R.grid(two) == [("extraction", 1), ("code", 1), (R.MIXED, R.LARGE_BATCH[False])]
+    assert R.mixed_kinds(two, 6) == ["extraction", "code", "json", "prose", "extraction",
+                                     "code"]
+    assert R.mixed_kinds(DemoSettings(kinds=("prose",)), 4) == ["prose", "code", "json",
+                                                               "extraction"]
+
+
 def test_goodput_with_a_costly_draft_turns_itself_off():
     """c = 0.9 with the verify a third dearer: even α = 1 cannot pay (K + 1 tokens for
     0.9 K + 4/3 > K + 1 target steps), so the part's Goodput plans K = 0 from its prior
@@ -112,6 +122,7 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     cells = {(d, b) for d, b in zip(t[schema.DRAFTER], t[schema.BATCH])}
     assert cells == {(d, b) for d in ("autoregressive", "ngram-3", "layer-skip:2/3")
                      for b in (1, R.LARGE_BATCH[True])}
+    assert set(t[t[schema.BATCH] > 1][schema.KIND]) == {R.MIXED}
     spec = t[t[schema.DRAFTER] != "autoregressive"]
     assert sorted(set(spec[schema.POLICY])) == sorted({"fixed", *R.POLICY_NAMES})
     assert (spec[schema.NEW_TOKENS] == 8 * spec[schema.BATCH]).all()

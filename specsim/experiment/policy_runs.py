@@ -1,5 +1,5 @@
 """What the ``policies`` part runs and how each run turns into a row: the grid
-(drafter × kind of work × batch), the policies of one cell (fixed K for every swept K,
+(drafter × kind of work × batch; the large batch mixes kinds of work), the policies of one cell (fixed K for every swept K,
 the recording FixedK(K_max) run under the policy loop, ConfidenceThreshold, Heuristic,
 Goodput, Goodput with ConfidenceThreshold's p_min), the pass-cost calls timed beside them, and a policy's speedup replayed on the
 recorded trace (`specsim.simulate.simulate_policy`).
@@ -56,10 +56,23 @@ class PolicyJob:
         return (self.drafter, self.batch, self.label, self.k)
 
 
+MIXED = "mixed"
+"""The large batch's kind of work: rows of different prompts (`mixed_kinds`)."""
+
+
 def grid(settings) -> list[tuple[str, int]]:
-    """(kind, batch) cells: every kind at batch 1, and the first kind at a large batch."""
-    return [(kind, 1) for kind in settings.kinds] + [(settings.kinds[0],
-                                                      LARGE_BATCH[bool(settings.quick)])]
+    """(kind, batch) cells: every kind at batch 1, and a MIXED batch at a large batch
+    (rows of different kinds of work, so they accept differently and Goodput's one K
+    for the batch is a real compromise, as in a server's batch)."""
+    return [(kind, 1) for kind in settings.kinds] + [(MIXED, LARGE_BATCH[bool(settings.quick)])]
+
+
+def mixed_kinds(settings, batch: int) -> list[str]:
+    """The kind of work of each row of a MIXED batch: the run's kinds, then the other
+    kinds of `specsim.workloads`, cycled."""
+    from specsim.workloads import KINDS
+    order = list(dict.fromkeys((*settings.kinds, *KINDS)))
+    return [order[b % len(order)] for b in range(batch)]
 
 
 def costs_from_passes(t_target_1: float, t_verify_by_k: dict, t_draft: float,

@@ -14,6 +14,7 @@ Greedy (temperature 0) only; not in the default parts (``--parts policies``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -63,11 +64,34 @@ def _cell_costs(per_pass: dict, name: str, batch: int, k_max: int):
             per_pass.get(("draft", name, batch), 0.0))
 
 
+def _rows(state: DemoState, kind: str, batch: int) -> list[list[int]]:
+    """The prompt rows of a cell: ``batch`` copies of the kind's prompt, or for
+    R.MIXED the prompts of `policy_runs.mixed_kinds` (in ``state.prompts``, see
+    `_with_mixed_rows`)."""
+    if kind != R.MIXED:
+        return [state.prompts[kind]] * batch
+    return [state.prompts[k] for k in R.mixed_kinds(state.settings, batch)]
+
+
+def _with_mixed_rows(state: DemoState) -> DemoState:
+    """``state`` with the prompts of the MIXED batch's kinds added and the cache slots
+    sized for the longest of them (every run and pass call of the part uses those
+    slots, so the pass costs describe the runs). The tables dict is shared."""
+    from specsim.experiment.pipeline import encode_prompts, runs_cache_len
+
+    kinds = {k for kind, b in R.grid(state.settings) if kind == R.MIXED
+             for k in R.mixed_kinds(state.settings, b)}
+    prompts = {**encode_prompts(state.target, sorted(kinds - set(state.prompts))),
+               **state.prompts}
+    S = max(state.cache_len, runs_cache_len(state.target, prompts, state.settings))
+    return dataclasses.replace(state, prompts=prompts, cache_len=S)
+
+
 def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
     from specsim import decode
 
     s = state.settings
-    rows = [state.prompts[job.kind]] * job.batch
+    rows = _rows(state, job.kind, job.batch)
     common = dict(temperature=TEMPERATURE, seed=s.seed, eos_token_id=None,
                   cache_len=state.cache_len)
     if job.label == R.AUTOREGRESSIVE:
@@ -218,6 +242,7 @@ def run(state: DemoState) -> None:
     from specsim import bench
     from specsim.experiment.timing import PrefillTimer
 
+    tables, state = state.tables, _with_mixed_rows(state)
     s = state.settings
     state.log("    compiling the pass-cost programs (pass_costs) ...")
     pc = _pass_calls(state)
@@ -240,7 +265,7 @@ def run(state: DemoState) -> None:
         cells.append(cell)
     per_token = {i: (np.asarray(t) - table[schema.PREFILL_S][i]) / table[schema.NEW_TOKENS][i]
                  for i, t in zip(table.index, samples)}          # decode s/token per round
-    state.tables[schema.POLICIES] = add_speedups(pd.concat(cells).sort_index(), per_token) \
+    tables[schema.POLICIES] = add_speedups(pd.concat(cells).sort_index(), per_token) \
         .reset_index(drop=True)
 
 
