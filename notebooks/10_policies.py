@@ -138,7 +138,9 @@ ax.set_title(f"confidence threshold on the recorded trace ({drafter.name}, c = {
 #
 # Fixed K for each K up to K_max (verifying K + 1 positions, in the plain program as in the
 # policy loop), the transformers heuristic, and goodput, which plans each iteration's K from its running
-# per-position estimate and the costs above and turns itself off (K = 0) where no K pays.
+# per-position estimate and the costs above and turns itself off (K = 0) where no K pays;
+# with p_min its plan is an upper bound and a draft of confidence <= p_min ends the row's
+# proposal, as the threshold does.
 # `analytic.optimal_fixed_vs_dynamic` is the i.i.d. bound on what a threshold can gain
 # over the best fixed K.
 
@@ -146,7 +148,8 @@ ax.set_title(f"confidence threshold on the recorded trace ({drafter.name}, c = {
 policies = {f"fixed K={k}": P.FixedK(k=k) for k in range(1, K_MAX + 1)}
 policies.update({"threshold p_min=0.4": P.ConfidenceThreshold(p_min=0.4, k_max=K_MAX),
                  "heuristic": P.Heuristic(k_init=2, k_max=K_MAX),
-                 "goodput": P.Goodput(k_max=K_MAX, costs=costs)})
+                 "goodput": P.Goodput(k_max=K_MAX, costs=costs),
+                 "goodput p_min=0.4": P.Goodput(k_max=K_MAX, costs=costs, p_min=0.4)})
 rows = []
 for name, pol in policies.items():
     c_pol = costs if pol.k_max == K_MAX else costs_from_passes(

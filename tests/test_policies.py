@@ -178,6 +178,36 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     assert (thr.proposed[tr.present] < 5).any()
 
 
+def test_replay_charges_a_static_batch_its_slowest_row():
+    # row 0 accepts its one draft and is done after 2 iterations (2 tokens each); row 1
+    # is rejected throughout and needs 4 (1 token each); every iteration costs t(1) = 1.
+    # Static (the engine): 4 iterations for 4 tokens per row, 1.0x; continuous (a
+    # finished row's slot refilled): 8 tokens in 6 row-iterations, 4/3.
+    accept = np.zeros((4, 2, 1), bool)
+    accept[:2, 0] = True
+    present = np.array([[1, 1], [1, 1], [0, 1], [0, 1]], bool)
+    tr = S.AcceptanceTrace(accept, np.ones((4, 2, 1)), present)
+    costs = P.Costs.from_ratio(0.0, 1)
+    static = S.simulate_policy(P.FixedK(k=1), tr, costs=costs, cost_model="engine")
+    cont = S.simulate_policy(P.FixedK(k=1), tr, costs=costs, cost_model="engine",
+                             batching="continuous")
+    assert static.speedup == pytest.approx(1.0) and cont.speedup == pytest.approx(4 / 3)
+    # both rows present throughout: static runs at the slower row's 1 token per
+    # iteration, continuous at the mean rate (6 + 4 tokens in 8 row-iterations)
+    full = S.AcceptanceTrace(accept, np.ones((4, 2, 1)), np.ones((4, 2), bool))
+    a, b = (S.simulate_policy(P.FixedK(k=1), full, costs=costs, batching=m).speedup
+            for m in S.BATCHING)
+    assert a == pytest.approx(1.0) and b == pytest.approx(10 / 8)
+    # rows of one rate (identical rows; batch 1): the two agree
+    same = S.AcceptanceTrace(np.repeat(accept[:, :1], 2, 1), np.ones((4, 2, 1)),
+                             np.ones((4, 2), bool))
+    a, b = (S.simulate_policy(P.FixedK(k=1), same, costs=costs, batching=m).speedup
+            for m in S.BATCHING)
+    assert a == pytest.approx(b) == pytest.approx(6 / 4)
+    with pytest.raises(ValueError, match=r"batching must be one of \('static', 'continuous'\)"):
+        S.simulate_policy(P.FixedK(k=1), tr, costs=costs, batching="paged")
+
+
 def test_goodput_shared_width_pays_for_the_widest_row():
     # a batch of one eager row (α 0.9) and seven weak ones (α 0.1) at c = 0.05, verify
     # growing 10% per token: per row the eager row plans K 4 and the weak ones K 0, so
