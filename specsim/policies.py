@@ -41,13 +41,18 @@ Policies:
   plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
   (n the decayed count of reached slots, w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
-  much evidence plans on its estimate. ``width``: "shared" (default) plans one K for
-  the whole batch, the K maximising Σ_rows E_row(K) / t(K), since the engine drafts
-  and verifies as wide as the widest row and a row planning less gains nothing from
-  the width it pays for; "per-row" plans each row's own argmax (an engine that
-  verifies each row at its own width); on a mixed batch of 8 (two rows of each kind of
-  work, replayed) shared gives 0.99× plain decoding against per-row's 0.90× with
-  n-gram lookup, 1.05× against 0.99× with the feature head. Replayed on recorded traces
+  much evidence plans on its estimate. ``width``: the engine drafts and verifies as
+  wide as the widest row, and a row planning less gains nothing from the width it pays
+  for, so Goodput plans one K for the batch: "slowest" (default) the K maximising
+  min_rows E_row(K) / t(K) over the running rows, the pace of a static batch
+  (`specsim.decode`), which runs until its slowest row is done; "shared" the K
+  maximising Σ_rows E_row(K) / t(K), a batch whose finished rows are replaced at once
+  (continuous batching); "per-row" each row's own argmax (an engine that verifies each
+  row at its own width). A mixed batch of 8 (two rows of each kind of work) replayed as
+  a static batch (`benchmarks/sim_goodput_explore.py`, one run): slowest 0.92×, shared
+  0.85×, per-row 0.80× plain decoding with n-gram lookup; 0.91×, 0.92×, 0.76× with the
+  feature head (replayed as a continuous batch, before, shared 0.99× against per-row's
+  0.90× and 1.05× against 0.99×). Replayed on recorded traces
   with pass times measured per width (`PYTHONPATH=. python
   benchmarks/sim_goodput_explore.py`, this 2-core CPU, two runs): with explore 0 the
   feature head at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain
@@ -76,9 +81,12 @@ from specsim.errors import InvalidArgument
 from specsim.validation import (nonnegative_float, nonnegative_int, positive_float,
                                 positive_int, probability)
 
-WIDTHS = ("shared", "per-row")
+WIDTHS = ("slowest", "shared", "per-row")
 """Goodput's plan: one K for the batch (its iteration costs t(K) of its widest row, as in
-`specsim.decode`) or each row's own (an engine verifying each row at its own width)."""
+`specsim.decode`) chosen for the pace of its slowest row ("slowest": a static batch runs
+until its slowest row is done) or for the sum over its rows ("shared": a batch whose
+finished rows are replaced at once), or each row's own K ("per-row": an engine verifying
+each row at its own width)."""
 
 __all__ = ["WIDTHS", "Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
            "n_proposed", "draft_steps", "as_policy"]
@@ -222,7 +230,7 @@ class Goodput:
     prior_weight: float = 4.0
     decay: float = 0.98
     explore: float = 0.5
-    width: str = "shared"
+    width: str = "slowest"
     p_min: float = 0.0
 
     def __post_init__(self):
@@ -271,6 +279,11 @@ class Goodput:
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         if self.width == "per-row":
             return xp.argmax(e / t[None], axis=1).astype(xp.int32)            # [B]
+        if self.width == "slowest":     # max over K of min over running rows of E_b / t
+            if active is not None:
+                e = xp.where(active[:, None], e, xp.inf)
+            k = xp.argmax(xp.min(e, 0) / t).astype(xp.int32)
+            return xp.full((batch,), k, xp.int32)
         if active is not None:
             e = xp.where(active[:, None], e, 0.0)
         k = xp.argmax(xp.sum(e, 0) / t).astype(xp.int32)                       # the batch's

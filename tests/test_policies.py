@@ -42,7 +42,7 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), p_min=1.2),
      r"p_min must be a number in \[0, 1\]"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
-     r"width must be one of \('shared', 'per-row'\)"),
+     r"width must be one of \('slowest', 'shared', 'per-row'\)"),
     (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
      r"alphas must be \[\.\.\., B, K_max\] with shared=True"),
     (lambda: A.threshold_policy([0.5], p_min=0.2, k_max=2, k_min=3), r"k_min must be <= k_max"),
@@ -159,7 +159,7 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
         t = np.arange(6) * costs.t_draft + np.asarray(costs.t_target)
         e = [sum(1 + np.cumprod(row)[:k].sum() for row in ucb.astype(float)) for k in range(6)]
         k_batch = int(np.argmax(np.asarray(e) / t))
-        shared = P.Goodput(k_max=5, costs=costs).plan((acc, reached), 64)
+        shared = P.Goodput(k_max=5, costs=costs, width="shared").plan((acc, reached), 64)
         np.testing.assert_array_equal(shared, np.full(64, k_batch))
         assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True)[0] == k_batch
     off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
@@ -224,13 +224,35 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     assert sum(e(r, K) for r, K in zip(alphas, k_rows)) / t(4) < max(rates)
     # the policy plans the same from its running counts, and a finished row (inactive)
     # does not steer the batch: the plan equals the plan of the running rows alone
-    pol = P.Goodput(k_max=4, costs=P.Costs(t_draft=0.05, t_target=tuple(t_target)))
+    costs = P.Costs(t_draft=0.05, t_target=tuple(t_target))
+    pol = P.Goodput(k_max=4, costs=costs, width="shared")
     reached = np.full((8, 4), 200.0)
     state = (alphas * reached, reached)
     assert (pol.plan(state, 8) == k).all() and k > 0
     active = np.array([True] + [False] * 7)
     alone = pol.plan((state[0][:1], state[1][:1]), 1)
     assert (pol.plan(state, 8, np, active) == alone[0]).all() and alone[0] == 4
+    # a static batch (the default, "slowest") runs at its slowest row's pace: the weak
+    # rows' best, K 0, while they run; the eager row alone plans its own K 4
+    slowest = P.Goodput(k_max=4, costs=costs)
+    assert slowest.width == "slowest" and (slowest.plan(state, 8) == 0).all()
+    assert (slowest.plan(state, 8, np, active) == 4).all()
+
+
+def test_goodput_slowest_plan_against_enumeration():
+    rng = np.random.default_rng(11)
+    costs = P.Costs(t_draft=0.03, t_target=(1.0, 1.05, 1.12, 1.2, 1.3, 1.45))
+    pol = P.Goodput(k_max=5, costs=costs, width="slowest", explore=0.0)
+    t = costs.iteration_time(np.arange(6))
+    for _ in range(20):
+        reached = rng.uniform(5, 50, (6, 5))
+        state = (reached * rng.uniform(0.2, 1.0, (6, 5)), reached)
+        active = rng.random(6) < 0.7
+        a = pol.alpha_estimate(state)
+        e = np.array([[1 + np.cumprod(row)[:k].sum() for k in range(6)] for row in a])
+        run = e[active] if active.any() else np.full((1, 6), np.inf)
+        want = int(np.argmax(run.min(0) / t))
+        np.testing.assert_array_equal(pol.plan(state, 6, np, active), np.full(6, want))
 
 
 def test_goodput_turns_off_at_a_batch_where_verify_grows():
