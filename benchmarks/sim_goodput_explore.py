@@ -19,8 +19,8 @@ that trace (`simulate.simulate_policy`, engine cost model) with pass times measu
 first (`pass_costs`, interleaved rounds: t_target(1), t_verify(K + 1) for K = 1..4 and
 t_draft per drafter and batch, as the policies part measures them). Printed: simulated
 speedup against plain decoding / fraction of row-iterations at K = 0; then a mixed batch
-(two rows of each kind) with Goodput's one K for the batch against each row's own
-(`width`). ``--study confidence`` replays instead, on the same traces, the confidence
+(two rows of each kind), replayed as the engine's static batch, with Goodput's three
+plans (`width`) and its slowest-row plan with less exploration. ``--study confidence`` replays instead, on the same traces, the confidence
 threshold of the policies part (p_min 0.4) beside Goodput with p_min 0, 0.2, 0.4 and
 0.6 (the plan an upper bound, a draft of confidence <= p_min ending the row's
 proposal). The replay missed
@@ -117,23 +117,28 @@ def main(argv=None) -> None:
         print(f"| {name} | {kind} | {batch} | " + " | ".join(cells) + " |", flush=True)
     if args.study != "explore":
         return
-    # a mixed batch (two rows of each kind of work): one K for the batch against each
-    # row's own, both paying the widest row's verify as the engine does
+    # a mixed batch (two rows of each kind of work), replayed as the engine's static
+    # batch: Goodput's three plans (one K for the batch at the slowest row's pace, or
+    # for the sum over rows; each row's own), all paying the widest row's verify, and
+    # the slowest-row plan with less exploration
     mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
-    print("\n| drafter | mixed batch 8 | fixed K 4 | Goodput shared | Goodput per-row | "
-          "Goodput slowest |")
-    print("|---|---|---|---|---|---|")
+    plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
+             "shared": lambda c: P.Goodput(k_max=K_MAX, costs=c, width="shared"),
+             "per-row": lambda c: P.Goodput(k_max=K_MAX, costs=c, width="per-row"),
+             "slowest": lambda c: P.Goodput(k_max=K_MAX, costs=c),
+             "slowest explore 0.25": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.25),
+             "slowest explore 0": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.0)}
+    print("\n| drafter | mixed batch 8 | " + " | ".join(plans) + " |")
+    print("|---|---|" + "---|" * len(plans))
     for name in drafters:
         stats = decode.generate_speculative(target, drafters[name], mixed, 40,
                                             policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
         trace, costs = trace_from_stats(stats), costs_of[(name, 8)]
-        cells = [simulate.simulate_policy(pol, trace, costs=costs, cost_model="engine").speedup
-                 for pol in (P.FixedK(k=K_MAX), P.Goodput(k_max=K_MAX, costs=costs, width="shared"),
-                             P.Goodput(k_max=K_MAX, costs=costs, width="per-row"),
-                             P.Goodput(k_max=K_MAX, costs=costs, width="slowest"))]
+        cells = [simulate.simulate_policy(make_plan(costs), trace, costs=costs,
+                                          cost_model="engine").speedup
+                 for make_plan in plans.values()]
         print(f"| {name} | speedup | " + " | ".join(f"{c:.2f}" for c in cells) + " |",
               flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -113,14 +113,16 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     from specsim.cli import main
     monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
     out = tmp_path / "demo"
-    argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "ngram", "layer-skip",
+    # one drafter (the model drafter: caches, draft cost, its prefill); n-gram lookup
+    # under every policy is covered in test_policies
+    argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "layer-skip",
             "--k", "1", "2", "--kinds", "code", "--max-new-tokens", "8", "--parts", "policies",
             "--no-progress", "--out", str(out)]
     assert main(argv) == 0
     assert f"wrote {out}/" in capsys.readouterr().out
     t = pd.read_csv(out / "policies.csv")
     cells = {(d, b) for d, b in zip(t[schema.DRAFTER], t[schema.BATCH])}
-    assert cells == {(d, b) for d in ("autoregressive", "ngram-3", "layer-skip:2/3")
+    assert cells == {(d, b) for d in ("autoregressive", "layer-skip:2/3")
                      for b in (1, R.LARGE_BATCH[True])}
     assert set(t[t[schema.BATCH] > 1][schema.KIND]) == {R.MIXED}
     spec = t[t[schema.DRAFTER] != "autoregressive"]
@@ -131,7 +133,7 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
         assert np.isfinite(spec[col]).all(), col
     best = spec[(spec[schema.POLICY] == "fixed") & (spec[schema.K] == spec[schema.BEST_FIXED_K])]
     np.testing.assert_allclose(best[schema.SPEEDUP_VS_BEST_FIXED], 1.0)
-    assert len(best) == 4 and set(best[schema.K]) <= {1, 2}
+    assert len(best) == 2 and set(best[schema.K]) <= {1, 2}
     # the goal's verdict from the paired rounds (each row against its best fixed K)
     lo, hi = spec[schema.VS_BEST_LOW], spec[schema.VS_BEST_HIGH]
     assert (lo <= hi).all() and (best[schema.VS_BEST_LOW] == 1).all()
