@@ -18,13 +18,13 @@ the policy loop (SmolLM2-135M, 40 new tokens, greedy), and every policy is repla
 that trace (`simulate.simulate_policy`, engine cost model) with pass times measured here
 first (`pass_costs`, interleaved rounds: t_target(1), t_verify(K + 1) for K = 1..4 and
 t_draft per drafter and batch, as the policies part measures them). Printed: simulated
-speedup against plain decoding / fraction of row-iterations at K = 0; then a mixed batch
-(two rows of each kind), replayed as the engine's static batch, with Goodput's three
-plans (`width`) and its slowest-row plan with less exploration. ``--study confidence`` replays instead, on the same traces, the confidence
-threshold of the policies part (p_min 0.4) beside Goodput with p_min 0, 0.2, 0.4 and
-0.6 (the plan an upper bound, a draft of confidence <= p_min ending the row's
-proposal). The replay missed
-measured speedups by 5.6% on average in the full policies grid, so read the
+speedup against plain decoding / fraction of row-iterations at K = 0; then a mixed
+batch (two rows of each kind), replayed as the engine's static batch, with Goodput's
+three plans (`width`) and its slowest-row plan with less exploration.
+``--study confidence`` replays instead, on the same traces, the confidence threshold of
+the policies part (p_min 0.4) beside Goodput with p_min 0, 0.2, 0.4 and 0.6 (the plan an
+upper bound, a draft of confidence <= p_min ending the row's proposal). The replay
+missed measured speedups by 5–10% on average in the full policies grids, so read the
 differences, not the third digit. (The numbers above, 0.92x and 1.42x, are from a grid
 that verified K_max + 1 positions in every iteration.)
 """

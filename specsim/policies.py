@@ -51,10 +51,9 @@ Policies:
   row at its own width). A mixed batch of 8 (two rows of each kind of work) replayed as
   a static batch (`benchmarks/sim_goodput_explore.py`, one run): slowest 0.92×, shared
   0.85×, per-row 0.80× plain decoding with n-gram lookup; 0.91×, 0.92×, 0.76× with the
-  feature head (replayed as a continuous batch, before, shared 0.99× against per-row's
-  0.90× and 1.05× against 0.99×). Replayed on recorded traces
-  with pass times measured per width (`PYTHONPATH=. python
-  benchmarks/sim_goodput_explore.py`, this 2-core CPU, two runs): with explore 0 the
+  feature head. Replayed on recorded traces with pass times measured per width
+  (`PYTHONPATH=. python benchmarks/sim_goodput_explore.py`, this 2-core CPU, two
+  runs, identical rows at batch 8): with explore 0 the
   feature head at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain
   decoding; 1.14× with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
   batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
@@ -279,14 +278,11 @@ class Goodput:
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         if self.width == "per-row":
             return xp.argmax(e / t[None], axis=1).astype(xp.int32)            # [B]
-        if self.width == "slowest":     # max over K of min over running rows of E_b / t
-            if active is not None:
-                e = xp.where(active[:, None], e, xp.inf)
-            k = xp.argmax(xp.min(e, 0) / t).astype(xp.int32)
-            return xp.full((batch,), k, xp.int32)
+        # one K for the batch: E over the running rows, their min ("slowest") or sum
+        ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
         if active is not None:
-            e = xp.where(active[:, None], e, 0.0)
-        k = xp.argmax(xp.sum(e, 0) / t).astype(xp.int32)                       # the batch's
+            e = xp.where(active[:, None], e, ignore)
+        k = xp.argmax(over_rows(e, axis=0) / t).astype(xp.int32)
         return xp.full((batch,), k, xp.int32)
 
     def keep(self, j, confidence, xp=np):

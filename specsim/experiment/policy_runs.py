@@ -1,7 +1,8 @@
 """What the ``policies`` part runs and how each run turns into a row: the grid
-(drafter × kind of work × batch; the large batch mixes kinds of work), the policies of one cell (fixed K for every swept K,
-the recording FixedK(K_max) run under the policy loop, ConfidenceThreshold, Heuristic,
-Goodput, Goodput with ConfidenceThreshold's p_min), the pass-cost calls timed beside them, and a policy's speedup replayed on the
+(drafter × kind of work × batch; the large batch mixes kinds of work), the policies of
+one cell (fixed K for every swept K, the recording FixedK(K_max) run under the policy
+loop, ConfidenceThreshold, Heuristic, Goodput, Goodput with ConfidenceThreshold's
+p_min), the pass-cost calls timed beside them, and a policy's speedup replayed on the
 recorded trace (`specsim.simulate.simulate_policy`).
 
 Costs come from `specsim.pass_costs` under the run's conditions (same model, layer loop,
@@ -37,7 +38,7 @@ P_MIN = 0.4
 """The confidence threshold the part runs (llama.cpp's --draft-p-min family), alone
 and under Goodput's plan (GOODPUT_P_MIN)."""
 LARGE_BATCH = {True: 4, False: 8}
-"""The large batch (quick, full) the part adds at its first kind of work."""
+"""The large batch (quick, full) the part adds, its rows of mixed kinds of work."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -270,5 +270,5 @@ def run(state: DemoState) -> None:
 
 
 PART = Part(name="policies", summary="draft-length policies (fixed K swept, threshold, "
-            "heuristic, goodput, goodput with p_min) measured and replayed on their traces", run=run,
-            produces=(schema.POLICIES,))
+            "heuristic, goodput, goodput with p_min) measured and replayed on their traces",
+            run=run, produces=(schema.POLICIES,))
