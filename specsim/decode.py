@@ -501,7 +501,7 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     if reads_target_hidden(run.drafter):
         dstate = run.drafter.observe(dstate, h, n_acc, ok)
     dstate = run.drafter.commit(dstate, n_acc, ok)
-    pstate = policy_engine.update(policy, pstate, n_acc, jnp.sum(pd.proposed, 1), ok)
+    pstate = policy_engine.update(policy, pstate, k_plan, n_acc, jnp.sum(pd.proposed, 1), ok)
     stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
     stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted, n_wide)
     c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)
@@ -528,7 +528,7 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     none = jnp.zeros_like(c.length)
     if reads_target_hidden(run.drafter):
         dstate = run.drafter.observe(dstate, h, none, ok)
-    pstate = policy_engine.update(policy, pstate, none, none, ok)
+    pstate = policy_engine.update(policy, pstate, none, none, none, ok)   # no row planned
     zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
                            drafted=stats.drafted.at[c.it].set(zero_or_absent))

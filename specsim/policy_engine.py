@@ -56,8 +56,8 @@ def plan(policy, state, active):
     return jnp.where(active, policy.plan(state, B, jnp, active), 0).astype(jnp.int32)
 
 
-def update(policy, state, n_accepted, n_proposed, active):
-    return policy.update(state, n_accepted, n_proposed, active, jnp)
+def update(policy, state, k_plan, n_accepted, n_proposed, active):
+    return policy.update(state, k_plan, n_accepted, n_proposed, active, jnp)
 
 
 def confidence(logits, probs, tokens, sampling):

@@ -472,7 +472,7 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
         prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
         slot = np.arange(K)[None] < prop[:, None]
         acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
-        state = policy.update(state, acc, prop, act, np)
+        state = policy.update(state, plan, acc, prop, act, np)
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
                         ("draft_steps", P.draft_steps(plan, prop, np))):
             out[name][i] = np.where(act, v, 0)

@@ -98,7 +98,7 @@ class _Alternate:
     def keep(self, j, confidence, xp=np):
         return xp.ones(confidence.shape, bool)
 
-    def update(self, state, n_accepted, n_proposed, active, xp=np):
+    def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np):
         return (xp.where(active, state[0] + 1, state[0]),)
 
 

@@ -76,11 +76,22 @@ def test_a_policy_whose_plan_takes_no_active_rows_is_a_clear_error():
         def keep(self, j, confidence, xp=np):
             return xp.ones(confidence.shape, bool)
 
-        def update(self, state, n_accepted, n_proposed, active, xp=np):
+        def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np):
             return state
 
     with pytest.raises(ValueError, match=r"policy.plan must take \(state, batch, xp, active\)"):
         P.as_policy(Old())
+
+
+def test_a_policy_whose_update_takes_no_plan_is_a_clear_error():
+    @dataclass(frozen=True)
+    class Old(P.FixedK):                         # update without the `k_plan` argument
+        def update(self, state, n_accepted, n_proposed, active, xp=np):
+            return state
+
+    with pytest.raises(ValueError, match=r"policy.update must take \(state, k_plan, "
+                                         r"n_accepted, n_proposed, active, xp\)"):
+        P.as_policy(Old(k=2))
 
 
 # ---- edge cases on traces ------------------------------------------------------------------
@@ -176,6 +187,29 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     np.testing.assert_array_equal(cheap_cut.proposed, thr.proposed)
     np.testing.assert_array_equal(cheap_cut.accepted, thr.accepted)
     assert (thr.proposed[tr.present] < 5).any()
+
+
+def test_goodput_counts_a_planned_slot_with_no_proposal_as_a_rejection():
+    """A planned slot yields a token only when its draft is proposed and accepted, so a
+    row whose drafter has nothing to propose (an n-gram lookup without a match) is, to
+    the plan, a row whose drafts are all rejected: the two replay identically."""
+    pol = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.0, 3, verify_slope=0.2))
+    # one update by hand: row 0 planned 3, proposed 0; row 1 planned 3, proposed 2 and
+    # accepted 1; row 2 planned 0 (off); row 3 planned 2, proposed 2, accepted both
+    state = pol.update(pol.init(4), np.array([3, 3, 0, 2]), np.array([0, 1, 0, 2]),
+                       np.array([0, 2, 0, 2]), np.ones(4, bool))
+    np.testing.assert_array_equal(state[1], [[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 0]])
+    np.testing.assert_array_equal(state[0], [[0, 0, 0], [1, 0, 0], [0, 0, 0], [1, 1, 0]])
+    n = 200
+    silent = S.AcceptanceTrace(np.zeros((n, 1, 3), bool), np.zeros((n, 1, 3)),
+                               np.ones((n, 1), bool))
+    rejected = S.AcceptanceTrace(np.zeros((n, 1, 3), bool), np.full((n, 1, 3), 0.9),
+                                 np.ones((n, 1), bool))
+    a, b = (S.simulate_policy(pol, tr) for tr in (silent, rejected))
+    np.testing.assert_array_equal(a.k_plan, b.k_plan)
+    # and it learns: E(1) = 1 + alpha against t(1) = 1.2 turns it off after a few
+    # iterations, and it plans again only as its evidence decays (explore)
+    assert (a.k_plan[:5] > 0).any() and (a.k_plan[20:] > 0).mean() < 0.2
 
 
 def test_replay_charges_a_static_batch_its_slowest_row():
@@ -589,7 +623,7 @@ class _OffThenOn:
     def keep(self, j, confidence, xp=np):
         return xp.ones(confidence.shape, bool)
 
-    def update(self, state, n_accepted, n_proposed, active, xp=np):
+    def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np):
         return (state[0] + active.astype(xp.int32),)
 
 
