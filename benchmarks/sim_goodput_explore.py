@@ -20,7 +20,8 @@ first (`pass_costs`, interleaved rounds: t_target(1), t_verify(K + 1) for K = 1.
 t_draft per drafter and batch, as the policies part measures them). Printed: simulated
 speedup against plain decoding / fraction of row-iterations at K = 0; then a mixed
 batch (two rows of each kind), replayed as the engine's static batch, with Goodput's
-three plans (`width`) and its slowest-row plan with less exploration.
+three plans (`width`) and its slowest-row plan with less exploration, at 40 and 120 new
+tokens (what Goodput spends learning each row's rate is a cost per run).
 ``--study confidence`` replays instead, on the same traces, the confidence threshold of
 the policies part (p_min 0.4) beside Goodput with p_min 0, 0.2, 0.4 and 0.6 (the plan an
 upper bound, a draft of confidence <= p_min ending the row's proposal). The replay
@@ -47,7 +48,8 @@ CELLS = [("ngram", "code", 1), ("ngram", "extraction", 1), ("ngram", "json", 1),
          ("ngram", "prose", 1), ("ngram", "code", 8), ("ngram", "json", 8),
          ("layer-skip", "code", 1), ("layer-skip", "code", 8), ("feature-head", "code", 1),
          ("feature-head", "extraction", 1), ("feature-head", "code", 8)]
-K_MAX, CACHE = 4, 256
+K_MAX, CACHE = 4, 384
+MIXED_TOKENS = (40, 120)     # Goodput's cost of learning is per run: read it at two lengths
 
 
 def measure_costs(target, drafters, batches, rounds: int = 5) -> dict:
@@ -128,17 +130,20 @@ def main(argv=None) -> None:
              "slowest": lambda c: P.Goodput(k_max=K_MAX, costs=c),
              "slowest explore 0.25": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.25),
              "slowest explore 0": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.0)}
-    print("\n| drafter | mixed batch 8 | " + " | ".join(plans) + " |")
+    print("\n| drafter | mixed batch 8, new tokens | " + " | ".join(plans) + " |")
     print("|---|---|" + "---|" * len(plans))
     for name in drafters:
-        stats = decode.generate_speculative(target, drafters[name], mixed, 40,
-                                            policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
-        trace, costs = trace_from_stats(stats), costs_of[(name, 8)]
-        cells = [simulate.simulate_policy(make_plan(costs), trace, costs=costs,
-                                          cost_model="engine").speedup
-                 for make_plan in plans.values()]
-        print(f"| {name} | speedup | " + " | ".join(f"{c:.2f}" for c in cells) + " |",
-              flush=True)
+        for new_tokens in MIXED_TOKENS:
+            stats = decode.generate_speculative(target, drafters[name], mixed, new_tokens,
+                                                policy=P.FixedK(k=K_MAX),
+                                                cache_len=CACHE).stats
+            trace, costs = trace_from_stats(stats), costs_of[(name, 8)]
+            cells = [simulate.simulate_policy(make_plan(costs), trace, costs=costs,
+                                              cost_model="engine").speedup
+                     for make_plan in plans.values()]
+            print(f"| {name} | {new_tokens} | " + " | ".join(f"{c:.2f}" for c in cells) + " |",
+                  flush=True)
+
 
 if __name__ == "__main__":
     main()
