@@ -49,25 +49,29 @@ Policies:
   maximising Σ_rows E_row(K) / t(K), a batch whose finished rows are replaced at once
   (continuous batching); "per-row" each row's own argmax (an engine that verifies each
   row at its own width). A mixed batch of 8 (two rows of each kind of work) replayed as
-  a static batch (`benchmarks/sim_goodput_explore.py`, one run): slowest 0.92×, shared
-  0.85×, per-row 0.80× plain decoding with n-gram lookup; 0.91×, 0.92×, 0.76× with the
-  feature head. Replayed on recorded traces with pass times measured per width
-  (`PYTHONPATH=. python benchmarks/sim_goodput_explore.py`, this 2-core CPU, two
-  runs, identical rows at batch 8): with explore 0 the
-  feature head at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain
-  decoding; 1.14× with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
+  a static batch (`benchmarks/sim_goodput_explore.py`, one run, 40 new tokens): slowest
+  0.95×, shared 0.94×, per-row 0.82× plain decoding with n-gram lookup; 0.95×, 0.86×,
+  0.71× with the feature head (fixed K 4: 0.56×, 0.57×). Learning each row's rate from
+  the prior is a cost per run: at 120 new tokens slowest replays at 0.95× and 0.97×.
+  Replayed on recorded traces with pass times measured per width (`PYTHONPATH=. python
+  benchmarks/sim_goodput_explore.py`, this 2-core CPU, two runs before the counting of
+  unproposed slots below, identical rows at batch 8): with explore 0 the feature head
+  at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain decoding; 1.14×
+  with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
   batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
   (code at batch 8 1.32–1.35× against 1.22–1.24×) and worse on the feature head at
   batch 8 (1.05–1.07×): the default stays 0.5. ``p_min`` (default 0: off) reads the
   draft's confidence as `ConfidenceThreshold` does: the plan is an upper bound and a
   draft of confidence <= p_min ends the row's proposal (llama.cpp's --draft-max with
-  --draft-p-min, plus Goodput's K = 0). A planned slot that proposed nothing (cut by
+  --draft-p-min, plus Goodput's K = 0). A planned slot the row did not propose (cut by
   p_min, or a drafter with nothing to propose: an n-gram lookup without a match) counts
-  as a rejection, so each estimate is the yield of a planned slot and E(K) the tokens
-  the plan K yields, threshold included; t(K) is an upper bound on what it costs.
-  (Before, such a slot did not count at all, and a row whose n-gram lookup rarely
-  matched kept the prior's 0.6 where its planned slots yielded 0.06: replayed, the
-  mixed batch below went from 0.93x to 0.95x plain decoding with n-gram lookup.)
+  as a rejection when another row's proposal made the batch verify it (paid for, no
+  token), and not at all when no row proposed it (the verify is as wide as the widest
+  proposal: it cost nothing), so at batch 1 the estimates are of the drafts proposed.
+  (Before, such a slot never counted, and in a mixed batch a row whose n-gram lookup
+  rarely matched kept the prior's 0.6 while its planned slots, verified for the other
+  rows, yielded 0.06: replayed, the mixed batch below went from 0.93x to 0.95x plain
+  decoding with n-gram lookup.)
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
@@ -295,14 +299,20 @@ class Goodput:
         return confidence > self.p_min
 
     def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np) -> tuple:
-        """Slot j of a row was reached when the row planned it and accepted every draft
-        before it; it counts as accepted when its draft was. A planned slot the row did
-        not propose (an n-gram lookup without a match, a draft cut by p_min) counts as
-        reached and rejected: it yielded no token, so the estimates are of what a planned
-        slot yields, which is what E(K) sums."""
+        """Slot j of a row was reached when the row planned it, accepted every draft
+        before it, and the batch paid for it: the verify covered it (j < n_wide, the
+        widest proposal of the running rows). It counts as accepted when its draft was.
+        A planned slot the row did not propose (an n-gram lookup without a match, a
+        draft cut by p_min) while another row's proposal made the batch verify it is a
+        rejection: paid for, no token. Where no row proposed it, it cost nothing (the
+        verify is as wide as the widest proposal) and is not counted, so at batch 1 the
+        estimates are of the drafts proposed, and E(K) / t(K) compares a proposal's
+        tokens with its cost."""
         acc, reached = state
         j = xp.arange(self.k_max)[None]                                        # [1, K]
-        was_reached = (j < k_plan[:, None]) & (j <= n_accepted[:, None])       # [B, K]
+        n_wide = xp.max(xp.where(active, n_proposed, 0))                       # []
+        paid = j < xp.minimum(k_plan, n_wide)[:, None]                         # [B, K]
+        was_reached = paid & (j <= n_accepted[:, None])                        # [B, K]
         was_acc = j < n_accepted[:, None]
         d = self.decay
         new_acc = d * acc + was_acc.astype(acc.dtype)
