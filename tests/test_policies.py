@@ -732,9 +732,14 @@ def test_policy_none_is_the_fixed_k_program(tiny):
         generate_speculative(target, drafter, PROMPTS, 8, policy="fast")
 
 
+class _Captured(Exception):
+    """Raised by `_cache_copies`' stand-in once it holds the program's arguments."""
+
+
 def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
     """Copies of a [L, B, S, G, E] cache in the compiled program ``name`` of
-    `specsim.decode` for one small run with ``kw``."""
+    `specsim.decode` for one small run with ``kw`` (the program is compiled once, from
+    the arguments the run would have called it with, and not run)."""
     import re
 
     from specsim import decode
@@ -742,19 +747,19 @@ def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
     program, seen = getattr(decode, name), {}
     program = getattr(program, "original", program)       # patched by an earlier call
 
-
     def capture(*args, **static):
         seen["call"] = (args, static)
-        return program(*args, **static)
+        raise _Captured
 
     capture.original = program
     monkeypatch.setattr(decode, name, capture)
-    res = decode.generate_speculative(target, drafter, PROMPTS[:1], 8, **kw)
+    with pytest.raises(_Captured):
+        decode.generate_speculative(target, drafter, PROMPTS[:1], 8, **kw)
     args, static = seen["call"]
     program.clear_cache()                       # trace again: `_once_if` may be patched
     hlo = program.lower(*args, **static).compile().as_text()
     cfg = target.cfg
-    shape = rf"f32\[{cfg.n_layers},1,{res.plan.cache_len},{cfg.n_kv_heads},{cfg.head_dim}\]"
+    shape = rf"f32\[{cfg.n_layers},1,{static['S']},{cfg.n_kv_heads},{cfg.head_dim}\]"
     return len(re.findall(rf"= {shape}\S* copy\(", hlo))
 
 
