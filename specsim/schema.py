@@ -234,6 +234,9 @@ SIM_SPEEDUP_VS_BEST_FIXED = "sim_speedup_vs_best_fixed"
 VS_BEST_LOW = "speedup_vs_best_fixed_low"    # lowest per-round ratio (paired rounds)
 VS_BEST_HIGH = "speedup_vs_best_fixed_high"  # highest per-round ratio
 WITHIN_3PCT_OF_BEST = "within_3pct_of_best"  # yes (every round) | no (none) | noise
+VS_AR_LOW = "speedup_vs_autoregressive_low"    # lowest per-round speedup (paired rounds)
+VS_AR_HIGH = "speedup_vs_autoregressive_high"  # highest per-round speedup
+WITHIN_2PCT_OF_AR = "within_2pct_of_autoregressive"  # >= 0.98x: yes | no | noise, as above
 MEAN_K = "mean_k"                          # mean planned K over active row-iterations
 K0_FRACTION = "k0_fraction"                # row-iterations the policy planned K = 0
 SIM_K0_FRACTION = "sim_k0_fraction"

@@ -107,6 +107,24 @@ def test_speedups_against_the_baseline_and_the_best_fixed_k():
     f = out[out[schema.POLICY] == "fixed"]
     np.testing.assert_allclose(f[schema.VS_BEST_LOW], f[schema.SPEEDUP_VS_BEST_FIXED])
     assert f[schema.WITHIN_3PCT_OF_BEST].tolist() == ["no", "yes", "no"] * 2   # 0.75, 1, 0.9
+    # against plain decoding, per round (the autoregressive rows 0 and 5; K = 2 runs at
+    # 2x): code goodput 2 * [1, 0.96, 1.1], prose 2 * [0.9, 0.95, 0.92]; >= 0.98 throughout
+    np.testing.assert_allclose(g[schema.VS_AR_LOW], [2 * 0.96, 2 * 0.9])
+    np.testing.assert_allclose(g[schema.VS_AR_HIGH], [2 * 1.1, 2 * 0.95])
+    assert g[schema.WITHIN_2PCT_OF_AR].tolist() == ["yes", "yes"]
+    # a plain-decoding round faster than the policy's in one round only: noise
+    per_round[4] = per_round[0] / np.array([1.0, 0.97, 1.02])
+    per_round[9] = per_round[5] / np.array([0.9, 0.95, 0.97])
+    out = add_speedups(table, per_round)
+    g = out[out[schema.POLICY] == "goodput"]
+    np.testing.assert_allclose(g[schema.VS_AR_LOW], [0.97, 0.9])
+    assert g[schema.WITHIN_2PCT_OF_AR].tolist() == ["noise", "no"]
+    from specsim.report import _round_verdicts, policy_goals
+
+    goals = policy_goals(type("R", (), {"tables": {schema.POLICIES: out}})())
+    assert goals["goodput_rounds_vs_ar"] == {"yes": 0, "noise": 1, "no": 1}
+    assert "in every timed round in 0 cells, in some (noise) in 1, in none in 1." in \
+        _round_verdicts(goals)[1]
 
 
 def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch):
@@ -140,4 +158,8 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     assert (best[schema.VS_BEST_HIGH] == 1).all()
     want = np.where(lo >= 0.97, "yes", np.where(hi < 0.97, "no", "noise"))
     assert (spec[schema.WITHIN_3PCT_OF_BEST] == want).all()
+    lo, hi = spec[schema.VS_AR_LOW], spec[schema.VS_AR_HIGH]
+    assert (lo <= hi).all() and np.isfinite(lo).all()
+    want = np.where(lo >= 0.98, "yes", np.where(hi < 0.98, "no", "noise"))
+    assert (spec[schema.WITHIN_2PCT_OF_AR] == want).all()
     assert "## Draft-length policies" in (out / "report.md").read_text()
