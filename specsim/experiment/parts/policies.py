@@ -233,15 +233,15 @@ def add_speedups(table: pd.DataFrame, decode_rounds=None) -> pd.DataFrame:
                 g.loc[d.index, schema.SIM_SPEEDUP_VS_BEST_FIXED] = \
                     d[schema.SIM_SPEEDUP_VS_AR] / best[schema.SIM_SPEEDUP_VS_AR]
             if decode_rounds is not None:
-                base_rounds = np.asarray(decode_rounds[ar.index[0]])
+                goals = ((best_at, GOAL_VS_BEST, (schema.VS_BEST_LOW, schema.VS_BEST_HIGH,
+                                                  schema.WITHIN_3PCT_OF_BEST)),
+                         (ar.index[0], GOAL_VS_AR, (schema.VS_AR_LOW, schema.VS_AR_HIGH,
+                                                    schema.WITHIN_2PCT_OF_AR)))
                 for i in d.index:
-                    r = np.asarray(decode_rounds[best_at]) / np.asarray(decode_rounds[i])
-                    g.loc[i, schema.VS_BEST_LOW], g.loc[i, schema.VS_BEST_HIGH] = r.min(), r.max()
-                    g.loc[i, schema.WITHIN_3PCT_OF_BEST] = goal_verdict(r.min(), r.max())
-                    r = base_rounds / np.asarray(decode_rounds[i])
-                    g.loc[i, schema.VS_AR_LOW], g.loc[i, schema.VS_AR_HIGH] = r.min(), r.max()
-                    g.loc[i, schema.WITHIN_2PCT_OF_AR] = goal_verdict(r.min(), r.max(),
-                                                                      GOAL_VS_AR)
+                    for against, goal, cols in goals:     # per-round ratio, range, verdict
+                        r = np.asarray(decode_rounds[against]) / np.asarray(decode_rounds[i])
+                        g.loc[i, list(cols)] = [r.min(), r.max(),
+                                                goal_verdict(r.min(), r.max(), goal)]
         out.append(g)
     return pd.concat(out)
 
