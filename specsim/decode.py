@@ -605,25 +605,39 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
             dstate, pstats = prefill(True, pstats)
             dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
                                      ~common.done)
-            common, cache, pstate, stats, pstats, dstate = off_loop(
-                (common, cache, pstate, stats, pstats, dstate))
-        else:         # the drafter's prefill waits for the first draft
-            common, cache, pstate, stats, pstats, _ = off_loop(
-                (common, cache, pstate, stats, pstats, ()))
-            dstate, pstats = prefill(_running(common, I), pstats)
+        else:         # the drafter's prefill waits for the first draft: a zero state
+            dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(
+                lambda: drafter.init_state(prompts, prompt_lens, S)))
+        primed = jnp.bool_(feats)
+
+        def prime(state):
+            _, pstats, _ = state
+            return (*prefill(True, pstats), jnp.bool_(True))
 
         def body(carry):
-            c, cache, dstate, pstate, stats, pstats = step(carry)
+            # one instance of the off loop and one of the speculative step in the
+            # program (a first off loop before this one compiled a second copy of its
+            # width-1 forward: ~0.5 s of the program's compile)
+            c, cache, dstate, pstate, stats, pstats, primed = carry
             seen = dstate if feats else ()        # the part of the drafter off steps carry
             c, cache, pstate, stats, pstats, seen = off_loop(
                 (c, cache, pstate, stats, pstats, seen))
-            return c, cache, seen if feats else dstate, pstate, stats, pstats
+            dstate = seen if feats else dstate
+            running = _running(c, I)
+            if not feats:
+                dstate, pstats, primed = _once_if(running & ~primed, prime,
+                                                  (dstate, pstats, primed))
+            return (*_once_if(running, step, (c, cache, dstate, pstate, stats, pstats)),
+                    primed)
+
+        common, _, _, _, stats, pstats, _ = jax.lax.while_loop(
+            lambda carry: _running(carry[0], I), body,
+            (common, cache, dstate, pstate, stats, pstats, primed))
     else:
         dstate, pstats = prefill(True, pstats)
-        body = step
-    common, _, _, _, stats, pstats = jax.lax.while_loop(
-        lambda carry: _running(carry[0], I), body,
-        (common, cache, dstate, pstate, stats, pstats))
+        common, _, _, _, stats, pstats = jax.lax.while_loop(
+            lambda carry: _running(carry[0], I), step,
+            (common, cache, dstate, pstate, stats, pstats))
     return common, stats, pstats
 
 
