@@ -207,15 +207,17 @@ def test_int8_smollm2_logits_close_to_fp32():
 
     fp32 = models.load("smollm2-135m").with_layer_loop("scan")      # scan compiles faster
     int8 = models.quantize_model(fp32, 8)
-    diffs, agree = [], []
-    for kind in workloads.KINDS:
-        ids = [fp32.tokenizer.encode(workloads.prompt_text(kind, fp32.tokenizer))]
-        out = []
-        for m in (fp32, int8):
-            logits, _ = prefill(m.params, m.cfg, ids, init_cache(m.cfg, 1, len(ids[0])))
-            out.append(np.asarray(logits[0]))                         # [T, V]
-        diffs.append(np.abs(out[0] - out[1]))
-        agree.append(out[0].argmax(-1) == out[1].argmax(-1))
+    rows = [fp32.tokenizer.encode(workloads.prompt_text(kind, fp32.tokenizer))
+            for kind in workloads.KINDS]
+    T = max(map(len, rows))      # one batch, right-padded: causal, so padding after a
+    ids = np.zeros((len(rows), T), np.int32)     # prompt leaves its positions' logits as
+    for b, r in enumerate(rows):                 # they are; one compile per model
+        ids[b, :len(r)] = r
+    out = [np.asarray(prefill(m.params, m.cfg, ids, init_cache(m.cfg, len(rows), T))[0])
+           for m in (fp32, int8)]                                     # [B, T, V] each
+    diffs = [np.abs(out[0][b, :len(r)] - out[1][b, :len(r)]) for b, r in enumerate(rows)]
+    agree = [out[0][b, :len(r)].argmax(-1) == out[1][b, :len(r)].argmax(-1)
+             for b, r in enumerate(rows)]
     diff, agree = np.concatenate(diffs), np.concatenate(agree)
     print(f"max {diff.max():.4f} mean {diff.mean():.5f} top1 {agree.mean():.4f} "
           f"positions {agree.size}")
