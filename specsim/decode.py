@@ -553,21 +553,11 @@ def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
 
 
-def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, when, pstats):
-    """The drafter's prefill (`init_state`), run only where ``when`` ([] bool, or True)
-    holds, with its pass counted in ``pstats.draft_steps``: a run whose policy never
-    drafts (speculation off from the first iteration) skips it and carries a zero
-    state the loop never reads. → (dstate, pstats)."""
-    def init():
-        return drafter.init_state(prompts, prompt_lens, S)
-
-    if when is True:
-        dstate = init()
-    else:
-        shapes = jax.eval_shape(init)
-        dstate = jax.lax.cond(when, init, lambda: jax.tree.map(
-            lambda s: jnp.zeros(s.shape, s.dtype), shapes))
-    passes = jnp.asarray(when, jnp.int32) * int(drafter.passes_per_iteration(K) > 0)
+def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, pstats):
+    """The drafter's prefill (`init_state`), its pass counted in ``pstats.draft_steps``.
+    → (dstate, pstats)."""
+    dstate = drafter.init_state(prompts, prompt_lens, S)
+    passes = int(drafter.passes_per_iteration(K) > 0)
     return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
 
 
@@ -598,26 +588,25 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     step = partial(_policy_step, run, cfg, policy)
     pstate = policy.init(B, jnp)
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
-    if feats or policy_engine.skippable(drafter, jax.eval_shape(
-            lambda: drafter.init_state(prompts, prompt_lens, S))):
+    dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
+    if feats or policy_engine.skippable(drafter, dshapes):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         if feats:     # follows the target's features through the off iterations too
-            dstate, pstats = prefill(True, pstats)
+            dstate, pstats = prefill(pstats)
             dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
                                      ~common.done)
-        else:         # the drafter's prefill waits for the first draft: a zero state
-            dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(
-                lambda: drafter.init_state(prompts, prompt_lens, S)))
+        else:         # the drafter's prefill waits for the first draft (a run that never
+            # drafts skips it and carries a zero state the loop never reads)
+            dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dshapes)
         primed = jnp.bool_(feats)
 
         def prime(state):
             _, pstats, _ = state
-            return (*prefill(True, pstats), jnp.bool_(True))
+            return (*prefill(pstats), jnp.bool_(True))
 
         def body(carry):
             # one instance of the off loop and one of the speculative step in the
-            # program (a first off loop before this one compiled a second copy of its
-            # width-1 forward: ~0.5 s of the program's compile)
+            # program (a first off loop before the while loop compiled a second copy)
             c, cache, dstate, pstate, stats, pstats, primed = carry
             seen = dstate if feats else ()        # the part of the drafter off steps carry
             c, cache, pstate, stats, pstats, seen = off_loop(
@@ -634,7 +623,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
             lambda carry: _running(carry[0], I), body,
             (common, cache, dstate, pstate, stats, pstats, primed))
     else:
-        dstate, pstats = prefill(True, pstats)
+        dstate, pstats = prefill(pstats)
         common, _, _, _, stats, pstats = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), step,
             (common, cache, dstate, pstate, stats, pstats))
