@@ -3,6 +3,11 @@ fixed-K speculative program at each K for every built-in drafter, and the policy
 (`policies.Heuristic`, K_max = the largest K), with XLA's share of it.
 
     PYTHONPATH=. python benchmarks/bench_compile.py [--layer-loop scan|unroll] [--k 2 4]
+        [--verify-widths 1 5]
+
+``--verify-widths``: the policy programs compile their verify pass at these widths only
+(`decode.generate_speculative(verify_widths=...)`; each width is one more forward pass in
+the program), besides every width 1..K_max + 1 (the default).
 
 The persistent compilation cache is not turned on here (the CLI turns it on; see
 `specsim.compile_cache`), so every number is a cold compile in a fresh process: the time
@@ -23,9 +28,14 @@ def main(argv=None) -> None:
     ap.add_argument("--layer-loop", choices=("scan", "unroll"), default="scan")
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--new-tokens", type=int, default=40)
+    ap.add_argument("--verify-widths", type=int, nargs="+", default=None)
     args = ap.parse_args(argv)
     if min(args.k) < 1:
         ap.error(f"--k must be positive integers (got {args.k})")
+    if args.verify_widths is not None and (min(args.verify_widths) < 1 or
+                                           max(args.verify_widths) != max(args.k) + 1):
+        ap.error(f"--verify-widths must lie in 1..K_max + 1 = {max(args.k) + 1} and include "
+                 f"it (got {args.verify_widths})")
 
     durations = collections.defaultdict(float)
     monitoring.register_event_duration_secs_listener(
@@ -51,9 +61,11 @@ def main(argv=None) -> None:
     for name, d in drafters.items():
         runs += [(f"{name} K {k}", lambda d=d, k=k: decode.generate_speculative(
             target, d, prompt, args.new_tokens, k=k, **kw)) for k in args.k]
-        runs.append((f"{name} policy K_max {k_max}", lambda d=d: decode.generate_speculative(
-            target, d, prompt, args.new_tokens,
-            policy=P.Heuristic(k_init=1, k_max=k_max), **kw)))
+        for widths in [None] + ([tuple(args.verify_widths)] if args.verify_widths else []):
+            label = f"{name} policy K_max {k_max}" + (f" widths {widths}" if widths else "")
+            runs.append((label, lambda d=d, w=widths: decode.generate_speculative(
+                target, d, prompt, args.new_tokens, policy=P.Heuristic(k_init=1, k_max=k_max),
+                verify_widths=w, **kw)))
     print(f"layer loop {args.layer_loop}; cold compile per program (s)")
     print("| program | compile_s | of it XLA |")
     print("|---|---|---|")

@@ -4,13 +4,16 @@ K_max 4, against `policies.FixedK` at the planned K (compiled with K_max = K), o
 SmolLM2-135M with a chosen drafter, timed in interleaved rounds in one process.
 
     PYTHONPATH=. python benchmarks/bench_policy_width.py [--drafter feature-head]
-        [--batch 8] [--rounds 5] [--kind code]
+        [--batch 8] [--rounds 5] [--kind code] [--verify-widths 1 5]
 
 A plan of K below K_max still carries K_max-wide buffers (the [B, K_max, V] draft and
 [B, K_max + 1, V] target distributions the acceptance test and the statistics read);
 the draft loop and the verify pass follow the plan (early stopping; one compiled verify
 pass per width). The gap between "K 1 of K_max 4" and FixedK(1) is what the K_max-wide
-buffers cost. Printed: decode seconds (prefill removed), iterations, ms per iteration.
+buffers cost. ``--verify-widths``: each plan also runs in a program compiled at these
+verify widths only (`generate_speculative(verify_widths=...)`: fewer forward passes to
+compile, each verify padded to the narrowest width that covers it), in the same rounds.
+Printed: decode seconds (prefill removed), iterations, ms per iteration.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ class Cycle:
     def keep(self, j, confidence, xp=np):
         return xp.ones(confidence.shape, bool)
 
-    def update(self, state, n_accepted, n_proposed, active, xp=np):
+    def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np):
         return (state[0] + 1,)
 
 
@@ -48,9 +51,14 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--kind", default="code")
     ap.add_argument("--new-tokens", type=int, default=40)
+    ap.add_argument("--verify-widths", type=int, nargs="+", default=None)
     args = ap.parse_args(argv)
     if args.batch < 1 or args.rounds < 2:
         ap.error("--batch must be >= 1 and --rounds >= 2")
+    if args.verify_widths is not None and (min(args.verify_widths) < 1 or
+                                           max(args.verify_widths) != 5):
+        ap.error(f"--verify-widths must lie in 1..K_max + 1 = 5 and include it "
+                 f"(got {args.verify_widths})")
 
     from specsim import bench, decode, experiment, models
     from specsim import policies as P
@@ -74,6 +82,12 @@ def main(argv=None) -> None:
     calls = {name: (lambda n, p=p: decode.generate_speculative(target, drafter, rows, n,
                                                                  policy=p, **kw))
              for name, p in policies.items()}
+    if args.verify_widths:
+        widths = tuple(args.verify_widths)
+        calls.update({f"{name}, widths {widths}": (
+            lambda n, p=p: decode.generate_speculative(target, drafter, rows, n, policy=p,
+                                                       verify_widths=widths, **kw))
+            for name, p in policies.items() if isinstance(p, Cycle)})
     calls["plain decoding"] = lambda n: decode.generate_autoregressive(target, rows, n, **kw)
     calls["prefill"] = lambda n: decode.generate_autoregressive(target, rows, 1, **kw)
     for call in calls.values():                                     # compile

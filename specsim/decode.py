@@ -406,10 +406,10 @@ def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
 
 
 def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_plan,
-                   accepted, n_wide):
+                   accepted, n_pass):
     """Policy statistics of iteration ``it``; `drafted` counts proposals and `overlap`
     is kept at proposed slots only (the slot that stopped a row holds a thresholded
-    row that was never proposed)."""
+    row that was never proposed); ``n_pass`` ([] int32) is the verify pass's width."""
     n_prop = jnp.sum(pd.proposed, 1)
     stats = stats._replace(
         drafted=stats.drafted.at[it].set(jnp.where(ok, n_prop, -1)),
@@ -419,7 +419,7 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
         pstats.draft_steps + pd.steps,
-        pstats.widths.at[n_wide].add(1))
+        pstats.widths.at[n_pass - 1].add(1))
     return stats, pstats
 
 
@@ -438,17 +438,21 @@ def _once_if(pred, fn, state):
 
 
 def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_wide,
-                        cache):
+                        cache, widths: tuple):
     """Step 2 under a policy: one target pass over the last token and the first
     ``n_wide`` ([] int32, 0..K) drafts, the widest proposal of any row, so a batch
     that proposed two drafts pays a 3-token pass and not a K+1 one; n_wide = 0 (p_min
     = 1; K = 0 planned everywhere with a drafter the loop cannot skip, see
-    `policy_engine.skippable`) is an autoregressive step. One compiled pass per width,
-    each chosen by `_once_if`, not `lax.cond`, so the caches are not copied.
-    → (target_probs [B, K+1, V], cache, the final-normed features [B, K+1, D]);
-    positions past n_wide hold zeros: no row proposed there, so the acceptance test,
-    the residual and the drafter read only positions below it (a row's stopping slot
-    n_prop ≤ n_wide included)."""
+    `policy_engine.skippable`) is an autoregressive step. One compiled pass per width
+    of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at the
+    narrowest width >= n_wide + 1, chosen by `_once_if`, not `lax.cond`, so the caches
+    are not copied. → (target_probs [B, K+1, V], cache, the final-normed features
+    [B, K+1, D]); positions past the pass's width hold zeros, and positions past n_wide
+    hold the target's distributions after tokens no row proposed: the acceptance test
+    rejects an unproposed slot whatever the target says there, so the test, the
+    residual and the drafter read only positions up to n_wide (a row's stopping slot
+    n_prop ≤ n_wide included), and the cache slots written past them are reclaimed
+    when `length` is reset."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
     tokens = jnp.concatenate([last, draft.tokens], 1)                            # [B, K+1]
@@ -465,8 +469,8 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_wi
     shapes = jax.eval_shape(width(K + 1), (cache, None, None))
     state = (cache, jnp.zeros(shapes[1].shape, shapes[1].dtype),
              jnp.zeros(shapes[2].shape, shapes[2].dtype))
-    for w in range(1, K + 2):
-        state = _once_if(n_wide + 1 == w, width(w), state)
+    for narrower, w in zip((0,) + widths[:-1], widths):
+        state = _once_if((n_wide + 1 > narrower) & (n_wide + 1 <= w), width(w), state)
     cache, probs, h = state
     return probs, cache, h
 
@@ -481,9 +485,10 @@ class _PolicyRun(NamedTuple):
     eos: jax.Array           # [] int32
 
 
-def _policy_step(run: _PolicyRun, cfg, policy, carry):
+def _policy_step(run: _PolicyRun, cfg, policy, widths: tuple, carry):
     """One speculative iteration under a policy (some row plans a draft, or the drafter
-    is not `policy_engine.skippable`): plan, draft, verify, accept, record, advance."""
+    is not `policy_engine.skippable`): plan, draft, verify (at the narrowest of
+    ``widths`` that covers the widest proposal), accept, record, advance."""
     c, cache, dstate, pstate, stats, pstats = carry
     K, sp = policy.k_max, run.sp
     key, k_draft, k_accept, k_resid = jax.random.split(c.key, 4)
@@ -493,7 +498,9 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     start = cache.length                                                         # [B]
     n_wide = jnp.max(jnp.sum(pd.proposed, 1))                                   # []
     target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft, n_wide,
-                                                 cache)                           # [B, K+1, V]
+                                                 cache, widths)                   # [B, K+1, V]
+    n_pass = jnp.asarray(widths, jnp.int32)[
+        jnp.searchsorted(jnp.asarray(widths, jnp.int32), n_wide + 1)]            # []
     n_acc, new, accepted = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]
@@ -503,7 +510,7 @@ def _policy_step(run: _PolicyRun, cfg, policy, carry):
     dstate = run.drafter.commit(dstate, n_acc, ok)
     pstate = policy_engine.update(policy, pstate, k_plan, n_acc, jnp.sum(pd.proposed, 1), ok)
     stats = _record_stats(stats, c.it, ok, n_acc, draft, target_probs)
-    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted, n_wide)
+    stats, pstats = _record_policy(stats, pstats, c.it, ok, pd, k_plan, accepted, n_pass)
     c = _advance(c, new, n_valid, finite, run.prompt_lens, run.max_new, run.eos, key)
     return c, cache, dstate, pstate, stats, pstats
 
@@ -561,9 +568,9 @@ def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, pstats):
     return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
 
 
-@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I"))
+@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
-                    key, *, cfg: ModelConfig, policy, S: int, I: int):
+                    key, *, cfg: ModelConfig, policy, S: int, I: int, widths: tuple):
     """`_speculative_program` with a draft-length policy: per-row K within a
     K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
 
@@ -585,7 +592,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                              jnp.zeros((I, B, K), bool), jnp.int32(0),
                              jnp.zeros((K + 1,), jnp.int32))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
-    step = partial(_policy_step, run, cfg, policy)
+    step = partial(_policy_step, run, cfg, policy, widths)
     pstate = policy.init(B, jnp)
     prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
     dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
@@ -771,7 +778,7 @@ def _resolve_policy(k, policy):
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise", policy=None,
+                         on_nonfinite: str = "raise", policy=None, verify_widths=None,
                          mesh=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
@@ -786,9 +793,19 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     its own number of tokens per iteration within a K = policy.k_max buffer, a model
     drafter's loop stops when every row has stopped, and the stats also record each
     row's planned K, the draft confidences and the per-slot accept outcomes. None (the
-    default) runs the fixed-K program unchanged."""
+    default) runs the fixed-K program unchanged. ``verify_widths`` (with a policy only):
+    the widths at which the policy program compiles its verify pass (None: each of
+    1..K+1; a subset holding K+1, e.g. (1, K+1), compiles fewer forward passes and pads
+    a verify to the narrowest width that covers the widest proposal; see
+    `policies.verify_widths`, and `policies.Costs.bucketed` for the costs Goodput should
+    then plan with)."""
     cfg = target.cfg
     k, policy = _resolve_policy(k, policy)
+    if policy is None and verify_widths is not None:
+        raise InvalidArgument("verify_widths applies to a policy program only (the fixed-K "
+                              f"program verifies k + 1 tokens every iteration; got "
+                              f"{verify_widths!r} with policy None)")
+    widths = None if policy is None else policies.verify_widths(k, verify_widths)
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
@@ -812,7 +829,7 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         common, stats = _speculative_program(*args, k=k, **shapes)
         pstats, more = None, {}
     else:
-        common, stats, pstats = _policy_program(*args, policy=policy, **shapes)
+        common, stats, pstats = _policy_program(*args, policy=policy, widths=widths, **shapes)
     if mesh is not None:
         common, stats, pstats = sharding.to_host((common, stats, pstats))
     if pstats is not None:

@@ -50,6 +50,14 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: S.simulate_policy(P.FixedK(k=7), _trace(10, 6)), r"policy.k_max \(7\) must be <="),
     (lambda: S.AcceptanceTrace(np.zeros((2, 1, 3), bool), np.full((2, 1, 3), 1.5),
                                np.ones((2, 1), bool)), r"confidence must lie in \[0, 1\]"),
+    (lambda: P.verify_widths(4, (1, 3)), r"verify_widths must be integers in 1..k_max \+ 1 = 5 "
+                                         r"and include k_max \+ 1 \(got \(1, 3\)\)"),
+    (lambda: P.verify_widths(4, (0, 5)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
+    (lambda: P.verify_widths(4, (1, 6)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
+    (lambda: P.verify_widths(4, ()), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
+    (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
+    (lambda: P.verify_widths(4, 5), r"verify_widths must be None or a sequence of integers"),
+    (lambda: P.Costs.from_ratio(0.1, 2).bucketed((1, 2)), r"include k_max \+ 1 \(got \(1, 2\)\)"),
 ])
 def test_bad_settings_are_clear_errors(make, match):
     with pytest.raises(ValueError, match=match):
@@ -596,6 +604,52 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
         np.testing.assert_array_equal(k_used[1:], want)
 
 
+@pytest.mark.parametrize("name, widths", [("heuristic", (1, 3, 6)), ("goodput", (2, 5))])
+def test_verify_widths_pad_the_pass_and_keep_the_output(tiny, reference, name, widths):
+    """A program compiled at fewer verify widths pads each pass to the narrowest width
+    that covers the widest proposal: greedy output unchanged, the passes counted at the
+    padded width."""
+    from specsim.decode import generate_speculative
+    target, drafter = tiny
+    pol = GREEDY_POLICIES[name]
+    res = generate_speculative(target, drafter, PROMPTS, 24, policy=pol, verify_widths=widths)
+    assert res.tokens == reference.tokens and res.finish_reason == reference.finish_reason
+    st = res.stats
+    widest = np.maximum(st.drafted.max(1), 0) + 1                      # [I] tokens to verify
+    assert len(np.unique(widest)) > 1                                   # widths vary
+    # an iteration where no row planned a draft is the autoregressive step (width 1)
+    padded = np.where((st.k_used > 0).any(1), np.asarray(widths)[np.searchsorted(widths, widest)], 1)
+    np.testing.assert_array_equal(res.meta["target_passes_by_width"],
+                                  np.bincount(padded - 1, minlength=pol.k_max + 1))
+    with pytest.raises(ValueError, match=r"verify_widths applies to a policy program only"):
+        generate_speculative(target, drafter, PROMPTS, 8, 3, verify_widths=(4,))
+    with pytest.raises(ValueError, match=r"include k_max \+ 1"):
+        generate_speculative(target, drafter, PROMPTS, 8, policy=pol, verify_widths=(1, 2))
+
+
+def test_each_verify_width_is_one_forward_in_the_program(tiny, monkeypatch):
+    """The policy program holds one target forward per compiled verify width: the dot
+    products of its lowered HLO fall by the same count for each width left out."""
+    from specsim import decode
+    target, drafter = tiny
+    program, seen = decode._policy_program, {}
+
+    def capture(*args, **static):
+        seen["call"] = (args, static)
+        raise _Captured
+
+    monkeypatch.setattr(decode, "_policy_program", capture)
+    with pytest.raises(_Captured):
+        decode.generate_speculative(target, drafter, PROMPTS[:1], 8,
+                                    policy=P.ConfidenceThreshold(p_min=0.3, k_max=3))
+    args, static = seen["call"]
+    dots = {w: program.lower(*args, **{**static, "widths": w}).as_text().count("dot_general")
+            for w in [(1, 2, 3, 4), (1, 3, 4), (1, 4), (4,)]}
+    per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
+    assert per_width > 0
+    assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)]
+
+
 def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
     from specsim.decode import generate_speculative
     target, drafter = tiny
@@ -801,18 +855,24 @@ def _pair_counts(tokens, a, b):
     return chi2.counts(tokens, (a, b), V_SMALL)
 
 
-@pytest.mark.parametrize("policy, temperature", [
-    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0),
-    (P.ConfidenceThreshold(p_min=0.12, k_max=2, k_min=1), 0.7),
-    (P.Heuristic(k_init=1, k_max=3), 1.0),
-    (P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.2, 2)), 1.0),
-    (P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.05, 3), p_min=0.12), 1.0)])
-def test_sampling_is_exact_in_distribution_under_policies(chi_models, policy, temperature):
+@pytest.mark.parametrize("policy, temperature, widths", [
+    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0, None),
+    (P.ConfidenceThreshold(p_min=0.12, k_max=2, k_min=1), 0.7, None),
+    (P.Heuristic(k_init=1, k_max=3), 1.0, None),
+    (P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.2, 2)), 1.0, None),
+    (P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.05, 3), p_min=0.12), 1.0, None),
+    # padded verify passes (nothing proposed -> 2 tokens, 2..3 -> 4)
+    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0, (2, 4))])
+def test_sampling_is_exact_in_distribution_under_policies(chi_models, policy, temperature,
+                                                          widths):
     from specsim.decode import generate_speculative
     from specsim.drafters import model_drafter
     t, d = chi_models
     res = generate_speculative(t, model_drafter(d, t), [CHI_PROMPT] * N_SAMPLES, 3,
-                               temperature=temperature, seed=5, policy=policy)
+                               temperature=temperature, seed=5, policy=policy,
+                               verify_widths=widths)
+    if widths is not None:
+        assert sum(res.meta["target_passes_by_width"][w - 1] for w in widths) == res.n_iterations
     p12, p23 = _exact_pairs(t, temperature)
     pv = (_chi2_pvalue(_pair_counts(res.tokens, 0, 1), p12),
           _chi2_pvalue(_pair_counts(res.tokens, 1, 2), p23))
@@ -849,6 +909,40 @@ def test_chi2_catches_a_naive_threshold(chi_models, monkeypatch):
                                policy=P.ConfidenceThreshold(p_min=0.09, k_max=3, k_min=0))
     p12, _ = _exact_pairs(t, 1.0)
     assert _chi2_pvalue(_pair_counts(res.tokens, 0, 1), p12) < 1e-6
+
+
+def test_verify_widths_and_bucketed_costs_by_hand():
+    assert P.verify_widths(3) == (1, 2, 3, 4)
+    assert P.verify_widths(3, [4, 1, 4]) == (1, 4)
+    assert P.verify_widths(3, np.array([2, 4])) == (2, 4)
+    costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.1, 1.2, 1.3, 1.4))
+    # a pass over n tokens costs the narrowest compiled width >= n
+    assert costs.bucketed((1, 3, 5)).t_target == (1.0, 1.2, 1.2, 1.4, 1.4)
+    # K = 0 runs the one-token autoregressive step, compiled apart from the verify widths
+    assert costs.bucketed((5,)).t_target == (1.0,) + (1.4,) * 4
+    assert costs.bucketed(None) == costs
+    assert costs.bucketed((1, 5)).t_draft == 0.1
+    # the engine replay charges the padded width: every speculative iteration of a
+    # (1, K+1) program pays t_target(K+1), one that proposed nothing t_target(1)
+    tr = _trace(500, 4, batch=2, seed=4)
+    pol = P.ConfidenceThreshold(p_min=0.6, k_max=4)
+    run = S.simulate_policy(pol, tr, costs=costs.bucketed((1, 5)), cost_model="engine")
+    widest = run.proposed.max(1)
+    np.testing.assert_allclose(run.time, np.maximum(run.draft_steps.max(1), 1) * 0.1
+                               + np.where(widest > 0, 1.4, 1.0))
+
+
+def test_goodput_plans_with_bucketed_costs():
+    """With verify widths (1, K+1) any K > 0 pays the K+1 pass, so Goodput's choice among
+    them rests on the draft cost alone: a free draft plans K_max (where all widths would
+    plan a shorter K under a steep verify cost), a costly one plans 0."""
+    steep = P.Costs(t_draft=0.0, t_target=(1.0, 1.05, 1.6, 2.2, 2.8))
+    state = (np.full((1, 4), 2.0), np.full((1, 4), 4.0))                # α̂ ≈ 0.5 at each slot
+    every = P.Goodput(k_max=4, costs=steep, explore=0.0).plan(state, 1)
+    padded = P.Goodput(k_max=4, costs=steep.bucketed((1, 5)), explore=0.0).plan(state, 1)
+    assert every[0] == 1 and padded[0] == 0
+    cheap = P.Costs(t_draft=0.0, t_target=(1.0, 1.01, 1.02, 1.03, 1.04))
+    assert P.Goodput(k_max=4, costs=cheap.bucketed((1, 5)), explore=0.0).plan(state, 1)[0] == 4
 
 
 def test_engine_cost_model_in_simulation():
