@@ -106,6 +106,22 @@ def test_load_quantize_names_the_model_and_quantises_every_matrix():
                       QuantizedWeight)
 
 
+def test_a_quantized_model_runs_the_scan_unless_told():
+    """Unrolled, XLA hoists the dequantisation out of a decode loop (every step then reads
+    fp32 copies); a quantised model therefore comes stacked for the scan, with the same
+    logits as the unrolled layout."""
+    dense = models.load("tiny-llama").with_layer_loop("unroll")
+    scanned = models.quantize_model(dense, 8)
+    kept = models.quantize_model(dense, 8, layer_loop=None)
+    assert scanned.cfg.layer_loop == "scan" and kept.cfg.layer_loop == "unroll"
+    assert scanned.params["layers"]["w_qkv"].values.ndim == 3            # [L, Din, Dout]
+    assert isinstance(kept.params["layers"], (list, tuple))                # one dict a layer
+    tokens = [[1, 5, 7, 9, 3, 2]]
+    np.testing.assert_allclose(_logits(scanned.params, scanned.cfg, tokens),
+                               _logits(kept.params, kept.cfg, tokens), atol=2e-5, rtol=1e-5)
+    assert models.load("tiny-llama", quantize="int8").cfg.layer_loop == "scan"
+
+
 @pytest.mark.parametrize("cfg, kw", [
     (TINY_LLAMA, dict(weight_bits=8)), (TINY_LLAMA, dict(weight_bits=4, group_size=12)),
     (TINY_QWEN2, dict(weight_bits=8, group_size=6, quantized_head=True)),

@@ -12,6 +12,8 @@ fused into the matmul); in a scan the one layer body's buffers are reused, unrol
 are 30 fresh fp32 copies per pass. Measured on SmolLM2-135M, one token per pass, batch
 1, interleaved medians (benchmarks/bench_quantized.py, heavily shared 2-core machine):
 int8 0.94x the fp32 pass under scan but 5.4x unrolled; int4 (g32) 3.9x / 5.3x.
+Unrolled inside a decode loop the dequantisation is also hoisted out of the loop, so
+the draft would read fp32 copies (`specsim.models.quantize_model`).
 """
 
 from __future__ import annotations

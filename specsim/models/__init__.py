@@ -60,7 +60,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
     wheel; any other preset name gives that shape with random weights (``seed``).
     Every model comes with its layers laid out for ``cfg.layer_loop`` (per-layer arrays
     for the default "unroll" of checkpoints and real-model presets; stacked for the tiny
-    test presets, which run the scan); see `Model.with_layer_loop`.
+    test presets, which run the scan); see `Model.with_layer_loop`. A model loaded with
+    ``quantize`` runs the scan (see `quantize_model`).
     """
     import jax
 
@@ -112,16 +113,25 @@ def _check_quantize(quantize, group_size) -> int | None:
 
 
 def quantize_model(model: Model, bits: int, group_size: int | None = None,
-                   head: bool = False) -> Model:
+                   head: bool = False, layer_loop: str | None = "scan") -> Model:
     """``model`` with its weights quantised (`specsim.models.quantize.quantize_params`);
-    int4 defaults to groups of 32 input rows. The name gains "-int8"/"-int4"."""
+    int4 defaults to groups of 32 input rows. The name gains "-int8"/"-int4".
+
+    ``layer_loop``: the quantised model's loop, "scan" by default (None keeps the
+    model's). Inside a decode loop XLA:CPU hoists an unrolled model's dequantisation
+    out of the loop, so every step reads the fp32 copies (the int8 bytes buy nothing);
+    in a scan the dequantisation stays beside each layer's dot, into a buffer the layer
+    body reuses, and a step reads the int8 bytes. SmolLM2-135M int8, greedy, batch 1,
+    64 tokens, interleaved medians (this 2-core CPU, quiet): 19.3 ms per token scanned,
+    25.0 unrolled, against 21.8 for fp32 unrolled and 27.1 for fp32 scanned."""
     from specsim.models.quantize import quantize_params
 
     if bits == 4 and group_size is None:
         group_size = 32
     params = quantize_params(model.params, model.cfg, bits, group_size, head=head)
     cfg = model.cfg.replace(name=f"{model.cfg.name}-int{bits}")
-    return model.replace(cfg=cfg, params=params)
+    model = model.replace(cfg=cfg, params=params)
+    return model if layer_loop is None else model.with_layer_loop(layer_loop)
 
 
 __all__ = ["Model", "ModelConfig", "KVCache", "PRESETS", "load", "get_preset", "forward",

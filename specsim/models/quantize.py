@@ -30,8 +30,15 @@ which is what a fused kernel (XLA:GPU, TPU) is bound by, so int4 is packed. The 
 measurement put the fp32 matmul at 5 ms and int8 at 49 ms. In a whole SmolLM2-135M
 pass (benchmarks/bench_quantized.py) the copy costs least under ``layer_loop="scan"``,
 where one layer body's buffers are reused: int8 0.94x the fp32 pass (5.4x unrolled),
-int4 3.9x (its unpack and group scaling run elementwise before the dot). On XLA:CPU
-weight-only quantisation therefore buys no speed; the roofline's bytes
+int4 3.9x (its unpack and group scaling run elementwise before the dot). Re-measured
+2026-12-01 on a quiet machine (commit e7ec290, one token per pass, 256-token context,
+interleaved medians of 6 rounds): int8 scanned 20.0 ms against fp32 unrolled 26.1 and
+fp32 scanned 35.5; int8 unrolled 131 ms. In a decode loop the unrolled int8 model's
+dequantisation is hoisted out of the loop (XLA's loop-invariant code motion), so each
+step reads the fp32 copies: greedy, 64 tokens, 19.3 ms per token scanned against 25.0
+unrolled and 21.8 for fp32 unrolled; hence `specsim.models.quantize_model` lays a
+quantised model out for the scan. A scanned int8 step reads the int8 bytes, but at
+~7 GB/s of them (the convert, not memory, bounds it); the roofline's bytes
 (`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused kernel would read.
 
 The output head is left dense by default: quantising it (int8, SmolLM2-135M) kept α at
