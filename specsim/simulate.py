@@ -440,7 +440,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     `specsim.decode` runs: at least one draft pass when some row plans a draft, none when
     no row does (the model drafter catches up later, a cost not modelled here: a few
     tokens per pass), and, as in theory, a verify over max_b proposed + 1 tokens: the
-    policy loop compiles one verify pass per width).
+    policy loop compiles one verify pass per width by default; for a program compiled
+    at fewer widths pass `costs.bucketed(verify_widths)`).
 
     ``batching``: "static" (what `specsim.decode` runs: the batch iterates until its
     slowest row has its tokens, every iteration costing the whole batch's pass, so the

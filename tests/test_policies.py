@@ -856,13 +856,12 @@ def _pair_counts(tokens, a, b):
 
 
 @pytest.mark.parametrize("policy, temperature, widths", [
-    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0, None),
+    # padded verify passes (nothing proposed -> 2 tokens, 2..3 -> 4); every width below
+    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0, (2, 4)),
     (P.ConfidenceThreshold(p_min=0.12, k_max=2, k_min=1), 0.7, None),
     (P.Heuristic(k_init=1, k_max=3), 1.0, None),
     (P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.2, 2)), 1.0, None),
-    (P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.05, 3), p_min=0.12), 1.0, None),
-    # padded verify passes (nothing proposed -> 2 tokens, 2..3 -> 4)
-    (P.ConfidenceThreshold(p_min=0.1, k_max=3), 1.0, (2, 4))])
+    (P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.05, 3), p_min=0.12), 1.0, None)])
 def test_sampling_is_exact_in_distribution_under_policies(chi_models, policy, temperature,
                                                           widths):
     from specsim.decode import generate_speculative
