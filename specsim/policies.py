@@ -228,6 +228,12 @@ class Costs:
         """t(K) = K·t_draft + t_target(K + 1) for K = 0..k_max ([K+1] or broadcast)."""
         return k * self.t_draft + xp.asarray(self.t_target)[k]
 
+    def nondecreasing(self) -> "Costs":
+        """The closest pass times (least squares) that do not fall as a pass grows: a
+        pass over more tokens reads the same weights and does more arithmetic, so a
+        measured t(n + 1) < t(n) is noise (pool-adjacent-violators over t_target)."""
+        return Costs(t_draft=self.t_draft, t_target=tuple(_nondecreasing(self.t_target)))
+
     def bucketed(self, widths) -> "Costs":
         """The costs of an engine that verifies only at ``widths`` (see `verify_widths`;
         k_max = len(t_target) − 1): a verify over n >= 2 tokens costs the pass at the
@@ -240,6 +246,18 @@ class Costs:
         ws = verify_widths(k_max, widths)
         pass_width = [1] + [ws[int(np.searchsorted(ws, n))] for n in range(2, k_max + 2)]
         return Costs(t_draft=self.t_draft, t_target=tuple(self.t_target[w - 1] for w in pass_width))
+
+
+def _nondecreasing(values) -> list:
+    """Isotonic (non-decreasing) least-squares fit of ``values`` by pooling adjacent
+    violators: each run that falls is replaced by its mean."""
+    blocks = []                                          # [mean, count] per pooled run
+    for v in map(float, values):
+        blocks.append([v, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return [m for m, n in blocks for _ in range(n)]
 
 
 def verify_widths(k_max: int, widths=None) -> tuple:

@@ -931,6 +931,29 @@ def test_verify_widths_and_bucketed_costs_by_hand():
                                + np.where(widest > 0, 1.4, 1.0))
 
 
+def test_nondecreasing_costs_against_brute_force():
+    """Pool-adjacent-violators against the least-squares oracle over every monotone
+    step pattern a short vector allows (the optimum pools runs into their means)."""
+    import itertools
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        t = rng.uniform(0.5, 2.0, 5)
+        got = np.asarray(P.Costs(t_draft=0.1, t_target=tuple(t)).nondecreasing().t_target)
+        best = None
+        for cuts in itertools.product([0, 1], repeat=4):            # block boundaries
+            edges = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [5]
+            fit = np.concatenate([np.full(b - a, t[a:b].mean()) for a, b in zip(edges, edges[1:])])
+            if np.all(np.diff(fit) >= -1e-12):
+                err = np.sum((fit - t) ** 2)
+                best = (err, fit) if best is None or err < best[0] else best
+        np.testing.assert_allclose(got, best[1], rtol=1e-12)
+        assert np.all(np.diff(got) >= -1e-12)
+    c = P.Costs(t_draft=0.2, t_target=(1.0, 1.279, 1.236, 1.158, 1.634))   # session 9's read
+    np.testing.assert_allclose(c.nondecreasing().t_target, (1.0, 1.224333, 1.224333, 1.224333,
+                                                            1.634), rtol=1e-6)
+    assert c.nondecreasing().t_draft == 0.2
+
+
 def test_goodput_plans_with_bucketed_costs():
     """With verify widths (1, K+1) any K > 0 pays the K+1 pass, so Goodput's choice among
     them rests on the draft cost alone: a free draft plans K_max (where all widths would

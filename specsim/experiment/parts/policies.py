@@ -26,7 +26,7 @@ from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
 
 TEMPERATURE = 0.0
-PRE_ROUNDS = 3
+PRE_ROUNDS = 7       # Goodput's costs: medians of 7 interleaved rounds (3 until session 9)
 
 
 def _pass_calls(state: DemoState) -> dict:
@@ -105,13 +105,17 @@ def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
 
 
 def _policies(state: DemoState, per_pass: dict) -> dict:
-    """(drafter, batch, label) -> policy, Goodput from the pre-round costs."""
+    """(drafter, batch, label) -> policy, Goodput from the pre-round costs made
+    non-decreasing in the pass's width (`Costs.nondecreasing`: a dip is noise, and
+    Goodput's plan follows its inputs' noise, `benchmarks/sim_goodput_explore.py
+    --study cost-noise`)."""
     s = state.settings
     k_max = max(s.ks)
     out = {}
     for name in state.drafters:
         for batch in sorted({b for _, b in R.grid(s)}):
-            costs = R.costs_from_passes(*_cell_costs(per_pass, name, batch, k_max), k_max)
+            costs = R.costs_from_passes(*_cell_costs(per_pass, name, batch, k_max),
+                                        k_max).nondecreasing()
             for label in R.POLICY_NAMES:
                 out[(name, batch, label)] = R.make_policy(label, k_max, costs)
     return out
