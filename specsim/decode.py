@@ -437,16 +437,16 @@ def _once_if(pred, fn, state):
     return jax.lax.while_loop(lambda carry: carry[0], body, (jnp.asarray(pred), state))[1]
 
 
-def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_wide,
+def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pass,
                         cache, widths: tuple):
     """Step 2 under a policy: one target pass over the last token and the first
     ``n_wide`` ([] int32, 0..K) drafts, the widest proposal of any row, so a batch
     that proposed two drafts pays a 3-token pass and not a K+1 one; n_wide = 0 (p_min
     = 1; K = 0 planned everywhere with a drafter the loop cannot skip, see
     `policy_engine.skippable`) is an autoregressive step. One compiled pass per width
-    of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at the
-    narrowest width >= n_wide + 1, chosen by `_once_if`, not `lax.cond`, so the caches
-    are not copied. → (target_probs [B, K+1, V], cache, the final-normed features
+    of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
+    ``n_pass`` ([] int32, `_pass_width`: the narrowest width >= n_wide + 1), chosen by
+    `_once_if`, not `lax.cond`, so the caches are not copied. → (target_probs [B, K+1, V], cache, the final-normed features
     [B, K+1, D]); positions past the pass's width hold zeros, and positions past n_wide
     hold the target's distributions after tokens no row proposed: the acceptance test
     rejects an unproposed slot whatever the target says there, so the test, the
@@ -469,10 +469,17 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_wi
     shapes = jax.eval_shape(width(K + 1), (cache, None, None))
     state = (cache, jnp.zeros(shapes[1].shape, shapes[1].dtype),
              jnp.zeros(shapes[2].shape, shapes[2].dtype))
-    for narrower, w in zip((0,) + widths[:-1], widths):
-        state = _once_if((n_wide + 1 > narrower) & (n_wide + 1 <= w), width(w), state)
+    for w in widths:
+        state = _once_if(n_pass == w, width(w), state)
     cache, probs, h = state
     return probs, cache, h
+
+
+def _pass_width(widths: tuple, n_wide):
+    """[] int32: the verify pass's width, the narrowest of ``widths`` that covers the
+    last token and the ``n_wide`` ([] int32) drafts of the widest proposal."""
+    ws = jnp.asarray(widths, jnp.int32)
+    return ws[jnp.searchsorted(ws, n_wide + 1)]
 
 
 class _PolicyRun(NamedTuple):
@@ -496,11 +503,9 @@ def _policy_step(run: _PolicyRun, cfg, policy, widths: tuple, carry):
     dstate, pd = _policy_draft(run.drafter, dstate, c, K, k_draft, sp, policy, k_plan)
     draft = Draft(pd.tokens, pd.probs)          # probs: q' (zero rows past each stop)
     start = cache.length                                                         # [B]
-    n_wide = jnp.max(jnp.sum(pd.proposed, 1))                                   # []
-    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft, n_wide,
+    n_pass = _pass_width(widths, jnp.max(jnp.sum(pd.proposed, 1)))               # []
+    target_probs, cache, h = _policy_verify_pass(run.params, cfg, sp, c, draft, n_pass,
                                                  cache, widths)                   # [B, K+1, V]
-    n_pass = jnp.asarray(widths, jnp.int32)[
-        jnp.searchsorted(jnp.asarray(widths, jnp.int32), n_wide + 1)]            # []
     n_acc, new, accepted = _verify(k_accept, k_resid, draft, target_probs, sp)
     finite, n_valid = _nonfinite_policy(draft.probs, target_probs, n_acc)
     ok = ~c.done & finite                                                        # [B]

@@ -118,12 +118,9 @@ def quantize_model(model: Model, bits: int, group_size: int | None = None,
     int4 defaults to groups of 32 input rows. The name gains "-int8"/"-int4".
 
     ``layer_loop``: the quantised model's loop, "scan" by default (None keeps the
-    model's). Inside a decode loop XLA:CPU hoists an unrolled model's dequantisation
-    out of the loop, so every step reads the fp32 copies (the int8 bytes buy nothing);
-    in a scan the dequantisation stays beside each layer's dot, into a buffer the layer
-    body reuses, and a step reads the int8 bytes. SmolLM2-135M int8, greedy, batch 1,
-    64 tokens, interleaved medians (this 2-core CPU, quiet): 19.3 ms per token scanned,
-    25.0 unrolled, against 21.8 for fp32 unrolled and 27.1 for fp32 scanned."""
+    model's): inside a decode loop XLA:CPU hoists an unrolled model's dequantisation
+    out of the loop, so every step would read fp32 copies (measurements in
+    `specsim.models.quantize`)."""
     from specsim.models.quantize import quantize_params
 
     if bits == 4 and group_size is None:
