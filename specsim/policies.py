@@ -27,7 +27,7 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min)`: each
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, horizon)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
@@ -41,7 +41,11 @@ Policies:
   plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
   (n the decayed count of reached slots, w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
-  much evidence plans on its estimate. ``width``: the engine drafts and verifies as
+  much evidence plans on its estimate. ``horizon`` (default None: off; the policies
+  part sets the run's max_new_tokens): the bonus fades linearly with the row's tokens so
+  far and is gone at the horizon, since what a probe learns late has few iterations left
+  to pay for itself (replayed on 16 recorded cells, `benchmarks/sim_goodput_explore.py
+  --study horizon`: see that script). ``width``: the engine drafts and verifies as
   wide as the widest row, and a row planning less gains nothing from the width it pays
   for, so Goodput plans one K for the batch: "slowest" (default) the K maximising
   min_rows E_row(K) / t(K) over the running rows, the pace of a static batch
@@ -234,6 +238,25 @@ class Costs:
         measured t(n + 1) < t(n) is noise (pool-adjacent-violators over t_target)."""
         return Costs(t_draft=self.t_draft, t_target=tuple(_nondecreasing(self.t_target)))
 
+    def fitted(self) -> "Costs":
+        """The verify passes (n = 2 .. k_max + 1 tokens) replaced by their least-squares
+        line t(n) = a + b·n with b >= 0, t_target[0] (the autoregressive step, a program
+        of its own in the policy loop) kept, then made non-decreasing (`nondecreasing`).
+        Each pass time measured on a shared machine carries its own noise; a line pools
+        them (two numbers from k_max), which is what a plan comparing E(K) / t(K) across
+        K needs: the differences between widths, not each width's own draw. A verify
+        pass reads the same weights at every width and adds arithmetic per token, so the
+        line is flat where the pass is memory-bound (batch 1 here) and rises where it is
+        compute-bound. With fewer than three verify widths it is `nondecreasing` alone."""
+        t = np.asarray(self.t_target, float)
+        if len(t) < 4:
+            return self.nondecreasing()
+        n = np.arange(2, len(t) + 1, dtype=float)
+        slope = max(0.0, float(np.polyfit(n, t[1:], 1)[0]))
+        line = np.mean(t[1:]) + slope * (n - n.mean())
+        fit = Costs(t_draft=self.t_draft, t_target=(float(t[0]),) + tuple(map(float, line)))
+        return fit.nondecreasing()
+
     def bucketed(self, widths) -> "Costs":
         """The costs of an engine that verifies only at ``widths`` (see `verify_widths`;
         k_max = len(t_target) − 1): a verify over n >= 2 tokens costs the pass at the
@@ -292,9 +315,12 @@ class Goodput:
     explore: float = 0.5
     width: str = "slowest"
     p_min: float = 0.0
+    horizon: int | None = None
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
+        if self.horizon is not None:
+            _set(self, horizon=positive_int("horizon", self.horizon))
         if not isinstance(self.costs, Costs):
             raise InvalidArgument(f"costs must be a specsim.policies.Costs (got {self.costs!r})")
         if len(self.costs.t_target) < k_max + 1:
@@ -310,13 +336,15 @@ class Goodput:
 
     def init(self, batch: int, xp=np) -> tuple:
         zeros = xp.zeros((batch, self.k_max), xp.float32)
-        return (zeros, zeros)                               # accepted, reached: [B, K]
+        if self.horizon is None:
+            return (zeros, zeros)                           # accepted, reached: [B, K]
+        return (zeros, zeros, xp.zeros((batch,), xp.float32))   # + tokens so far [B]
 
     def alpha_estimate(self, state, xp=np):
         """[B, K] per-position rates, each shrunk towards the row's pooled rate (itself
         shrunk towards prior_alpha) with prior_weight pseudo-observations, so a position
         the row stopped reaching follows the pooled rate instead of freezing."""
-        acc, reached = state
+        acc, reached = state[0], state[1]
         w = self.prior_weight
         pooled = (xp.sum(acc, 1, keepdims=True) + w * self.prior_alpha) / \
             (xp.sum(reached, 1, keepdims=True) + w)                              # [B, 1]
@@ -324,10 +352,14 @@ class Goodput:
 
     def planning_alpha(self, state, xp=np):
         """[B, K]: the rates the plan reads, each estimate raised by ``explore`` standard
-        errors (capped at 1)."""
-        _, reached = state
+        errors (capped at 1); with a ``horizon`` the bonus fades linearly with the row's
+        tokens so far (state[2]) and is gone once they reach it."""
+        reached = state[1]
         a = self.alpha_estimate(state, xp)
-        bonus = self.explore * xp.sqrt(a * (1 - a) / (reached + self.prior_weight))
+        z = self.explore
+        if self.horizon is not None and len(state) > 2:
+            z = z * xp.clip(1.0 - state[2] / self.horizon, 0.0, 1.0)[:, None]   # [B, 1]
+        bonus = z * xp.sqrt(a * (1 - a) / (reached + self.prior_weight))
         return xp.minimum(a + bonus, 1.0)
 
     def plan(self, state, batch: int, xp=np, active=None):
@@ -361,7 +393,7 @@ class Goodput:
         verify is as wide as the widest proposal) and is not counted, so at batch 1 the
         estimates are of the drafts proposed, and E(K) / t(K) compares a proposal's
         tokens with its cost."""
-        acc, reached = state
+        acc, reached = state[0], state[1]
         j = xp.arange(self.k_max)[None]                                        # [1, K]
         n_wide = xp.max(xp.where(active, n_proposed, 0))                       # []
         paid = j < xp.minimum(k_plan, n_wide)[:, None]                         # [B, K]
@@ -371,7 +403,10 @@ class Goodput:
         new_acc = d * acc + was_acc.astype(acc.dtype)
         new_reached = d * reached + was_reached.astype(reached.dtype)
         a = active[:, None]
-        return (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
+        out = (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
+        if len(state) > 2:              # tokens so far: the accepted drafts and one more
+            out += (xp.where(active, state[2] + n_accepted + 1, state[2]),)
+        return out
 
 
 def as_policy(policy, k: int | None = None):

@@ -41,6 +41,10 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"explore must be a finite number >= 0"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), p_min=1.2),
      r"p_min must be a number in \[0, 1\]"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), horizon=0),
+     r"horizon must be a positive integer \(got 0\)"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), horizon=2.5),
+     r"horizon must be a positive integer \(got 2.5\)"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
      r"width must be one of \('slowest', 'shared', 'per-row'\)"),
     (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
@@ -545,6 +549,8 @@ GREEDY_POLICIES = {
     "goodput": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05)),
     "goodput-p_min": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
                                p_min=0.3),
+    "goodput-horizon": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
+                                 explore=2.0, horizon=16),
 }
 
 
@@ -952,6 +958,55 @@ def test_nondecreasing_costs_against_brute_force():
     np.testing.assert_allclose(c.nondecreasing().t_target, (1.0, 1.224333, 1.224333, 1.224333,
                                                             1.634), rtol=1e-6)
     assert c.nondecreasing().t_draft == 0.2
+
+
+def test_goodput_horizon_fades_the_exploration_bonus():
+    """With a horizon the bonus is explore·(1 − tokens/horizon) standard errors, clipped
+    at 0; the state's third array counts each active row's tokens (accepted + 1)."""
+    costs = P.Costs.from_ratio(0.1, 3)
+    pol = P.Goodput(k_max=3, costs=costs, horizon=40, explore=1.0)
+    free = P.Goodput(k_max=3, costs=costs, explore=1.0)
+    state = pol.init(4)
+    assert len(state) == 3 and state[2].shape == (4,) and len(free.init(4)) == 2
+    state = pol.update(state, np.array([3, 3, 3, 0]), np.array([3, 0, 1, 0]),
+                       np.array([3, 3, 3, 0]), np.array([True, True, False, True]))
+    np.testing.assert_array_equal(state[2], [4, 1, 0, 1])
+    acc, reached = state[0], state[1]
+    for done, left in ((0.0, 1.0), (10.0, 0.75), (30.0, 0.25), (40.0, 0.0), (55.0, 0.0)):
+        st = (acc, reached, np.full(4, done, np.float32))
+        a = pol.alpha_estimate(st)
+        np.testing.assert_allclose(a, free.alpha_estimate((acc, reached)), rtol=1e-6)
+        bonus = left * np.sqrt(a * (1 - a) / (reached + pol.prior_weight))
+        np.testing.assert_allclose(pol.planning_alpha(st), np.minimum(a + bonus, 1.0),
+                                   rtol=1e-6)
+    np.testing.assert_allclose(pol.planning_alpha((acc, reached, np.zeros(4))),
+                               free.planning_alpha((acc, reached)), rtol=1e-6)
+    # late in the run a row with little evidence no longer plans on optimism: here the
+    # estimate alone does not pay for a draft, the bonus does
+    costly = P.Costs(t_draft=0.0, t_target=(1.0, 1.5, 1.6, 1.7))
+    late = P.Goodput(k_max=3, costs=costly, horizon=40, explore=2.0, prior_alpha=0.4)
+    early = late.init(1)
+    assert late.plan(early, 1)[0] > 0
+    assert late.plan((early[0], early[1], np.array([40.0])), 1)[0] == 0
+
+
+def test_fitted_costs_against_polyfit():
+    """Verify widths 2..K+1 on their least-squares line (np.polyfit), the slope clipped at
+    0, t_target[0] kept, then non-decreasing; fewer than three verify widths: as
+    `nondecreasing`."""
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        t = np.concatenate([[1.0], 1.2 + 0.1 * np.arange(4) + rng.normal(0, 0.05, 4)])
+        got = P.Costs(t_draft=0.3, t_target=tuple(t)).fitted()
+        b, a = np.polyfit(np.arange(2, 6), t[1:], 1)
+        np.testing.assert_allclose(got.t_target[1:], a + b * np.arange(2, 6), rtol=1e-9)
+        assert got.t_target[0] == 1.0 and got.t_draft == 0.3
+    falling = P.Costs(t_draft=0.0, t_target=(1.0, 1.3, 1.25, 1.2, 1.15)).fitted()
+    np.testing.assert_allclose(falling.t_target, (1.0, 1.225, 1.225, 1.225, 1.225))
+    below = P.Costs(t_draft=0.0, t_target=(1.2, 1.0, 1.1, 1.2, 1.3)).fitted()   # t(2) < t(1)
+    np.testing.assert_allclose(below.t_target, (1.1, 1.1, 1.1, 1.2, 1.3))
+    short = P.Costs(t_draft=0.0, t_target=(1.0, 1.4, 1.2))
+    assert short.fitted() == short.nondecreasing()
 
 
 def test_goodput_plans_with_bucketed_costs():

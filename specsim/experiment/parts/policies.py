@@ -117,7 +117,8 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
             costs = R.costs_from_passes(*_cell_costs(per_pass, name, batch, k_max),
                                         k_max).nondecreasing()
             for label in R.POLICY_NAMES:
-                out[(name, batch, label)] = R.make_policy(label, k_max, costs)
+                out[(name, batch, label)] = R.make_policy(label, k_max, costs,
+                                                          horizon=s.max_new_tokens)
     return out
 
 
