@@ -163,3 +163,22 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     want = np.where(lo >= 0.98, "yes", np.where(hi < 0.98, "no", "noise"))
     assert (spec[schema.WITHIN_2PCT_OF_AR] == want).all()
     assert "## Draft-length policies" in (out / "report.md").read_text()
+
+
+def test_paired_pass_costs_are_ratios_to_the_step_of_the_same_round():
+    """Goodput's pre-round costs: the geometric mean over rounds of each pass's ratio to
+    the batch's target step in the same round, times that step's median; a round that
+    slows every call alike moves nothing."""
+    from specsim.experiment.parts.policies import _paired
+    keys = [("target_1", 1), ("verify", 1, 1), ("draft", "ngram", 1), ("target_1", 8)]
+    slow = np.array([1.0, 3.0, 1.0, 2.0])                        # per-round slow-downs
+    samples = [4 * 0.02 * slow, 4 * 0.03 * slow, 16 * 0.001 * slow, [0.5, 0.7, 0.6, 0.9]]
+    got = _paired(keys, samples, [4, 4, 16, 1])
+    np.testing.assert_allclose(got[("verify", 1, 1)] / got[("target_1", 1)], 1.5)
+    np.testing.assert_allclose(got[("draft", "ngram", 1)] / got[("target_1", 1)], 0.05)
+    np.testing.assert_allclose(got[("target_1", 1)], 0.02 * np.median(slow))
+    np.testing.assert_allclose(got[("target_1", 8)], 0.65)
+    noisy = [4 * 0.02 * slow, 4 * 0.03 * slow * np.array([1.1, 1.0, 0.9, 1.0])]
+    ratio = _paired(keys[:2], noisy, [4, 4])
+    np.testing.assert_allclose(ratio[("verify", 1, 1)] / ratio[("target_1", 1)],
+                               1.5 * np.exp(np.mean(np.log([1.1, 1.0, 0.9, 1.0]))))

@@ -56,6 +56,23 @@ def _medians(keys, samples, passes) -> dict:
     return {key: float(np.median(ts)) / n for key, ts, n in zip(keys, samples, passes)}
 
 
+def _paired(keys, samples, passes) -> dict:
+    """Per-pass times for Goodput's plan: each pass as its ratio to the target step of
+    the same batch measured in the same round, the geometric mean of those ratios over
+    rounds, times the step's median. A plan reads only the ratios between its pass
+    times (E(K) / t(K) is unchanged when every time is scaled), and a ratio measured
+    side by side cancels what a round's moment adds to both: on this VM, 20 interleaved
+    rounds under load, bootstrap over 7 rounds, t(n)/t(1) for n = 2, 3, 5 at batch 1 and
+    8 varied by sd 0.18-0.20 and 0.11-0.14 this way, against 0.25-0.26 and 0.17-0.23 as
+    a ratio of medians (`benchmarks/sim_goodput_explore.py --study cost-estimators`)."""
+    per = dict(zip(keys, (np.asarray(ts, float) / n for ts, n in zip(samples, passes))))
+    out = {}
+    for key, ts in per.items():
+        ref = per[("target_1", key[-1])]
+        out[key] = float(np.median(ref) * np.exp(np.mean(np.log(ts / ref))))
+    return out
+
+
 def _cell_costs(per_pass: dict, name: str, batch: int, k_max: int):
     """(t_target_1, {K: t_verify(K + 1)} for K = 1..K_max, t_draft) of one (drafter,
     batch)."""
@@ -105,8 +122,8 @@ def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
 
 
 def _policies(state: DemoState, per_pass: dict) -> dict:
-    """(drafter, batch, label) -> policy, Goodput from the pre-round costs made
-    non-decreasing in the pass's width (`Costs.nondecreasing`: a dip is noise, and
+    """(drafter, batch, label) -> policy, Goodput from the pre-round costs (`_paired`)
+    made non-decreasing in the pass's width (`Costs.nondecreasing`: a dip is noise, and
     Goodput's plan follows its inputs' noise, `benchmarks/sim_goodput_explore.py
     --study cost-noise`)."""
     s = state.settings
@@ -262,7 +279,7 @@ def run(state: DemoState) -> None:
     keys, items = list(pc), list(pc.values())
     pre, _ = bench.interleaved_rounds([c for c, _ in items], PRE_ROUNDS,
                                       np.random.default_rng(s.seed))
-    pols = _policies(state, _medians(keys, pre, [p for _, p in items]))
+    pols = _policies(state, _paired(keys, pre, [p for _, p in items]))
     jobs = R.jobs(list(state.drafters), s)
     samples, outputs, per_pass = _time_everything(state, jobs, pols, keys, items)
     prefill = PrefillTimer(max(3, s.repeats))
