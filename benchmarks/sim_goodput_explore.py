@@ -6,6 +6,8 @@ defaults (explore 0.5; p_min 0, off).
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study confidence  # p_min
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study widths      # verify widths
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-noise  # pass-time noise
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study horizon     # fading bonus
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-estimators
 
 Goodput plans from a per-row estimate of per-position acceptance; once it plans K = 0 a
 row learns nothing new until the estimate's evidence decays, so after a few early
@@ -97,6 +99,9 @@ def measure_costs(target, drafters, batches, rounds: int = 5) -> dict:
 
 
 STUDIES = {
+    "horizon": (["goodput", "goodput horizon 40"],
+                lambda costs: [P.Goodput(k_max=K_MAX, costs=costs),
+                               P.Goodput(k_max=K_MAX, costs=costs, horizon=40)]),
     "explore": (["explore 0", "explore 0.5", "explore 1", "explore 2"],
                 lambda costs: [P.Goodput(k_max=K_MAX, costs=costs, explore=z)
                                for z in (0.0, 0.5, 1.0, 2.0)]),
@@ -111,40 +116,99 @@ STUDIES = {
 }
 
 
+PLAN_READS = {"as measured": lambda c: c, "nondecreasing": P.Costs.nondecreasing,
+              "fitted line": P.Costs.fitted}
+"""How Goodput reads its noisy pass times in --study cost-noise (`policies.Costs`)."""
+
+
 def cost_noise(target, prompts, draws: int = 40) -> None:
-    """Goodput planning with noisy pass times, charged the true ones (see --study)."""
+    """Goodput planning with noisy pass times, charged the true ones (see --study): the
+    true curves are a line (t(n) = 1 + slope·(n − 1)) and the curve measured here first
+    (`measure_costs`, made non-decreasing), each read as measured, made non-decreasing
+    and fitted to a line (`PLAN_READS`)."""
     drafter = NGramDrafter(target.cfg.vocab_size, n=3)
+    measured = measure_costs(target, {"ngram": drafter}, [1, 8], rounds=7)
     rng = np.random.default_rng(0)
     sigmas = (0.0, 0.03, 0.08)
-    print("| kind | batch | best fixed K | " + " | ".join(f"goodput σ {s} mean / worst"
-                                                          for s in sigmas) + " |")
-    print("|---|---|---|" + "---|" * len(sigmas))
+    print("| kind | batch | true curve | plan reads | best fixed K | " + " | ".join(
+        f"goodput σ {s} mean / worst" for s in sigmas) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(sigmas))
     for kind in ("code", "json"):
         for batch, slope in ((1, 0.03), (8, 0.11)):
             stats = decode.generate_speculative(target, drafter, [prompts[kind]] * batch, 40,
                                                 policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
             trace = trace_from_stats(stats)
-            true = P.Costs.from_ratio(0.0, K_MAX, verify_slope=slope)
-            best = max(simulate.simulate_policy(P.FixedK(k=k), trace, costs=true,
-                                                cost_model="engine").speedup
-                       for k in range(1, K_MAX + 1))
-            cells = []
-            for sigma in sigmas:
-                got = []
-                for _ in range(draws if sigma else 1):
-                    noisy = np.asarray(true.t_target) * np.exp(rng.normal(0, sigma, K_MAX + 1))
-                    plan = P.Goodput(k_max=K_MAX, costs=P.Costs(t_draft=0.0, t_target=noisy))
-                    got.append(simulate.simulate_policy(plan, trace, costs=true,
-                                                        cost_model="engine").speedup / best)
-                cells.append(f"{np.mean(got):.3f} / {np.min(got):.3f}")
-            print(f"| {kind} | {batch} | {best:.2f} | " + " | ".join(cells) + " |", flush=True)
+            m = measured[("ngram", batch)].nondecreasing()
+            curves = {"line": P.Costs.from_ratio(0.0, K_MAX, verify_slope=slope),
+                      "measured": P.Costs(t_draft=0.0, t_target=tuple(
+                          np.asarray(m.t_target) / m.t_target[0]))}
+            for curve, true in curves.items():
+                best = max(simulate.simulate_policy(P.FixedK(k=k), trace, costs=true,
+                                                    cost_model="engine").speedup
+                           for k in range(1, K_MAX + 1))
+                noise = {s: [np.exp(rng.normal(0, s, K_MAX + 1)) for _ in range(draws if s else 1)]
+                         for s in sigmas}
+                for read, how in PLAN_READS.items():
+                    cells = []
+                    for sigma in sigmas:
+                        got = [simulate.simulate_policy(
+                            P.Goodput(k_max=K_MAX, horizon=40, costs=how(P.Costs(
+                                t_draft=0.0, t_target=np.asarray(true.t_target) * z))),
+                            trace, costs=true, cost_model="engine").speedup / best
+                            for z in noise[sigma]]
+                        cells.append(f"{np.mean(got):.3f} / {np.min(got):.3f}")
+                    print(f"| {kind} | {batch} | {curve} | {read} | {best:.2f} | "
+                          + " | ".join(cells) + " |", flush=True)
+
+
+ESTIMATORS = {
+    "ratio of medians": lambda x, ref: np.median(x) / np.median(ref),
+    "median of paired ratios": lambda x, ref: np.median(x / ref),
+    "geometric mean of paired ratios": lambda x, ref: np.exp(np.mean(np.log(x / ref))),
+    "ratio of minima": lambda x, ref: np.min(x) / np.min(ref),
+}
+
+
+def cost_estimators(target, rounds: int = 20, subset: int = 7, draws: int = 2000) -> None:
+    """How steady each estimate of t(n) / t(1) is: the pass calls of the policies part
+    (batch 1 and 8) timed in ``rounds`` interleaved rounds, then each estimator over
+    ``draws`` bootstrap sets of ``subset`` rounds (the policies part's PRE_ROUNDS)."""
+    from specsim import bench, pass_costs
+
+    calls, keys = [], []
+    for batch in (1, 8):
+        for k in range(1, K_MAX + 1):
+            c = pass_costs.pass_calls(target, None, batch=batch, cache_len=CACHE, k=k, steps=4)
+            calls.append(c.verify)
+            keys.append((batch, k + 1))
+        calls.append(c.target_1)
+        keys.append((batch, 1))
+    samples, _ = bench.interleaved_rounds(calls, rounds, np.random.default_rng(0), warmup=1)
+    times = {key: np.asarray(s, float) for key, s in zip(keys, samples)}
+    rng = np.random.default_rng(1)
+    n = len(times[keys[0]])
+    sets = [rng.choice(n, subset, replace=True) for _ in range(draws)]
+    print(f"{n} rounds; sd of each estimate of t(n)/t(1) over {draws} bootstrap sets of "
+          f"{subset} rounds (all rounds' estimate in brackets)")
+    print("| batch | n | " + " | ".join(ESTIMATORS) + " |")
+    print("|---|---|" + "---|" * len(ESTIMATORS))
+    for batch in (1, 8):
+        ref = times[(batch, 1)]
+        for width in range(2, K_MAX + 2):
+            x = times[(batch, width)]
+            cells = [f"{np.std([f(x[i], ref[i]) for i in sets]):.3f} ({f(x, ref):.2f})"
+                     for f in ESTIMATORS.values()]
+            print(f"| {batch} | {width} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise"], default="explore")
+    ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise", "cost-estimators"],
+                    default="explore")
     args = ap.parse_args(argv)
     target = models.load("smollm2-135m").with_layer_loop("scan")
+    if args.study == "cost-estimators":
+        return cost_estimators(target)
     prompts = encode_prompts(target, ["code", "extraction", "json", "prose"])
     if args.study == "cost-noise":
         return cost_noise(target, prompts)

@@ -170,15 +170,18 @@ def test_paired_pass_costs_are_ratios_to_the_step_of_the_same_round():
     the batch's target step in the same round, times that step's median; a round that
     slows every call alike moves nothing."""
     from specsim.experiment.parts.policies import _paired
-    keys = [("target_1", 1), ("verify", 1, 1), ("draft", "ngram", 1), ("target_1", 8)]
+    keys = [("target_1", 1), ("verify", 1, 3), ("draft", "ngram", 1), ("target_1", 8),
+            ("verify", 8, 2)]
     slow = np.array([1.0, 3.0, 1.0, 2.0])                        # per-round slow-downs
-    samples = [4 * 0.02 * slow, 4 * 0.03 * slow, 16 * 0.001 * slow, [0.5, 0.7, 0.6, 0.9]]
-    got = _paired(keys, samples, [4, 4, 16, 1])
-    np.testing.assert_allclose(got[("verify", 1, 1)] / got[("target_1", 1)], 1.5)
+    samples = [4 * 0.02 * slow, 4 * 0.03 * slow, 16 * 0.001 * slow, [0.5, 0.7, 0.6, 0.9],
+               [1.0, 1.4, 1.2, 1.8]]
+    got = _paired(keys, samples, [4, 4, 16, 1, 1])
+    np.testing.assert_allclose(got[("verify", 1, 3)] / got[("target_1", 1)], 1.5)
+    np.testing.assert_allclose(got[("verify", 8, 2)], 0.65 * 2)
     np.testing.assert_allclose(got[("draft", "ngram", 1)] / got[("target_1", 1)], 0.05)
     np.testing.assert_allclose(got[("target_1", 1)], 0.02 * np.median(slow))
     np.testing.assert_allclose(got[("target_1", 8)], 0.65)
     noisy = [4 * 0.02 * slow, 4 * 0.03 * slow * np.array([1.1, 1.0, 0.9, 1.0])]
     ratio = _paired(keys[:2], noisy, [4, 4])
-    np.testing.assert_allclose(ratio[("verify", 1, 1)] / ratio[("target_1", 1)],
+    np.testing.assert_allclose(ratio[("verify", 1, 3)] / ratio[("target_1", 1)],
                                1.5 * np.exp(np.mean(np.log([1.1, 1.0, 0.9, 1.0]))))

@@ -68,7 +68,8 @@ def _paired(keys, samples, passes) -> dict:
     per = dict(zip(keys, (np.asarray(ts, float) / n for ts, n in zip(samples, passes))))
     out = {}
     for key, ts in per.items():
-        ref = per[("target_1", key[-1])]
+        batch = key[2] if key[0] == "draft" else key[1]       # see `_pass_calls`' keys
+        ref = per[("target_1", batch)]
         out[key] = float(np.median(ref) * np.exp(np.mean(np.log(ts / ref))))
     return out
 
