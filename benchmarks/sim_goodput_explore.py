@@ -42,7 +42,15 @@ choice, not a better plan. ``--study cost-noise`` asks how much of Goodput's dis
 from the best fixed K is the noise of the pass times it plans with: on recorded n-gram
 traces (code and json, batch 1 and 8) it replays Goodput charged a known cost curve
 (t(n) = 1 + slope·(n − 1), slope 0.03 at batch 1 and 0.11 at batch 8, t_draft 0) while
-planning with that curve times lognormal noise of σ 0, 0.03 and 0.08 (40 draws each). The replay
+planning with that curve times lognormal noise of σ 0, 0.03 and 0.08 (40 draws each),
+and the same against the curve measured here first, each read as measured, made
+non-decreasing (`Costs.nondecreasing`, the policies part's) and fitted to a line
+(`Costs.fitted`). ``--study horizon`` replays Goodput with and without its exploration
+bonus fading over the run's 40 tokens (`Goodput(horizon=...)`). ``--study
+cost-estimators`` times the pass calls in 20 interleaved rounds (the first a warm-up)
+and shows how steady each
+estimate of t(n) / t(1) is over bootstrap sets of 7 rounds (the policies part's
+pre-rounds): a ratio of medians against ratios paired within a round. The replay
 missed measured speedups by 5–10% on average in the full policies grids, so read the
 differences, not the third digit. (The numbers above, 0.92x and 1.42x, are from a grid
 that verified K_max + 1 positions in every iteration.)

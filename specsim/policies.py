@@ -41,11 +41,14 @@ Policies:
   plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
   (n the decayed count of reached slots, w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
-  much evidence plans on its estimate. ``horizon`` (default None: off; the policies
-  part sets the run's max_new_tokens): the bonus fades linearly with the row's tokens so
-  far and is gone at the horizon, since what a probe learns late has few iterations left
-  to pay for itself (replayed on 16 recorded cells, `benchmarks/sim_goodput_explore.py
-  --study horizon`: see that script). ``width``: the engine drafts and verifies as
+  much evidence plans on its estimate. ``horizon`` (default None: off): the bonus fades
+  linearly with the row's tokens so far and is gone at the horizon (set it to the run's
+  max_new_tokens), since what a probe learns late has few iterations left to pay for
+  itself; but with the bonus gone K = 0 is stickier (an off row gathers no evidence),
+  and replayed on recorded traces it helps where a verify pass costs little more than a
+  step and hurts where it costs 1.2-1.6 steps (`benchmarks/sim_goodput_explore.py
+  --study horizon`; n-gram extraction at batch 1 1.17x -> 0.92x plain decoding in one
+  run), so it stays off by default. ``width``: the engine drafts and verifies as
   wide as the widest row, and a row planning less gains nothing from the width it pays
   for, so Goodput plans one K for the batch: "slowest" (default) the K maximising
   min_rows E_row(K) / t(K) over the running rows, the pace of a static batch

@@ -88,9 +88,8 @@ def costs_from_passes(t_target_1: float, t_verify_by_k: dict, t_draft: float,
         float(t_verify_by_k[k]) for k in range(1, int(k_max) + 1)))
 
 
-def make_policy(label: str, k_max: int, costs: P.Costs | None, horizon: int | None = None):
-    """The policy behind a label of POLICY_NAMES; ``horizon`` (the run's new tokens per
-    row) fades Goodput's exploration bonus over the run (`policies.Goodput`)."""
+def make_policy(label: str, k_max: int, costs: P.Costs | None):
+    """The policy behind a label of POLICY_NAMES."""
     if label == RECORD:
         return P.FixedK(k=k_max)
     if label == THRESHOLD:
@@ -101,7 +100,7 @@ def make_policy(label: str, k_max: int, costs: P.Costs | None, horizon: int | No
         if costs is None:
             raise InvalidArgument("the goodput policy needs measured costs")
         return P.Goodput(k_max=k_max, costs=costs, p_min=P_MIN if label == GOODPUT_P_MIN
-                         else 0.0, horizon=horizon)
+                         else 0.0)
     raise InvalidArgument(f"label must be one of {POLICY_NAMES} (got {label!r})")
 
 

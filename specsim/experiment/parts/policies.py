@@ -61,10 +61,11 @@ def _paired(keys, samples, passes) -> dict:
     the same batch measured in the same round, the geometric mean of those ratios over
     rounds, times the step's median. A plan reads only the ratios between its pass
     times (E(K) / t(K) is unchanged when every time is scaled), and a ratio measured
-    side by side cancels what a round's moment adds to both: on this VM, 20 interleaved
-    rounds under load, bootstrap over 7 rounds, t(n)/t(1) for n = 2, 3, 5 at batch 1 and
-    8 varied by sd 0.18-0.20 and 0.11-0.14 this way, against 0.25-0.26 and 0.17-0.23 as
-    a ratio of medians (`benchmarks/sim_goodput_explore.py --study cost-estimators`)."""
+    side by side cancels what a round's moment adds to both: on this VM (19 interleaved
+    rounds, bootstrap sets of 7, `benchmarks/sim_goodput_explore.py --study
+    cost-estimators`, session 10) t(n)/t(1) for n = 2..5 at batch 1 and 8 varied by sd
+    0.054-0.122 this way against 0.083-0.142 as a ratio of medians, lower at every
+    width and batch."""
     per = dict(zip(keys, (np.asarray(ts, float) / n for ts, n in zip(samples, passes))))
     out = {}
     for key, ts in per.items():
@@ -135,8 +136,7 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
             costs = R.costs_from_passes(*_cell_costs(per_pass, name, batch, k_max),
                                         k_max).nondecreasing()
             for label in R.POLICY_NAMES:
-                out[(name, batch, label)] = R.make_policy(label, k_max, costs,
-                                                          horizon=s.max_new_tokens)
+                out[(name, batch, label)] = R.make_policy(label, k_max, costs)
     return out
 
 
