@@ -160,7 +160,7 @@ def cost_noise(target, prompts, draws: int = 40) -> None:
                     cells = []
                     for sigma in sigmas:
                         got = [simulate.simulate_policy(
-                            P.Goodput(k_max=K_MAX, horizon=40, costs=how(P.Costs(
+                            P.Goodput(k_max=K_MAX, costs=how(P.Costs(
                                 t_draft=0.0, t_target=np.asarray(true.t_target) * z))),
                             trace, costs=true, cost_model="engine").speedup / best
                             for z in noise[sigma]]
