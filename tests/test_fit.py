@@ -248,3 +248,22 @@ def test_speedup_fit_without_spare_points_prints_unidentified_not_inf():
     assert f.alpha == pytest.approx(0.7, rel=1e-4) and math.isinf(f.c_se)
     text = f.summary()
     assert "unidentified" in text and "inf" not in text
+
+
+def test_the_roofline_part_caps_its_fits_at_the_measured_ceilings():
+    """The demo's roofline part fits each sweep under the ceilings it measured: a copy
+    ceiling below the bandwidth the passes imply holds W at the cap (reported as at its
+    bound) in the form it keeps, where the uncapped fit goes past it."""
+    from types import SimpleNamespace
+    from specsim.experiment.parts.roofline import fit_model_sweep
+    flops, bytes_, t = _synthetic(m=40)
+    df = pd.DataFrame({"flops": flops, "bytes": bytes_, "time_s": t})
+    state = SimpleNamespace(settings=SimpleNamespace(seed=0), log=lambda msg: None)
+    ceilings = pd.DataFrame({"matmul_flops_per_s": [2 * P], "copy_bytes_per_s": [0.5 * W]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fit.PoorFitWarning)
+        free = fit_model_sweep(state, "m", df)
+        capped = fit_model_sweep(state, "m", df, ceilings)
+    assert free.bandwidth > 0.9 * W
+    assert capped.bandwidth <= 0.5 * W * (1 + 1e-9) and "bandwidth" in capped.at_bound
+    assert capped.peak_flops <= 2 * P * (1 + 1e-9)

@@ -21,11 +21,17 @@ def sweep_points(state: DemoState) -> list[tuple[int, int, int]]:
     return points + [(8, b, S) for b in ((2, 4) if s.quick else (2, 4, 8))]
 
 
-def fit_model_sweep(state: DemoState, name: str, df: pd.DataFrame):
-    """Both roofline forms fitted to one sweep (logged); the better held-out one."""
+def fit_model_sweep(state: DemoState, name: str, df: pd.DataFrame, ceilings=None):
+    """Both roofline forms fitted to one sweep (logged); the better held-out one. With
+    ``ceilings`` (the part's `bench.measure_ceilings` table) the fitted P and W are
+    capped at the measured matmul and copy ceilings (`fit.ceiling_bounds`): without the
+    caps the max form put W at 278 GB/s on a 2-core VM whose copy measured 51.7 GB/s
+    (`specsim demo --parts roofline --quick`, session 10)."""
     from specsim import fit
 
-    both = {kind: fit.fit_sweep(df, kind=kind, holdout=0.25, seed=state.settings.seed)
+    bounds = fit.ceiling_bounds(ceilings) if ceilings is not None else {}
+    both = {kind: fit.fit_sweep(df, kind=kind, holdout=0.25, seed=state.settings.seed,
+                                **bounds)
             for kind in fit.KINDS}
     for kind, f in both.items():
         state.log(f"    {name} ({kind}): t0 {f.t0 * 1e3:.2f} ms, P {f.peak_flops / 1e9:.1f} "
@@ -49,7 +55,7 @@ def run(state: DemoState) -> None:
         df = bench.sweep_forward(m, sweep_points(state), repeats=s.sweep_repeats, warmup=1,
                                  progress=state.progress)
         sweeps.append(df)
-        state.fits[name] = fit_model_sweep(state, name, df)
+        state.fits[name] = fit_model_sweep(state, name, df, state.tables[schema.CEILINGS])
     state.tables[schema.SWEEPS] = pd.concat(sweeps, ignore_index=True)
 
 
