@@ -249,8 +249,12 @@ class Costs:
         them (two numbers from k_max), which is what a plan comparing E(K) / t(K) across
         K needs: the differences between widths, not each width's own draw. A verify
         pass reads the same weights at every width and adds arithmetic per token, so the
-        line is flat where the pass is memory-bound (batch 1 here) and rises where it is
-        compute-bound. With fewer than three verify widths it is `nondecreasing` alone."""
+        line is flat where the pass is memory-bound and rises where it is compute-bound.
+        With fewer than three verify widths it is `nondecreasing` alone. Replayed against
+        `nondecreasing` (`benchmarks/sim_goodput_explore.py --study cost-noise`, session
+        10) it wins only where the true curve is a line; the curves measured on a 2-core
+        CPU step from t(1) to t(2) and then flatten, the misfit costs as much as the noise
+        it removes, and the policies part does not use it."""
         t = np.asarray(self.t_target, float)
         if len(t) < 4:
             return self.nondecreasing()
