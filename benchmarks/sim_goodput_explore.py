@@ -78,9 +78,11 @@ K_MAX, CACHE = 4, 384
 MIXED_TOKENS = (40, 120)     # Goodput's cost of learning is per run: read it at two lengths
 
 
-def measure_costs(target, drafters, batches, rounds: int = 5) -> dict:
-    """(drafter, batch) -> Costs, each pass timed in the same interleaved rounds."""
-    from specsim import bench, pass_costs
+def pass_call_list(target, drafters, batches) -> tuple[list, list]:
+    """(calls, keys) of the policies part's pass programs, 4 passes per call: keys
+    ("verify", batch, k) for k = 1..K_MAX, ("target_1", batch) and, for each drafter that
+    computes, ("draft", name, batch) (K_MAX draft steps per pass)."""
+    from specsim import pass_costs
 
     calls, keys = [], []
     for batch in batches:
@@ -96,6 +98,14 @@ def measure_costs(target, drafters, batches, rounds: int = 5) -> dict:
                                           steps=4)
                 calls.append(c.draft)
                 keys.append(("draft", name, batch))
+    return calls, keys
+
+
+def measure_costs(target, drafters, batches, rounds: int = 5) -> dict:
+    """(drafter, batch) -> Costs, each pass timed in the same interleaved rounds."""
+    from specsim import bench
+
+    calls, keys = pass_call_list(target, drafters, batches)
     samples, _ = bench.interleaved_rounds(calls, rounds, np.random.default_rng(0), warmup=1)
     per = {key: float(np.median(s)) / 4 for key, s in zip(keys, samples)}
     for key in keys:
@@ -181,20 +191,14 @@ def cost_estimators(target, rounds: int = 20, subset: int = 7, draws: int = 2000
     """How steady each estimate of t(n) / t(1) is: the pass calls of the policies part
     (batch 1 and 8) timed in ``rounds`` interleaved rounds, then each estimator over
     ``draws`` bootstrap sets of ``subset`` rounds (the policies part's PRE_ROUNDS)."""
-    from specsim import bench, pass_costs
+    from specsim import bench
 
-    calls, keys = [], []
-    for batch in (1, 8):
-        for k in range(1, K_MAX + 1):
-            c = pass_costs.pass_calls(target, None, batch=batch, cache_len=CACHE, k=k, steps=4)
-            calls.append(c.verify)
-            keys.append((batch, k + 1))
-        calls.append(c.target_1)
-        keys.append((batch, 1))
+    calls, keys = pass_call_list(target, {}, (1, 8))
     samples, _ = bench.interleaved_rounds(calls, rounds, np.random.default_rng(0), warmup=1)
-    times = {key: np.asarray(s, float) for key, s in zip(keys, samples)}
+    width = {key: 1 if key[0] == "target_1" else key[2] + 1 for key in keys}  # tokens/pass
+    times = {(key[1], width[key]): np.asarray(s, float) for key, s in zip(keys, samples)}
     rng = np.random.default_rng(1)
-    n = len(times[keys[0]])
+    n = len(next(iter(times.values())))
     sets = [rng.choice(n, subset, replace=True) for _ in range(draws)]
     print(f"{n} rounds; sd of each estimate of t(n)/t(1) over {draws} bootstrap sets of "
           f"{subset} rounds (all rounds' estimate in brackets)")
