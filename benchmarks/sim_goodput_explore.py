@@ -8,6 +8,7 @@ defaults (explore 0.5; p_min 0, off).
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-noise  # pass-time noise
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study horizon     # fading bonus
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-estimators
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study judge-off  # evidence while off
 
 Goodput plans from a per-row estimate of per-position acceptance; once it plans K = 0 a
 row learns nothing new until the estimate's evidence decays, so after a few early
@@ -18,7 +19,7 @@ decayed count of reached slots and w the prior weight, so a row that stopped dra
 grows more optimistic as its evidence decays, and one with much evidence does not.
 
 For each cell (drafter, kind of work, batch): the engine records a FixedK(4) run under
-the policy loop (SmolLM2-135M, 40 new tokens, greedy), and every policy is replayed on
+the policy loop (SmolLM2-135M, 40 new tokens by default, ``--new-tokens``, greedy), and every policy is replayed on
 that trace (`simulate.simulate_policy`, engine cost model) with pass times measured here
 first (`pass_costs`, interleaved rounds: t_target(1), t_verify(K + 1) for K = 1..4 and
 t_draft per drafter and batch, as the policies part measures them). Printed: simulated
@@ -46,7 +47,9 @@ planning with that curve times lognormal noise of σ 0, 0.03 and 0.08 (40 draws 
 and the same against the curve measured here first, each read as measured, made
 non-decreasing (`Costs.nondecreasing`, the policies part's) and fitted to a line
 (`Costs.fitted`). ``--study horizon`` replays Goodput with and without its exploration
-bonus fading over the run's 40 tokens (`Goodput(horizon=...)`). ``--study
+bonus fading over the run's 40 tokens (`Goodput(horizon=...)`). ``--study judge-off``
+replays Goodput with and without judging the n-gram lookup's free first draft in the
+iterations it turned itself off (`Goodput(judge_off=...)`). ``--study
 cost-estimators`` times the pass calls in 20 interleaved rounds (the first a warm-up)
 and shows how steady each
 estimate of t(n) / t(1) is over bootstrap sets of 7 rounds (the policies part's
@@ -128,6 +131,9 @@ STUDIES = {
                    lambda costs: [P.ConfidenceThreshold(p_min=0.4, k_max=K_MAX)] + [
                        P.Goodput(k_max=K_MAX, costs=costs, p_min=p)
                        for p in (0.0, 0.2, 0.4, 0.6)]),
+    "judge-off": (["goodput", "goodput judge_off False"],
+                  lambda costs: [P.Goodput(k_max=K_MAX, costs=costs),
+                                 P.Goodput(k_max=K_MAX, costs=costs, judge_off=False)]),
     "widths": (["goodput", "goodput widths (1, 5)", "goodput widths (1, 3, 5)"],
                lambda costs: [P.Goodput(k_max=K_MAX, costs=costs.bucketed(w))
                               for w in (None, (1, K_MAX + 1), (1, 3, K_MAX + 1))]),
@@ -172,7 +178,8 @@ def cost_noise(target, prompts, draws: int = 40) -> None:
                         got = [simulate.simulate_policy(
                             P.Goodput(k_max=K_MAX, costs=how(P.Costs(
                                 t_draft=0.0, t_target=np.asarray(true.t_target) * z))),
-                            trace, costs=true, cost_model="engine").speedup / best
+                            trace, costs=true, cost_model="engine",
+                            free_drafts=True).speedup / best
                             for z in noise[sigma]]
                         cells.append(f"{np.mean(got):.3f} / {np.min(got):.3f}")
                     print(f"| {kind} | {batch} | {curve} | {read} | {best:.2f} | "
@@ -217,6 +224,9 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise", "cost-estimators"],
                     default="explore")
+    ap.add_argument("--new-tokens", type=int, default=40,
+                    help="new tokens of each cell's recorded run (the mixed batch reads "
+                         f"{MIXED_TOKENS})")
     args = ap.parse_args(argv)
     target = models.load("smollm2-135m").with_layer_loop("scan")
     if args.study == "cost-estimators":
@@ -230,10 +240,12 @@ def main(argv=None) -> None:
                     target, experiment.default_layer_skip(target.cfg.n_layers)),
                 "feature-head": feature_head_drafter(target, find_feature_head(target.cfg.name))}
     costs_of = measure_costs(target, drafters, sorted({b for _, _, b in CELLS}))
+    free = {name: bool(getattr(d, "drafts_free", False)) for name, d in drafters.items()}
     print("| drafter | kind | batch | fixed K 4 | " + " | ".join(labels) + " |")
     print("|---|---|---|---|" + "---|" * len(labels))
     for name, kind, batch in CELLS:
-        stats = decode.generate_speculative(target, drafters[name], [prompts[kind]] * batch, 40,
+        stats = decode.generate_speculative(target, drafters[name], [prompts[kind]] * batch,
+                                            args.new_tokens,
                                             policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
         trace = trace_from_stats(stats)
         costs = costs_of[(name, batch)]
@@ -241,10 +253,11 @@ def main(argv=None) -> None:
         cells = []
         for policy in policies:       # a Goodput is charged the (padded) costs it plans with
             charged = policy.costs if isinstance(policy, P.Goodput) else costs
-            r = simulate.simulate_policy(policy, trace, costs=charged, cost_model="engine")
+            r = simulate.simulate_policy(policy, trace, costs=charged, cost_model="engine",
+                                         free_drafts=free[name])
             cells.append(f"{r.speedup:.2f} / {np.mean(r.k_plan[r.present] == 0):.2f}")
         print(f"| {name} | {kind} | {batch} | " + " | ".join(cells) + " |", flush=True)
-    if args.study != "explore":
+    if args.study not in ("explore", "judge-off"):
         return
     # a mixed batch (two rows of each kind of work), replayed as the engine's static
     # batch: Goodput's three plans (one K for the batch at the slowest row's pace, or
@@ -257,6 +270,11 @@ def main(argv=None) -> None:
              "slowest": lambda c: P.Goodput(k_max=K_MAX, costs=c),
              "slowest explore 0.25": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.25),
              "slowest explore 0": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.0)}
+    if args.study == "judge-off":
+        plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
+                 "goodput": lambda c: P.Goodput(k_max=K_MAX, costs=c),
+                 "goodput judge_off False": lambda c: P.Goodput(k_max=K_MAX, costs=c,
+                                                                judge_off=False)}
     print("\n| drafter | mixed batch 8, new tokens | " + " | ".join(plans) + " |")
     print("|---|---|" + "---|" * len(plans))
     for name in drafters:
@@ -266,7 +284,8 @@ def main(argv=None) -> None:
                                                 cache_len=CACHE).stats
             trace, costs = trace_from_stats(stats), costs_of[(name, 8)]
             cells = [simulate.simulate_policy(make_plan(costs), trace, costs=costs,
-                                              cost_model="engine").speedup
+                                              cost_model="engine",
+                                              free_drafts=free[name]).speedup
                      for make_plan in plans.values()]
             print(f"| {name} | {new_tokens} | " + " | ".join(f"{c:.2f}" for c in cells) + " |",
                   flush=True)

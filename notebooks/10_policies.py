@@ -154,7 +154,8 @@ rows = []
 for name, pol in policies.items():
     c_pol = costs if pol.k_max == K_MAX else costs_from_passes(
         costs.t_target[0], dict(enumerate(costs.t_target)), costs.t_draft, pol.k_max)
-    run = simulate.simulate_policy(pol, trace, costs=c_pol, cost_model="engine")
+    run = simulate.simulate_policy(pol, trace, costs=c_pol, cost_model="engine",
+                                   free_drafts=getattr(drafter, "drafts_free", False))
     rows.append(dict(policy=name, mean_k=run.k_plan[run.present].mean(),
                      k0_fraction=(run.k_plan[run.present] == 0).mean(),
                      tokens_per_iteration=run.tokens_per_iteration, speedup=run.speedup))

@@ -395,6 +395,9 @@ class _PolicyStatsBuf(NamedTuple):
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
     draft_steps: jax.Array  # [] int32: draft passes run (the drafter's prefill included)
     widths: jax.Array       # [K+1] int32: target passes over n = 1..K+1 tokens (index n−1)
+    off_judged: jax.Array   # [I, B] int32: an off iteration's free first draft (see
+    #                         `policy_engine.judge_off`): 1 matched the token, 0 did not,
+    #                         −1 no draft judged
 
 
 def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
@@ -419,7 +422,7 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
         pstats.draft_steps + pd.steps,
-        pstats.widths.at[n_pass - 1].add(1))
+        pstats.widths.at[n_pass - 1].add(1), pstats.off_judged)
     return stats, pstats
 
 
@@ -541,6 +544,11 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     if reads_target_hidden(run.drafter):
         dstate = run.drafter.observe(dstate, h, none, ok)
     pstate = policy_engine.update(policy, pstate, none, none, none, ok)   # no row planned
+    if policy_engine.judges_off(run.drafter, policy):
+        pstate, judged = policy_engine.judge_off(
+            run.drafter, policy, pstate, Context(c.tokens, c.length), tok, ok,
+            jax.random.fold_in(k_sample, 1), run.sp)
+        pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged))
     zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
                            drafted=stats.drafted.at[c.it].set(zero_or_absent))
@@ -595,7 +603,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
                              jnp.zeros((I, B, K), bool), jnp.int32(0),
-                             jnp.zeros((K + 1,), jnp.int32))
+                             jnp.zeros((K + 1,), jnp.int32), jnp.full((I, B), -1, jnp.int32))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy, widths)
     pstate = policy.init(B, jnp)
@@ -844,7 +852,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     n_it = int(common.it)
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],
-        accept_mask=np.asarray(pstats.accept_mask)[:n_it])
+        accept_mask=np.asarray(pstats.accept_mask)[:n_it],
+        off_judged=np.asarray(pstats.off_judged)[:n_it])
     st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
                           np.asarray(stats.overlap)[:n_it], **extra)
     # the policy program counts the drafter's prefill in draft_steps (it may skip it)

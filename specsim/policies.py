@@ -78,7 +78,19 @@ Policies:
   (Before, such a slot never counted, and in a mixed batch a row whose n-gram lookup
   rarely matched kept the prior's 0.6 while its planned slots, verified for the other
   rows, yielded 0.06: replayed, the mixed batch below went from 0.93x to 0.95x plain
-  decoding with n-gram lookup.)
+  decoding with n-gram lookup.) ``judge_off`` (default True): with a drafter whose
+  first draft is free (n-gram lookup, ``drafts_free``), an iteration in which no row
+  drafts still judges each row's lookup against the token the step drew
+  (`observe_off`; `specsim.policy_engine.judge_off`), so a row that turned itself off
+  goes on learning at no cost instead of waiting for its evidence to decay and
+  re-probing at a verify's price. Replayed on n-gram traces of 80 new tokens with the
+  pass times of this 2-core AMD host (t(2)/t(1) = 1.42; /tmp study of session 12, see
+  README): extraction at batch 1 0.67 -> 0.94 of the best fixed K, at batch 8 0.71 ->
+  0.98, prose and the mixed batch 0.95-0.96 -> 0.98 of plain decoding, JSON at batch 8
+  1.01 -> 0.98 of the best fixed K; at 40 tokens (`benchmarks/sim_goodput_explore.py
+  --study judge-off`) extraction at batch 1 0.96x -> 1.10x plain decoding, JSON 0.94x ->
+  0.93x (batch 1) and 0.95x -> 0.92x (batch 8): slot 0's evidence lifts the later
+  slots' pooled estimate where they accept less.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
@@ -323,9 +335,12 @@ class Goodput:
     width: str = "slowest"
     p_min: float = 0.0
     horizon: int | None = None
+    judge_off: bool = True
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
+        if not isinstance(self.judge_off, (bool, np.bool_)):
+            raise InvalidArgument(f"judge_off must be True or False (got {self.judge_off!r})")
         if self.horizon is not None:
             _set(self, horizon=positive_int("horizon", self.horizon))
         if not isinstance(self.costs, Costs):
@@ -414,6 +429,24 @@ class Goodput:
         if len(state) > 2:              # tokens so far: the accepted drafts and one more
             out += (xp.where(active, state[2] + n_accepted + 1, state[2]),)
         return out
+
+
+    def observe_off(self, state, proposed, matched, active, xp=np) -> tuple:
+        """Evidence gathered in an iteration where no row drafted, from a drafter whose
+        first draft is free (n-gram lookup; `specsim.policy_engine.judge_off`): slot 0
+        of each ``active`` row with a draft (``proposed`` [B] bool) was reached, and
+        accepted where the draft matched the step's token (``matched`` [B] bool). A row
+        that turned itself off so goes on learning whether drafting would pay, at no
+        cost, instead of waiting for its evidence to decay (``judge_off`` False: the
+        state is returned unchanged). Called after `update`, which has already decayed
+        the counts."""
+        if not self.judge_off:
+            return state
+        seen = (active & proposed).astype(state[1].dtype)                      # [B]
+        hit = (active & proposed & matched).astype(state[0].dtype)
+        first = (xp.arange(self.k_max) == 0)[None].astype(state[1].dtype)      # [1, K]
+        return (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
+            tuple(state[2:])
 
 
 def as_policy(policy, k: int | None = None):

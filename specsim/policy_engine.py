@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
-           "draft", "plan", "update"]
+           "draft", "plan", "update", "judges_off", "judge_off"]
 
 
 class PolicyDraft(NamedTuple):
@@ -58,6 +58,32 @@ def plan(policy, state, active):
 
 def update(policy, state, k_plan, n_accepted, n_proposed, active):
     return policy.update(state, k_plan, n_accepted, n_proposed, active, jnp)
+
+
+def judges_off(drafter, policy) -> bool:
+    """Whether an off iteration (no row plans a draft) still judges the drafter's first
+    draft: the drafter says its proposal is free (``drafts_free``: no model pass, no
+    state, a one-hot draft from the context alone, as n-gram lookup) and the policy
+    takes the evidence (``observe_off``, e.g. `specsim.policies.Goodput`). Static."""
+    return bool(getattr(drafter, "drafts_free", False)) and callable(
+        getattr(policy, "observe_off", None))
+
+
+def judge_off(drafter, policy, pstate, context, token, active, key, sampling):
+    """Evidence gathered while speculation is off: the free draft x of the next position
+    (``drafter.propose`` of one token on ``context``, before the step's token was
+    appended) against the token [B] the step sampled. For a one-hot draft the
+    acceptance test would pass with probability p(x), and P(token = x) = p(x) too (at
+    temperature 0 both are [x = argmax]), so "the token equals the draft" is an
+    outcome of the test with the right law, and the output is untouched (nothing was
+    proposed). A row with no draft (no n-gram match: a zero row) is not judged.
+    → (policy.observe_off(...) state, judged [B] int32: 1 matched, 0 not, −1 none)."""
+    _, d = drafter.propose((), context, 1, key, sampling)
+    x, q = d.tokens[:, 0], d.probs[:, 0]                                       # [B], [B, V]
+    has = active & (jnp.take_along_axis(q, x[:, None], axis=1)[:, 0] > 0)     # [B]
+    matched = has & (x == token)
+    pstate = policy.observe_off(pstate, has, matched, active, jnp)
+    return pstate, jnp.where(has, matched.astype(jnp.int32), -1)
 
 
 def confidence(logits, probs, tokens, sampling):

@@ -430,7 +430,8 @@ BATCHING = ("static", "continuous")
 
 
 def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
-                    cost_model: str = "theory", batching: str = "static") -> PolicyRun:
+                    cost_model: str = "theory", batching: str = "static",
+                    free_drafts: bool = False) -> PolicyRun:
     """Replay ``policy`` (a `specsim.policies` policy) on ``trace``, one batched
     iteration at a time, with the same NumPy semantics the engine traces: plan, propose
     while kept, accept the leading accepted run, update. ``costs``: a
@@ -452,11 +453,19 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     agree when every row runs at one rate (identical rows, or batch 1); on a mixed
     batch the static batch runs at its slowest row's pace (n-gram lookup at K 2 on four
     kinds of work, batch 8: rows at 1.95, 1.70, 1.14 and 1.08 tokens per iteration, 36
-    iterations against 21 for the fastest row)."""
+    iterations against 21 for the fastest row).
+
+    ``free_drafts``: the trace's drafter drafts for free (n-gram lookup, ``drafts_free``),
+    so in an iteration where no running row plans a draft the engine still judges each
+    row's first draft against the step's token and hands the outcome to the policy's
+    ``observe_off`` (`specsim.policy_engine.judge_off`); the replay does the same with
+    the trace's slot 0 (proposed where its confidence is > 0, accepted as recorded)."""
     from specsim import policies as P                # NumPy only: theory side
 
     if batching not in BATCHING:
         raise InvalidArgument(f"batching must be one of {BATCHING} (got {batching!r})")
+    if not isinstance(free_drafts, (bool, np.bool_)):
+        raise InvalidArgument(f"free_drafts must be True or False (got {free_drafts!r})")
 
     policy = P.as_policy(policy)
     if policy.k_max > trace.k:
@@ -474,6 +483,9 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
         slot = np.arange(K)[None] < prop[:, None]
         acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
         state = policy.update(state, plan, acc, prop, act, np)
+        if free_drafts and hasattr(policy, "observe_off") and not (plan[act] > 0).any():
+            state = policy.observe_off(state, act & (trace.confidence[i, :, 0] > 0),
+                                       trace.accept[i, :, 0], act, np)
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
                         ("draft_steps", P.draft_steps(plan, prop, np))):
             out[name][i] = np.where(act, v, 0)

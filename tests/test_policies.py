@@ -57,6 +57,10 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: P.verify_widths(4, (1, 3)), r"verify_widths must be integers in 1..k_max \+ 1 = 5 "
                                          r"and include k_max \+ 1 \(got \(1, 3\)\)"),
     (lambda: P.verify_widths(4, (0, 5)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), judge_off=1),
+     r"judge_off must be True or False \(got 1\)"),
+    (lambda: S.simulate_policy(P.FixedK(k=2), _trace(n=8, k=2), free_drafts="yes"),
+     r"free_drafts must be True or False"),
     (lambda: P.verify_widths(4, (1, 6)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, ()), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
@@ -758,6 +762,80 @@ def test_ngram_drafter_under_a_policy(tiny, reference):
     assert res.tokens == reference.tokens and res.draft_passes == 0
 
 
+def test_goodput_observe_off_by_hand():
+    """Slot 0 of each active row with a free draft counts as reached, and as accepted
+    where the draft matched; nothing else moves; judge_off False is the identity."""
+    pol = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3))
+    acc = np.array([[1.0, 0.5, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 0.0]], np.float32)
+    reached = np.array([[2.0, 1.0, 0.5], [1.0, 0.0, 0.0], [3.0, 2.0, 1.0]], np.float32)
+    proposed = np.array([True, True, False])
+    matched = np.array([True, False, True])       # row 2 matched but had no draft
+    active = np.array([True, True, True])
+    got_acc, got_reached = pol.observe_off((acc, reached), proposed, matched, active)
+    np.testing.assert_array_equal(got_acc[:, 0], [2.0, 0.0, 2.0])
+    np.testing.assert_array_equal(got_reached[:, 0], [3.0, 2.0, 3.0])
+    np.testing.assert_array_equal(got_acc[:, 1:], acc[:, 1:])
+    np.testing.assert_array_equal(got_reached[:, 1:], reached[:, 1:])
+    inactive = pol.observe_off((acc, reached), proposed, matched, np.zeros(3, bool))
+    np.testing.assert_array_equal(inactive[1], reached)
+    off = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3), judge_off=False)
+    assert off.observe_off((acc, reached), proposed, matched, active) == (acc, reached)
+
+
+def test_evidence_while_off_turns_goodput_back_on():
+    """A row whose prior says drafting never pays (prior_alpha 0: estimate 0, no
+    exploration bonus) stays off for good unless its free first draft is judged while
+    off; judged on a trace whose slot-0 drafts are always accepted, it turns on."""
+    tr = S.synthetic_trace(60, 4, batch=1, rng=0, calibration=np.ones_like)
+    costs = P.Costs.from_ratio(0.0, 4, verify_slope=0.05)
+    pol = P.Goodput(k_max=4, costs=costs, prior_alpha=0.0)
+    blind = S.simulate_policy(pol, tr, costs=costs)
+    assert (blind.k_plan == 0).all()
+    judged = S.simulate_policy(pol, tr, costs=costs, free_drafts=True)
+    assert judged.k_plan[0, 0] == 0 and (judged.k_plan[-10:] > 0).all()
+    assert judged.speedup > 2 * blind.speedup
+    no_judge = S.simulate_policy(P.Goodput(k_max=4, costs=costs, prior_alpha=0.0,
+                                           judge_off=False), tr, costs=costs, free_drafts=True)
+    np.testing.assert_array_equal(no_judge.k_plan, blind.k_plan)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_off_iterations_judge_the_free_draft_against_an_eager_lookup(tiny, temperature):
+    """Oracle: with speculation off throughout, the loop's judged first draft at every
+    iteration is the n-gram lookup run eagerly on the output so far, compared with the
+    token the step then drew; the output is the autoregressive one, token for token
+    (the same key stream: nothing was proposed)."""
+    import jax.numpy as jnp
+
+    from specsim.decode import generate_autoregressive, generate_speculative
+    from specsim.drafters import Context, NGramDrafter
+    from specsim.sampling import SamplingParams
+
+    target, _ = tiny
+    ngram = NGramDrafter(target.cfg.vocab_size, n=2)
+    off = P.Goodput(k_max=3, costs=P.Costs.from_ratio(2.0, 3))
+    prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
+    want = generate_autoregressive(target, prompts, 24, temperature=temperature, seed=3)
+    got = generate_speculative(target, ngram, prompts, 24, temperature=temperature, seed=3,
+                               policy=off)
+    assert got.tokens == want.tokens and got.draft_passes == 0
+    st = got.stats
+    assert (st.k_used[st.active] == 0).all()
+    sp = SamplingParams.make(temperature, 0, 1.0, vocab_size=target.cfg.vocab_size)
+    expect = np.full(st.off_judged.shape, -1)
+    for b, (p, out) in enumerate(zip(prompts, got.tokens)):
+        seq = list(p) + list(out)
+        for i in range(len(out) - 1):         # iteration i draws out[i + 1]
+            n = len(p) + i + 1
+            ctx = Context(jnp.asarray([seq + [0] * 8], jnp.int32), jnp.asarray([n], jnp.int32))
+            _, d = ngram.propose((), ctx, 1, None, sp)
+            if float(d.probs[0, 0].sum()) > 0:
+                expect[i, b] = int(int(d.tokens[0, 0]) == out[i + 1])
+    np.testing.assert_array_equal(st.off_judged, expect)
+    assert (expect == 0).any() and (expect == -1).any()
+    assert (expect == 1).any() or temperature > 0      # greedy loops: lookups match
+
+
 @pytest.mark.parametrize("name", list(GREEDY_POLICIES))
 def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
     """Oracle for `simulate.simulate_policy`: replayed on the trace of its own engine run
@@ -772,9 +850,13 @@ def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
     prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
     st = generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2), prompts, 24,
                               policy=policy).stats
-    run = S.simulate_policy(policy, trace_from_stats(st))
+    run = S.simulate_policy(policy, trace_from_stats(st), free_drafts=True)
     present = st.k_used >= 0
     assert (st.drafted[present] < st.k_used[present]).any()    # lookups ran out: exercised
+    # Goodput judges the free first draft in its off iterations (and nothing else does)
+    judged = st.off_judged >= 0
+    assert judged.any() == isinstance(policy, P.Goodput)
+    assert (st.k_used[judged] == 0).all()
     np.testing.assert_array_equal(run.k_plan[present], st.k_used[present])
     np.testing.assert_array_equal(run.proposed[present], st.drafted[present])
     np.testing.assert_array_equal(run.accepted[present], st.accepted[present])

@@ -40,6 +40,10 @@ class Drafter(Protocol):
 
     def max_cache_len(self) -> int | None: ...
 
+    # Optional: ``drafts_free = True`` says the proposal costs no model pass, keeps no
+    # state (init_state returns ()) and is one-hot, from the context alone (n-gram
+    # lookup); the policy loop then judges its first draft in iterations where no row
+    # drafts, for a policy with ``observe_off`` (`specsim.policy_engine.judge_off`).
     # Optional: a drafter with ``reads_target_hidden = True`` also implements
     #   observe(state, hidden [B, T, D], index [B], active [B]) -> state
     # and is handed the target's final-normed features after the prefill (T = 1, index 0)

@@ -47,6 +47,13 @@ class NGramDrafter:
     def passes_per_iteration(self, k: int) -> int:
         return 0
 
+    @property
+    def drafts_free(self) -> bool:
+        """A lookup: no model pass, no state, a one-hot draft from the context alone, so
+        the policy loop can judge its first draft while speculation is off
+        (`specsim.policy_engine.judge_off`)."""
+        return True
+
     def max_cache_len(self) -> int | None:
         return None
 

@@ -124,10 +124,19 @@ def trace_from_stats(stats) -> simulate.AcceptanceTrace:
     """The trace of a FixedK run under the policy loop. A model drafter proposes every
     slot (`AcceptanceTrace.from_stats`); an n-gram lookup leaves slots empty where its
     match runs out: those hold confidence 0 (what its one-hot draft reports), which no
-    replayed policy proposes (`policies.n_proposed`, as the engine)."""
+    replayed policy proposes (`policies.n_proposed`, as the engine). Iterations with
+    speculation off whose free first draft was judged (``stats.off_judged``, see
+    `policy_engine.judge_off`) hold it in slot 0: confidence 1 (one-hot), accepted where
+    it matched the step's token, so a replay with ``free_drafts`` sees what the engine saw."""
     present = np.asarray(stats.drafted) >= 0
     conf = np.clip(np.nan_to_num(np.asarray(stats.confidence, float), nan=0.0), 0.0, 1.0)
-    return simulate.AcceptanceTrace(np.asarray(stats.accept_mask, bool), conf, present)
+    accept = np.asarray(stats.accept_mask, bool).copy()
+    judged = getattr(stats, "off_judged", None)
+    if judged is not None:
+        judged = np.asarray(judged)
+        conf[..., 0] = np.where(judged >= 0, 1.0, conf[..., 0])
+        accept[..., 0] |= judged == 1
+    return simulate.AcceptanceTrace(accept, conf, present)
 
 
 def fixed_costs(t_target_1: float, t_verify_by_k: dict, t_draft: float, k: int) -> P.Costs:
@@ -136,9 +145,12 @@ def fixed_costs(t_target_1: float, t_verify_by_k: dict, t_draft: float, k: int) 
                    t_target=(float(t_target_1),) + (float(t_verify_by_k[k]),) * int(k))
 
 
-def simulated_speedup(policy, trace, costs: P.Costs) -> tuple[float, float]:
+def simulated_speedup(policy, trace, costs: P.Costs,
+                      free_drafts: bool = False) -> tuple[float, float]:
     """(speedup against autoregressive decoding, fraction of row-iterations at K = 0) of
-    ``policy`` replayed on ``trace`` with the engine's cost model."""
-    run = simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine")
+    ``policy`` replayed on ``trace`` with the engine's cost model (``free_drafts``: see
+    `simulate.simulate_policy`; the drafter's ``drafts_free``)."""
+    run = simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine",
+                                   free_drafts=free_drafts)
     off = float(np.mean(run.k_plan[run.present] == 0)) if run.present.any() else float("nan")
     return float(run.speedup), off

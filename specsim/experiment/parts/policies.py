@@ -205,6 +205,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
     k_max = max(s.ks)
     name, batch = cell[schema.DRAFTER].iloc[0], int(cell[schema.BATCH].iloc[0])
     t1, verify, td = _cell_costs(per_pass, name, batch, k_max)
+    free = bool(getattr(state.drafters[name].drafter, "drafts_free", False))
     sim, off = [], []
     for _, r in cell.iterrows():
         if r[schema.POLICY] == R.FIXED:
@@ -213,7 +214,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
         else:
             pol = pols[(name, batch, r[schema.POLICY])]
             costs = R.costs_from_passes(t1, verify, td, k_max)
-        a, b = R.simulated_speedup(pol, trace, costs)
+        a, b = R.simulated_speedup(pol, trace, costs, free_drafts=free)
         sim.append(a)
         off.append(b)
     return cell.assign(**{schema.SIM_SPEEDUP_VS_AR: sim, schema.SIM_K0_FRACTION: off})
