@@ -83,14 +83,12 @@ Policies:
   drafts still judges each row's lookup against the token the step drew
   (`observe_off`; `specsim.policy_engine.judge_off`), so a row that turned itself off
   goes on learning at no cost instead of waiting for its evidence to decay and
-  re-probing at a verify's price. Replayed on n-gram traces of 80 new tokens with the
-  pass times of this 2-core AMD host (t(2)/t(1) = 1.42; /tmp study of session 12, see
-  README): extraction at batch 1 0.67 -> 0.94 of the best fixed K, at batch 8 0.71 ->
-  0.98, prose and the mixed batch 0.95-0.96 -> 0.98 of plain decoding, JSON at batch 8
-  1.01 -> 0.98 of the best fixed K; at 40 tokens (`benchmarks/sim_goodput_explore.py
-  --study judge-off`) extraction at batch 1 0.96x -> 1.10x plain decoding, JSON 0.94x ->
-  0.93x (batch 1) and 0.95x -> 0.92x (batch 8): slot 0's evidence lifts the later
-  slots' pooled estimate where they accept less.
+  re-probing at a verify's price. Replayed on n-gram traces on a 2-core AMD host whose
+  verify costs 1.42 steps at batch 1 (`benchmarks/sim_goodput_explore.py --study
+  judge-off --new-tokens 80`): extraction at batch 1 1.08x -> 1.57x plain decoding
+  (fixed K 4 1.65x), prose 0.95x -> 0.98x, JSON within 0.02; at 40 tokens JSON lost up to
+  0.03 (slot 0's evidence lifts the pooled rate later slots are shrunk to). Drafters
+  whose draft costs a pass are not judged.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
