@@ -11,6 +11,13 @@ loop), so the NumPy reference and the engine run the same arithmetic:
     keep = policy.keep(j, confidence, xp)          [B] bool: is draft j (0-based) kept, given
                                                    the draft's probability of its own token
     state = policy.update(state, k_plan, n_accepted, n_proposed, active, xp)
+    state = policy.observe_off(state, proposed, matched, active, xp)   optional: see below
+
+``observe_off`` (optional; `Goodput` has it) takes the evidence of an iteration in which
+no row drafted, from a drafter whose first draft is free (``drafts_free``, n-gram lookup):
+proposed [B] bool (the row had a draft), matched [B] bool (it equalled the token the
+step drew); the engine and `specsim.simulate.simulate_policy(free_drafts=True)` call it
+after ``update``.
 
 A row drafts j = 0, 1, ... while ``j < k_plan`` and every draft so far was kept; the
 first draft that is not kept is computed (its confidence is needed) but not proposed, and
