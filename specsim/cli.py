@@ -120,7 +120,8 @@ def _add_inrun_arguments(p) -> None:
                    help="clock the predictions and speedups use: cpu (default: this process's "
                         "CPU time, which other jobs on a shared machine do not inflate) or wall; "
                         "both are recorded")
-    p.add_argument("--repeats", type=int, default=None, help="timing rounds (default 2)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timing rounds (default 2; --quick 4)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,

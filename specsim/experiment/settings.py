@@ -114,8 +114,10 @@ class DemoSettings:
         subset (8 runs; batch 1 is the instrument's); 40 new tokens per run, 88 per row
         at batch 4 and 16 (the most the instrument's 128-slot cache holds). ``quick``:
         the instrument over α {0.5, 0.9} × K {2, 4} at no draft cost, the n-gram drafter
-        at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs; 158 s of wall time and 136 s
-        of CPU time at load 5 on the 2 cores, compiles included).
+        at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs), timed in 4 rounds where the
+        full demo has 2: on the 2-core AMD host of session 12 its in-run MAPE was 15.3%
+        and 27.9% with 2 rounds (73-88 s) and 7.8%, 10.9%, 11.7% with 4 (119-131 s, a
+        cold compile cache included; `specsim demo --quick --repeats 2|4`).
 
         Clock: process CPU time by default. On this shared machine the wall clock's
         per-round spread of a speedup was 5-50% at load 6-22 while the CPU clock's was
@@ -130,6 +132,7 @@ class DemoSettings:
             # extraction, 0.15 on code at K 4 (0.01-0.02 with the instrument's 28 tokens)
             base.update(drafter_prompt_tokens=64)
             base.update(ks=(4,), drafters=("ngram",), quick=True, instrument_costs=(0.0,),
+                        repeats=4,
                         batch_max_new_tokens=0,
                         sweep_repeats=5, instrument_alphas=(0.5, 0.9), instrument_ks=(2, 4),
                         batches=(1, 4), batch_alphas=(0.9,), batch_ks=(4,))
