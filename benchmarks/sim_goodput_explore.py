@@ -67,7 +67,8 @@ import numpy as np
 
 from specsim import decode, experiment, models, simulate
 from specsim import policies as P
-from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
+from specsim.drafters import (NGramDrafter, drafts_free, feature_head_drafter,
+                              layer_skip_drafter)
 from specsim.experiment.drafter_study import find_feature_head
 from specsim.experiment.pipeline import encode_prompts
 from specsim.experiment.policy_runs import costs_from_passes, trace_from_stats
@@ -240,7 +241,7 @@ def main(argv=None) -> None:
                     target, experiment.default_layer_skip(target.cfg.n_layers)),
                 "feature-head": feature_head_drafter(target, find_feature_head(target.cfg.name))}
     costs_of = measure_costs(target, drafters, sorted({b for _, _, b in CELLS}))
-    free = {name: bool(getattr(d, "drafts_free", False)) for name, d in drafters.items()}
+    free = {name: drafts_free(d) for name, d in drafters.items()}
     print("| drafter | kind | batch | fixed K 4 | " + " | ".join(labels) + " |")
     print("|---|---|---|---|" + "---|" * len(labels))
     for name, kind, batch in CELLS:

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from specsim.drafters.base import drafts_free
+
 __all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
            "draft", "plan", "update", "judges_off", "judge_off"]
 
@@ -65,8 +67,7 @@ def judges_off(drafter, policy) -> bool:
     draft: the drafter says its proposal is free (``drafts_free``: no model pass, no
     state, a one-hot draft from the context alone, as n-gram lookup) and the policy
     takes the evidence (``observe_off``, e.g. `specsim.policies.Goodput`). Static."""
-    return bool(getattr(drafter, "drafts_free", False)) and callable(
-        getattr(policy, "observe_off", None))
+    return drafts_free(drafter) and callable(getattr(policy, "observe_off", None))
 
 
 def judge_off(drafter, policy, pstate, context, token, active, key, sampling):

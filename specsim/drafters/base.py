@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from specsim.sampling import SamplingParams
 
-__all__ = ["Context", "Draft", "Drafter", "check_drafter", "gather_last"]
+__all__ = ["Context", "Draft", "Drafter", "check_drafter", "drafts_free", "gather_last"]
 
 
 class Context(NamedTuple):
@@ -49,6 +49,12 @@ class Drafter(Protocol):
     # and is handed the target's final-normed features after the prefill (T = 1, index 0)
     # and after every verify pass (T = K+1, index = n_accepted: the feature that
     # produced the row's last kept token).
+
+
+def drafts_free(drafter) -> bool:
+    """Whether ``drafter`` says its draft is free (``drafts_free``, see `Drafter`):
+    what `specsim.simulate.simulate_policy`'s ``free_drafts`` should be for its traces."""
+    return bool(getattr(drafter, "drafts_free", False))
 
 
 def gather_last(tokens: jax.Array, length: jax.Array, back: int) -> jax.Array:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from specsim import schema
+from specsim.drafters import drafts_free
 from specsim.experiment import policy_runs as R
 from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
@@ -205,7 +206,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
     k_max = max(s.ks)
     name, batch = cell[schema.DRAFTER].iloc[0], int(cell[schema.BATCH].iloc[0])
     t1, verify, td = _cell_costs(per_pass, name, batch, k_max)
-    free = bool(getattr(state.drafters[name].drafter, "drafts_free", False))
+    free = drafts_free(state.drafters[name].drafter)
     sim, off = [], []
     for _, r in cell.iterrows():
         if r[schema.POLICY] == R.FIXED:
