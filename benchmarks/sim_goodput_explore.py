@@ -9,6 +9,7 @@ defaults (explore 0.5; p_min 0, off).
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study horizon     # fading bonus
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-estimators
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study judge-off  # evidence while off
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study budget     # conservative
 
 Goodput plans from a per-row estimate of per-position acceptance; once it plans K = 0 a
 row learns nothing new until the estimate's evidence decays, so after a few early
@@ -49,7 +50,10 @@ non-decreasing (`Costs.nondecreasing`, the policies part's) and fitted to a line
 (`Costs.fitted`). ``--study horizon`` replays Goodput with and without its exploration
 bonus fading over the run's 40 tokens (`Goodput(horizon=...)`). ``--study judge-off``
 replays Goodput with and without judging the n-gram lookup's free first draft in the
-iterations it turned itself off (`Goodput(judge_off=...)`). ``--study
+iterations it turned itself off (`Goodput(judge_off=...)`). ``--study budget`` replays
+Goodput with and without a loss budget ε of 0.01 and 0.02 (`Goodput(budget=...)`: a
+conservative bandit that plans a draft only where, at the rates' lower bound, the row
+stays within (1 + ε) × plain decoding's time by the cost model). ``--study
 cost-estimators`` times the pass calls in 20 interleaved rounds (the first a warm-up)
 and shows how steady each
 estimate of t(n) / t(1) is over bootstrap sets of 7 rounds (the policies part's
@@ -135,6 +139,9 @@ STUDIES = {
     "judge-off": (["goodput", "goodput judge_off False"],
                   lambda costs: [P.Goodput(k_max=K_MAX, costs=costs),
                                  P.Goodput(k_max=K_MAX, costs=costs, judge_off=False)]),
+    "budget": (["goodput", "goodput budget 0.01", "goodput budget 0.02"],
+               lambda costs: [P.Goodput(k_max=K_MAX, costs=costs)] + [
+                   P.Goodput(k_max=K_MAX, costs=costs, budget=b) for b in (0.01, 0.02)]),
     "widths": (["goodput", "goodput widths (1, 5)", "goodput widths (1, 3, 5)"],
                lambda costs: [P.Goodput(k_max=K_MAX, costs=costs.bucketed(w))
                               for w in (None, (1, K_MAX + 1), (1, 3, K_MAX + 1))]),
@@ -258,7 +265,7 @@ def main(argv=None) -> None:
                                          free_drafts=free[name])
             cells.append(f"{r.speedup:.2f} / {np.mean(r.k_plan[r.present] == 0):.2f}")
         print(f"| {name} | {kind} | {batch} | " + " | ".join(cells) + " |", flush=True)
-    if args.study not in ("explore", "judge-off"):
+    if args.study not in ("explore", "judge-off", "budget"):
         return
     # a mixed batch (two rows of each kind of work), replayed as the engine's static
     # batch: Goodput's three plans (one K for the batch at the slowest row's pace, or
@@ -271,6 +278,11 @@ def main(argv=None) -> None:
              "slowest": lambda c: P.Goodput(k_max=K_MAX, costs=c),
              "slowest explore 0.25": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.25),
              "slowest explore 0": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.0)}
+    if args.study == "budget":
+        plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
+                 "goodput": lambda c: P.Goodput(k_max=K_MAX, costs=c),
+                 "goodput budget 0.01": lambda c: P.Goodput(k_max=K_MAX, costs=c, budget=0.01),
+                 "goodput budget 0.02": lambda c: P.Goodput(k_max=K_MAX, costs=c, budget=0.02)}
     if args.study == "judge-off":
         plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
                  "goodput": lambda c: P.Goodput(k_max=K_MAX, costs=c),

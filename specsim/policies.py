@@ -34,7 +34,8 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, horizon)`: each
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, horizon,
+  judge_off, budget)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
@@ -96,6 +97,20 @@ Policies:
   (fixed K 4 1.65x), prose 0.95x -> 0.98x, JSON within 0.02; at 40 tokens JSON lost up to
   0.03 (slot 0's evidence lifts the pooled rate later slots are shrunk to). Drafters
   whose draft costs a pass are not judged.
+  ``budget`` (default None: off) ε makes Goodput a conservative bandit (Wu et al. 2016,
+  "Conservative Bandits"): each row keeps a bank, the time it is ahead of (1 + ε) ×
+  plain decoding by the policy's own cost model, and a K > 0 is planned only where the
+  bank stays non-negative after an iteration yielding the tokens of the rates' lower
+  confidence bound (the estimate less ``explore`` standard errors); for a batch plan the
+  slowest running row's bank decides. Where drafting never pays, the run's modelled time
+  so stays within (1 + ε) of plain decoding's plus one iteration (tested on a trace of
+  rejections, where Goodput without it loses over 3%). The price is caution where
+  drafting pays but starts badly: one rejected K = 4 iteration puts the bank ~0.7 steps
+  in debt, and the row waits until its lower bound promises to repay it. Replayed on
+  80-token traces (`benchmarks/sim_goodput_explore.py --study budget`; numbers in
+  data/goodput-studies-cpu/) it bounds the loss where drafting does not pay and gives up
+  more where it does, so it is there for a user who must bound the loss, and off by
+  default.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
@@ -341,9 +356,16 @@ class Goodput:
     p_min: float = 0.0
     horizon: int | None = None
     judge_off: bool = True
+    budget: float | None = None
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
+        if self.budget is not None:
+            b = nonnegative_float("budget", self.budget)
+            if b >= 1.0:
+                raise InvalidArgument(f"budget must be None or a number in [0, 1) "
+                                      f"(got {self.budget!r})")
+            _set(self, budget=b)
         if not isinstance(self.judge_off, (bool, np.bool_)):
             raise InvalidArgument(f"judge_off must be True or False (got {self.judge_off!r})")
         if self.horizon is not None:
@@ -362,10 +384,12 @@ class Goodput:
             raise InvalidArgument(f"width must be one of {WIDTHS} (got {self.width!r})")
 
     def init(self, batch: int, xp=np) -> tuple:
+        """(accepted [B, K], reached [B, K]), then tokens so far [B] with a ``horizon``,
+        then the bank [B] (time ahead of (1 + budget) × plain decoding) with a ``budget``."""
         zeros = xp.zeros((batch, self.k_max), xp.float32)
-        if self.horizon is None:
-            return (zeros, zeros)                           # accepted, reached: [B, K]
-        return (zeros, zeros, xp.zeros((batch,), xp.float32))   # + tokens so far [B]
+        row = xp.zeros((batch,), xp.float32)
+        return (zeros, zeros) + ((row,) if self.horizon is not None else ()) + \
+            ((row,) if self.budget is not None else ())
 
     def alpha_estimate(self, state, xp=np):
         """[B, K] per-position rates, each shrunk towards the row's pooled rate (itself
@@ -389,21 +413,49 @@ class Goodput:
         bonus = z * xp.sqrt(a * (1 - a) / (reached + self.prior_weight))
         return xp.minimum(a + bonus, 1.0)
 
+    def safe_alpha(self, state, xp=np):
+        """[B, K]: the lower confidence bound the ``budget`` reads, each estimate less
+        ``explore`` standard errors (floored at 0): the bonus's mirror image, unfaded."""
+        a = self.alpha_estimate(state, xp)
+        se = xp.sqrt(a * (1 - a) / (state[1] + self.prior_weight))
+        return xp.maximum(a - self.explore * se, 0.0)
+
     def plan(self, state, batch: int, xp=np, active=None):
         """[B] K per row; with width "shared" the batch's K, summed over the ``active``
-        rows ([B] bool; None: every row), so finished rows do not steer it."""
-        alpha = self.planning_alpha(state, xp)                                 # [B, K]
-        surv = xp.cumprod(alpha, axis=1)                                       # [B, K]
-        e = 1.0 + xp.concatenate([xp.zeros_like(surv[:, :1]), xp.cumsum(surv, 1)], 1)
+        rows ([B] bool; None: every row), so finished rows do not steer it. With a
+        ``budget`` only the K whose `margin` is >= 0 are candidates (K = 0 always is)."""
+        e = _expected_tokens(self.planning_alpha(state, xp), xp)               # [B, K+1]
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
+        safe = self.margin(state, xp) if self.budget is not None else None    # [B, K+1]
         if self.width == "per-row":
-            return xp.argmax(e / t[None], axis=1).astype(xp.int32)            # [B]
+            g = e / t[None]
+            if safe is not None:
+                g = xp.where((safe >= 0) | (xp.arange(self.k_max + 1) == 0)[None], g, -1.0)
+            return xp.argmax(g, axis=1).astype(xp.int32)                      # [B]
         # one K for the batch: E over the running rows, their min ("slowest") or sum
         ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
-        if active is not None:
-            e = xp.where(active[:, None], e, ignore)
-        k = xp.argmax(over_rows(e, axis=0) / t).astype(xp.int32)
+        on = xp.ones((batch,), bool) if active is None else active
+        g = over_rows(xp.where(on[:, None], e, ignore), axis=0) / t            # [K+1]
+        if safe is not None:
+            ok = over_rows(xp.where(on[:, None], safe, ignore), axis=0) >= 0
+            g = xp.where(ok | (xp.arange(self.k_max + 1) == 0), g, -1.0)
+        k = xp.argmax(g).astype(xp.int32)
         return xp.full((batch,), k, xp.int32)
+
+    def margin(self, state, xp=np):
+        """[B, K+1]: the row's bank after an iteration at each K that yields the tokens
+        of the lower confidence bound (`safe_alpha`): bank − t(K) + (1 + budget)·t(1)·E_lcb(K).
+        ``budget`` ε makes Goodput a conservative bandit (Wu et al. 2016): the bank is
+        the time the row is ahead of (1 + ε) × plain decoding by the policy's own cost
+        model (`update`), and a K is planned only where, read pessimistically, it keeps
+        the bank non-negative, so the exploration that the prior and the bonus buy is
+        paid from what speculation has won or from ε of the elapsed plain-decoding time,
+        and a row where speculation does not pay probes at most every ~t(K)/(ε·t(1))
+        tokens instead of whenever its evidence decays."""
+        e = _expected_tokens(self.safe_alpha(state, xp), xp)                   # [B, K+1]
+        t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
+        t1 = (1.0 + self.budget) * self.costs.t_target[0]
+        return state[-1][:, None] - t[None] + t1 * e
 
     def keep(self, j, confidence, xp=np):
         """A draft ends the row's proposal when its confidence is <= p_min (p_min 0:
@@ -431,9 +483,22 @@ class Goodput:
         new_reached = d * reached + was_reached.astype(reached.dtype)
         a = active[:, None]
         out = (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
-        if len(state) > 2:              # tokens so far: the accepted drafts and one more
+        if self.horizon is not None:    # tokens so far: the accepted drafts and one more
             out += (xp.where(active, state[2] + n_accepted + 1, state[2]),)
+        if self.budget is not None:     # the bank: (1 + ε)·t(1) per token less what was paid
+            paid = self._paid(k_plan, n_proposed, active, xp)
+            earned = (1.0 + self.budget) * self.costs.t_target[0] * (n_accepted + 1)
+            out += (xp.where(active, state[-1] + earned - paid, state[-1]),)
         return out
+
+    def _paid(self, k_plan, n_proposed, active, xp=np):
+        """[]: the iteration's time by the cost model, as the engine runs it: the draft
+        steps of the row that needed most (its proposals and the one that stopped it)
+        and a verify over the widest proposal + 1 tokens; the autoregressive step when
+        no running row planned a draft."""
+        steps = xp.max(xp.where(active, draft_steps(k_plan, n_proposed, xp), 0))
+        n_wide = xp.max(xp.where(active, n_proposed, 0))
+        return steps * self.costs.t_draft + xp.asarray(self.costs.t_target)[n_wide]
 
 
     def observe_off(self, state, proposed, matched, active, xp=np) -> tuple:
@@ -452,6 +517,12 @@ class Goodput:
         first = (xp.arange(self.k_max) == 0)[None].astype(state[1].dtype)      # [1, K]
         return (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
             tuple(state[2:])
+
+
+def _expected_tokens(alpha, xp=np):
+    """[B, K+1]: E(K) = 1 + Σ_{k≤K} Π_{j≤k} α_j for K = 0..k_max, from [B, K] rates."""
+    surv = xp.cumprod(alpha, axis=1)                                           # [B, K]
+    return 1.0 + xp.concatenate([xp.zeros_like(surv[:, :1]), xp.cumsum(surv, 1)], 1)
 
 
 def as_policy(policy, k: int | None = None):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -22,6 +24,29 @@ import pytest
 # otherwise share ~/.cache/specsim/jax with whatever else runs on the machine.
 # tests/test_compile_cache.py exercises the cache in subprocesses with their own folder.
 os.environ["SPECSIM_COMPILATION_CACHE"] = "0"
+_OFF = ("0", "false", "off", "no")
+
+# Instead, one test run shares a persistent cache of its own between its xdist workers,
+# so a program that several test modules build (same model, shapes and static arguments)
+# compiles once per run, not once per module: the suite is mostly XLA:CPU compile time.
+# The process that loads this file first (the xdist controller, or the only process with
+# -n 0) makes the folder and removes it at the end; the workers it starts inherit
+# $SPECSIM_TEST_JAX_CACHE. SPECSIM_TEST_COMPILATION_CACHE=0 turns it off.
+_OWN_CACHE = None
+if os.environ.get("SPECSIM_TEST_COMPILATION_CACHE", "1").strip().lower() not in _OFF:
+    if not os.environ.get("SPECSIM_TEST_JAX_CACHE"):
+        _OWN_CACHE = os.environ["SPECSIM_TEST_JAX_CACHE"] = tempfile.mkdtemp(
+            prefix="specsim-test-jax-")
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", os.environ["SPECSIM_TEST_JAX_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE is not None and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def installed(name: str) -> bool:

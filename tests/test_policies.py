@@ -45,6 +45,10 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"horizon must be a positive integer \(got 0\)"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), horizon=2.5),
      r"horizon must be a positive integer \(got 2.5\)"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), budget=1.0),
+     r"budget must be None or a number in \[0, 1\) \(got 1.0\)"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), budget=-0.01),
+     r"budget must be a finite number >= 0"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
      r"width must be one of \('slowest', 'shared', 'per-row'\)"),
     (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
@@ -555,6 +559,8 @@ GREEDY_POLICIES = {
                                p_min=0.3),
     "goodput-horizon": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
                                  explore=2.0, horizon=16),
+    "goodput-budget": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
+                                budget=0.02, horizon=20),
 }
 
 
@@ -1072,7 +1078,80 @@ def test_goodput_horizon_fades_the_exploration_bonus():
     assert late.plan((early[0], early[1], np.array([40.0])), 1)[0] == 0
 
 
-def test_fitted_costs_against_polyfit():
+def test_goodput_budget_bank_and_margin_by_hand():
+    """The bank gains (1 + ε)·t(1) per token and loses the iteration's time by the cost
+    model (the draft steps of the row that needed most, a verify over the widest
+    proposal + 1); the margin of K is bank − t(K) + (1 + ε)·t(1)·E(K) at the rates'
+    lower bound; a K with a negative margin is not planned (K = 0 always may be)."""
+    costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.4, 1.5, 1.6))
+    pol = P.Goodput(k_max=3, costs=costs, budget=0.05, explore=1.0)
+    state = pol.init(3)
+    assert len(state) == 3 and state[2].shape == (3,) and not state[2].any()
+    assert len(P.Goodput(k_max=3, costs=costs, budget=0.05, horizon=9).init(2)) == 4
+    # rows: 2 of 3 accepted; none of 3 accepted; absent. widest proposal 3, 3 draft steps
+    state = pol.update(state, np.array([3, 3, 3]), np.array([2, 0, 3]), np.array([3, 3, 3]),
+                       np.array([True, True, False]))
+    paid = 3 * 0.1 + 1.6
+    np.testing.assert_allclose(state[2], [1.05 * 3 - paid, 1.05 * 1 - paid, 0.0], rtol=1e-6)
+    # an off iteration (nothing planned) costs the autoregressive step
+    off = pol.update(state, np.zeros(3, int), np.zeros(3, int), np.zeros(3, int),
+                     np.ones(3, bool))
+    np.testing.assert_allclose(off[2] - state[2], [0.05, 0.05, 0.05], rtol=1e-5)
+    # a planned draft that proposed nothing pays one draft step and the one-token pass
+    none = pol.update(state, np.array([2, 2, 2]), np.zeros(3, int), np.zeros(3, int),
+                      np.ones(3, bool))
+    np.testing.assert_allclose(none[2] - state[2], [1.05 - 1.1] * 3, rtol=1e-5)
+    a = pol.alpha_estimate(state)
+    lo = np.maximum(a - np.sqrt(a * (1 - a) / (state[1] + pol.prior_weight)), 0)
+    np.testing.assert_allclose(pol.safe_alpha(state), lo, rtol=1e-6)
+    e = 1 + np.concatenate([np.zeros((3, 1)), np.cumsum(np.cumprod(lo, 1), 1)], 1)
+    t = np.array([1.0, 1.5, 1.7, 1.9])
+    want = state[2][:, None] - t[None] + 1.05 * e
+    np.testing.assert_allclose(pol.margin(state), want, rtol=1e-5, atol=1e-6)
+    # the plan: row 0 alone runs and accepts well, so without a budget it drafts; with
+    # its bank deep in debt no K > 0 keeps a non-negative margin, with money it plans
+    # as if there were no budget
+    free = P.Goodput(k_max=3, costs=costs, explore=1.0)
+    only0 = np.array([True, False, False])
+    k_free = free.plan(state[:2], 3, np, only0)[0]
+    assert k_free > 0
+    assert pol.plan(state[:2] + (np.array([-5.0, 0, 0]),), 3, np, only0)[0] == 0
+    assert pol.plan(state[:2] + (np.array([5.0, 0, 0]),), 3, np, only0)[0] == k_free
+    # a batch plan reads its slowest running row's margin: row 1 in debt holds it off
+    both = np.array([True, True, False])
+    assert pol.plan(state[:2] + (np.array([5.0, -5.0, 0]),), 3, np, both)[0] == 0
+
+
+@pytest.mark.parametrize("budget", [0.01, 0.03])
+def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
+    """A drafter whose drafts are always rejected, with a prior that believes in it:
+    without a budget Goodput's exploration (prior, bonus, decay) costs it well over 3%
+    of plain decoding; with budget ε its replayed time stays within (1 + ε) of plain
+    decoding's, plus at most one iteration's overdraft (the bound the bank keeps)."""
+    n = 400
+    tr = S.AcceptanceTrace(np.zeros((n, 1, 4), bool), np.full((n, 1, 4), 0.9),
+                           np.ones((n, 1), bool))
+    costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
+    loose = S.simulate_policy(P.Goodput(k_max=4, costs=costs), tr, costs=costs)
+    safe = S.simulate_policy(P.Goodput(k_max=4, costs=costs, budget=budget), tr, costs=costs)
+    assert loose.speedup < 0.97
+    worst_iteration = max(costs.iteration_time(k) for k in range(5)) - 1.0
+    assert safe.time.sum() <= (1 + budget) * n + worst_iteration + 1e-9
+    assert (safe.k_plan[:, 0] > 0).any()        # it still probes, paid from the budget
+
+
+def test_goodput_budget_keeps_what_drafting_wins():
+    """Where drafting pays (i.i.d. α 0.8, cheap drafts) the budget costs little: the
+    first iterations' gains fill the bank, and Goodput with ε 0.01 replays within 2% of
+    Goodput without one and above 0.97 of the best fixed K."""
+    tr = _trace(300, 4, batch=1, seed=3, confidence_a=8.0, confidence_b=2.0)
+    costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
+    best = max(S.simulate_policy(P.FixedK(k=k), tr, costs=costs).speedup for k in range(1, 5))
+    loose = S.simulate_policy(P.Goodput(k_max=4, costs=costs), tr, costs=costs).speedup
+    safe = S.simulate_policy(P.Goodput(k_max=4, costs=costs, budget=0.01), tr,
+                             costs=costs).speedup
+    assert best > 1.5 and safe > 0.98 * loose and safe > 0.97 * best
+
     """Verify widths 2..K+1 on their least-squares line (np.polyfit), the slope clipped at
     0, t_target[0] kept, then non-decreasing; fewer than three verify widths: as
     `nondecreasing`."""
