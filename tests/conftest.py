@@ -71,11 +71,22 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "hf: " + SKIPS["hf"][1])
 
 
+# The modules that take longest (minutes each, mostly compiling), longest first. xdist
+# hands whole files to its two workers in collection order (--dist loadfile), so these go
+# first and the short files fill in at the end, instead of one worker finishing a long
+# file alone while the other waits. Order only: which tests run is unchanged.
+HEAVY_FIRST = ("test_policies", "test_notebooks", "test_decode", "test_policy_demo",
+               "test_feature_head", "test_quantize", "test_demo_drafters", "test_train",
+               "test_sharding", "test_inrun", "test_experiment")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         for name, (present, reason) in SKIPS.items():
             if not present and item.get_closest_marker(name) is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))   # stable: files whole
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,6 +9,7 @@ test checks inside a running kernel that ``sys.executable`` and ``sys.prefix`` a
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -128,6 +129,9 @@ def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, mo
     monkeypatch.setenv("SPECSIM_QUICK", "1")
     monkeypatch.setenv("SPECSIM_FIGURES_DIR", str(tmp_path / "figures"))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    if os.environ.get("SPECSIM_TEST_JAX_CACHE"):    # the test run's shared cache (conftest)
+        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ["SPECSIM_TEST_JAX_CACHE"])
+        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
     nb = nbformat.read(path, as_version=4)
     out = _execute(nb, kernel_spec_manager, NOTEBOOK_DIR)   # raises CellExecutionError on any error
     for cell in out.cells:
