@@ -405,20 +405,21 @@ class Goodput:
         """[B, K]: the rates the plan reads, each estimate raised by ``explore`` standard
         errors (capped at 1); with a ``horizon`` the bonus fades linearly with the row's
         tokens so far (state[2]) and is gone once they reach it."""
-        reached = state[1]
         a = self.alpha_estimate(state, xp)
         z = self.explore
         if self.horizon is not None and len(state) > 2:
             z = z * xp.clip(1.0 - state[2] / self.horizon, 0.0, 1.0)[:, None]   # [B, 1]
-        bonus = z * xp.sqrt(a * (1 - a) / (reached + self.prior_weight))
-        return xp.minimum(a + bonus, 1.0)
+        return xp.minimum(a + z * self._standard_error(a, state, xp), 1.0)
 
     def safe_alpha(self, state, xp=np):
         """[B, K]: the lower confidence bound the ``budget`` reads, each estimate less
         ``explore`` standard errors (floored at 0): the bonus's mirror image, unfaded."""
         a = self.alpha_estimate(state, xp)
-        se = xp.sqrt(a * (1 - a) / (state[1] + self.prior_weight))
-        return xp.maximum(a - self.explore * se, 0.0)
+        return xp.maximum(a - self.explore * self._standard_error(a, state, xp), 0.0)
+
+    def _standard_error(self, a, state, xp=np):
+        """[B, K]: sqrt(α̂(1 − α̂) / (n + w)), n the decayed count of reached slots."""
+        return xp.sqrt(a * (1 - a) / (state[1] + self.prior_weight))
 
     def plan(self, state, batch: int, xp=np, active=None):
         """[B] K per row; with width "shared" the batch's K, summed over the ``active``
@@ -426,21 +427,18 @@ class Goodput:
         ``budget`` only the K whose `margin` is >= 0 are candidates (K = 0 always is)."""
         e = _expected_tokens(self.planning_alpha(state, xp), xp)               # [B, K+1]
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
-        safe = self.margin(state, xp) if self.budget is not None else None    # [B, K+1]
+        m = self.margin(state, xp) if self.budget is not None else None       # [B, K+1]
         if self.width == "per-row":
-            g = e / t[None]
-            if safe is not None:
-                g = xp.where((safe >= 0) | (xp.arange(self.k_max + 1) == 0)[None], g, -1.0)
-            return xp.argmax(g, axis=1).astype(xp.int32)                      # [B]
-        # one K for the batch: E over the running rows, their min ("slowest") or sum
-        ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
-        on = xp.ones((batch,), bool) if active is None else active
-        g = over_rows(xp.where(on[:, None], e, ignore), axis=0) / t            # [K+1]
-        if safe is not None:
-            ok = over_rows(xp.where(on[:, None], safe, ignore), axis=0) >= 0
+            g, ok = e / t[None], (None if m is None else m >= 0)              # [B, K+1]
+        else:   # one K for the batch: E over the running rows, their min ("slowest") or sum
+            ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
+            on = (xp.ones((batch,), bool) if active is None else active)[:, None]
+            g = over_rows(xp.where(on, e, ignore), axis=0) / t                 # [K+1]
+            ok = None if m is None else over_rows(xp.where(on, m, ignore), axis=0) >= 0
+        if ok is not None:
             g = xp.where(ok | (xp.arange(self.k_max + 1) == 0), g, -1.0)
-        k = xp.argmax(g).astype(xp.int32)
-        return xp.full((batch,), k, xp.int32)
+        k = xp.argmax(g, axis=-1).astype(xp.int32)
+        return k if self.width == "per-row" else xp.full((batch,), k, xp.int32)
 
     def margin(self, state, xp=np):
         """[B, K+1]: the row's bank after an iteration at each K that yields the tokens
