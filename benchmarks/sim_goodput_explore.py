@@ -10,6 +10,7 @@ defaults (explore 0.5; p_min 0, off).
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study cost-estimators
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study judge-off  # evidence while off
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study budget     # conservative
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study warm       # carried prior
 
 Goodput plans from a per-row estimate of per-position acceptance; once it plans K = 0 a
 row learns nothing new until the estimate's evidence decays, so after a few early
@@ -53,7 +54,13 @@ replays Goodput with and without judging the n-gram lookup's free first draft in
 iterations it turned itself off (`Goodput(judge_off=...)`). ``--study budget`` replays
 Goodput with and without a loss budget ε of 0.01 and 0.02 (`Goodput(budget=...)`: a
 conservative bandit that plans a draft only where, at the rates' lower bound, the row
-stays within (1 + ε) × plain decoding's time by the cost model). ``--study
+stays within (1 + ε) × plain decoding's time by the cost model). ``--study warm``
+replays Goodput starting from an acceptance prior carried from earlier runs
+(`policies.AcceptancePrior`, ``Goodput(start=...)``), learned from a FixedK(4) run of the
+same drafter on WARM_PROMPTS other prompts of the same kind of work (the shipped prompt
+set, data/prompts/, which holds none of the evaluation prompts; the mixed batch's prior
+pools the four kinds), at full and quarter weight, beside the best fixed K replayed on
+the same trace, and counts the cells that miss the issue's two goals. ``--study
 cost-estimators`` times the pass calls in 20 interleaved rounds (the first a warm-up)
 and shows how steady each
 estimate of t(n) / t(1) is over bootstrap sets of 7 rounds (the policies part's
@@ -228,9 +235,84 @@ def cost_estimators(target, rounds: int = 20, subset: int = 7, draws: int = 2000
             print(f"| {batch} | {width} | " + " | ".join(cells) + " |", flush=True)
 
 
+WARM_PROMPTS = 4
+"""Prompts of each kind (from the shipped set) an acceptance prior is learned from."""
+WARM_WEIGHTS = (1.0, 0.25)
+
+
+def warm_priors(target, drafters, new_tokens: int) -> dict:
+    """(drafter, kind) -> `policies.AcceptancePrior` from a FixedK(K_MAX) run on
+    WARM_PROMPTS prompts of that kind from data/prompts/ (evenly spaced through the
+    set), at each of WARM_WEIGHTS: (drafter, kind, weight) keys; kind "mixed" pools the
+    four kinds (the mean of their counts)."""
+    from specsim.train.samples import encode_prompts as encode_set, load_prompts
+
+    pool = load_prompts()
+    out = {}
+    for name, drafter in drafters.items():
+        for kind in ("code", "extraction", "json", "prose"):
+            these = [p for p in pool if p["kind"] == kind]
+            chosen = these[::len(these) // WARM_PROMPTS][:WARM_PROMPTS]
+            stats = decode.generate_speculative(
+                target, drafter, encode_set(chosen, target.tokenizer), new_tokens,
+                policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
+            trace = trace_from_stats(stats)
+            for w in WARM_WEIGHTS:
+                out[(name, kind, w)] = P.AcceptancePrior.from_trace(trace, K_MAX, weight=w)
+        for w in WARM_WEIGHTS:
+            kinds = [out[(name, k, w)] for k in ("code", "extraction", "json", "prose")]
+            out[(name, "mixed", w)] = P.AcceptancePrior(
+                accepted=tuple(np.mean([p.accepted for p in kinds], 0)),
+                reached=tuple(np.mean([p.reached for p in kinds], 0)))
+        print(f"{name}: prior rates " + ", ".join(
+            f"{k} {np.round(out[(name, k, 1.0)].rates(), 2).tolist()}"
+            for k in ("code", "extraction", "json", "prose", "mixed")), flush=True)
+    return out
+
+
+def warm(target, prompts, drafters, costs_of, new_tokens: int) -> None:
+    """Goodput cold and warm (see --study warm) against plain decoding and the best
+    fixed K on each cell's trace and on the mixed batch; then the count of cells that
+    miss "never more than 2% slower than plain decoding" and "within 3% of the best
+    fixed K or above it"."""
+    priors = warm_priors(target, drafters, new_tokens)
+    free = {name: drafts_free(d) for name, d in drafters.items()}
+    mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
+    cells = [(n, k, b) for n, k, b in CELLS] + [(n, "mixed", 8) for n in drafters]
+    labels = ["goodput"] + [f"goodput warm {w}" for w in WARM_WEIGHTS]
+    misses = {lab: [0, 0] for lab in labels}
+    print("| drafter | kind | batch | best fixed K | " + " | ".join(labels) + " |")
+    print("|---|---|---|---|" + "---|" * len(labels))
+    for name, kind, batch in cells:
+        rows = mixed if kind == "mixed" else [prompts[kind]] * batch
+        stats = decode.generate_speculative(target, drafters[name], rows, new_tokens,
+                                            policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
+        trace, costs = trace_from_stats(stats), costs_of[(name, batch)]
+
+        def replay(policy):
+            return simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine",
+                                            free_drafts=free[name])
+        fixed = {k: replay(P.FixedK(k=k)).speedup for k in range(1, K_MAX + 1)}
+        best_k = max(fixed, key=fixed.get)
+        policies = [P.Goodput(k_max=K_MAX, costs=costs)] + [
+            P.Goodput(k_max=K_MAX, costs=costs, start=priors[(name, kind, w)])
+            for w in WARM_WEIGHTS]
+        out = []
+        for lab, policy in zip(labels, policies):
+            r = replay(policy)
+            misses[lab][0] += r.speedup < 0.98
+            misses[lab][1] += r.speedup < 0.97 * fixed[best_k]
+            out.append(f"{r.speedup:.2f} / {np.mean(r.k_plan[r.present] == 0):.2f}")
+        print(f"| {name} | {kind} | {batch} | {fixed[best_k]:.2f} (K {best_k}) | "
+              + " | ".join(out) + " |", flush=True)
+    print(f"\ncells ({len(cells)}) below 0.98x plain decoding / below 0.97x the best fixed K: "
+          + ", ".join(f"{lab} {a} / {b}" for lab, (a, b) in misses.items()))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise", "cost-estimators"],
+    ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise", "cost-estimators",
+                                                         "warm"],
                     default="explore")
     ap.add_argument("--new-tokens", type=int, default=40,
                     help="new tokens of each cell's recorded run (the mixed batch reads "
@@ -242,12 +324,14 @@ def main(argv=None) -> None:
     prompts = encode_prompts(target, ["code", "extraction", "json", "prose"])
     if args.study == "cost-noise":
         return cost_noise(target, prompts)
-    labels, make = STUDIES[args.study]
     drafters = {"ngram": NGramDrafter(target.cfg.vocab_size, n=3),
                 "layer-skip": layer_skip_drafter(
                     target, experiment.default_layer_skip(target.cfg.n_layers)),
                 "feature-head": feature_head_drafter(target, find_feature_head(target.cfg.name))}
     costs_of = measure_costs(target, drafters, sorted({b for _, _, b in CELLS}))
+    if args.study == "warm":
+        return warm(target, prompts, drafters, costs_of, args.new_tokens)
+    labels, make = STUDIES[args.study]
     free = {name: drafts_free(d) for name, d in drafters.items()}
     print("| drafter | kind | batch | fixed K 4 | " + " | ".join(labels) + " |")
     print("|---|---|---|---|" + "---|" * len(labels))

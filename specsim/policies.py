@@ -35,7 +35,7 @@ Policies:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
 - `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, horizon,
-  judge_off, budget)`: each
+  judge_off, budget, start)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
@@ -111,6 +111,15 @@ Policies:
   data/goodput-studies-cpu/) it bounds the loss where drafting does not pay and gives up
   more where it does, so it is there for a user who must bound the loss, and off by
   default.
+  ``start`` (default None: off), an `AcceptancePrior`: each row begins the run with
+  these decayed counts of slots reached and accepted per position instead of none, so
+  a row continuing an earlier run (its own end state: the replay of both runs as one is
+  exact) or serving one template of prompts plans from what was learned there. A prior
+  learned per kind of work from other prompts did not help: replayed at 80 tokens
+  (`benchmarks/sim_goodput_explore.py --study warm`, data/goodput-studies-cpu/) it won
+  where the kind's rate was the prompt's (n-gram JSON at batch 8 0.96x -> 1.00x) and
+  lost where it was not (n-gram code at batch 8 1.67x -> 1.37x; the feature head,
+  whose prior came from its training prompts, code at batch 8 0.94x -> 0.77x).
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
@@ -344,6 +353,82 @@ def verify_widths(k_max: int, widths=None) -> tuple:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AcceptancePrior:
+    """What a `Goodput` row carries into a run from earlier runs of the same drafter on
+    the same kind of work (``Goodput(start=...)``): per draft position j, the decayed
+    counts of slots reached (``reached[j]``) and accepted (``accepted[j]``), the state
+    a row ends a long run in. A row so starts from the rates it would have learned
+    instead of from ``prior_alpha`` with nothing behind it: its first plans read them,
+    its exploration bonus is small (much evidence), and its own evidence replaces the
+    carried counts as they decay, at the rate they would have decayed in one run."""
+    accepted: tuple
+    reached: tuple
+
+    def __post_init__(self):
+        acc = tuple(nonnegative_float(f"accepted[{j}]", a) for j, a in enumerate(self.accepted))
+        hit = tuple(nonnegative_float(f"reached[{j}]", r) for j, r in enumerate(self.reached))
+        if not hit or len(acc) != len(hit):
+            raise InvalidArgument(f"accepted and reached must hold one count per draft "
+                                  f"position, the same number of them, at least one (got "
+                                  f"{len(acc)} and {len(hit)})")
+        bad = [j for j in range(len(hit)) if acc[j] > hit[j] * (1 + 1e-9)]
+        if bad:
+            raise InvalidArgument(f"accepted[j] must be <= reached[j]: a slot is accepted "
+                                  f"only where it was reached (fails at j = {bad})")
+        _set(self, accepted=acc, reached=hit)
+
+    @classmethod
+    def from_trace(cls, trace, k_max: int, decay: float = 0.98,
+                   weight: float = 1.0) -> "AcceptancePrior":
+        """From a recorded run (a `specsim.simulate.AcceptanceTrace`: accept [I, B, K],
+        confidence [I, B, K], present [I, B]; record it with FixedK(K >= k_max), which
+        drafts every slot): slot j of a present row-iteration is reached when it was
+        proposed (confidence > 0; an n-gram lookup whose match ran out proposes nothing)
+        and every slot before it was accepted. The counts per row-iteration, times
+        ``weight`` / (1 − decay): the decayed counts of a row that drafted every slot at
+        these rates for longer than its memory of 1 / (1 − decay) iterations. ``weight``
+        1 carries a full memory's worth of evidence, 0.25 a quarter of it. Pass the
+        ``decay`` of the Goodput that starts from it."""
+        k = positive_int("k_max", k_max)
+        d = _decay(decay)
+        w = positive_float("weight", weight)
+        accept = np.asarray(trace.accept, bool)
+        conf = np.asarray(trace.confidence, float)
+        present = np.asarray(trace.present, bool)
+        if accept.ndim != 3 or accept.shape[2] < k:
+            raise InvalidArgument(f"trace must hold at least k_max = {k} draft slots per "
+                                  f"iteration (got accept of shape {accept.shape})")
+        rows = present.sum()
+        if rows == 0:
+            raise InvalidArgument("trace holds no present row-iteration to learn from")
+        proposed = np.cumprod(conf[..., :k] > 0, axis=2).astype(bool)             # [I, B, k]
+        ok = np.cumprod(accept[..., :k] & proposed, axis=2).astype(bool)          # [I, B, k]
+        before = np.concatenate([np.ones_like(ok[..., :1]), ok[..., :-1]], axis=2)
+        reached = (before & proposed & present[..., None]).sum((0, 1))
+        accepted = (ok & present[..., None]).sum((0, 1))
+        scale = w / (1.0 - d) / rows
+        return cls(accepted=tuple(float(a) * scale for a in accepted),
+                   reached=tuple(float(r) * scale for r in reached))
+
+    def rates(self) -> np.ndarray:
+        """[K]: accepted / reached per position (NaN where no slot was reached)."""
+        hit = np.asarray(self.reached)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(hit > 0, np.asarray(self.accepted) / hit, np.nan)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict; `from_dict` reads it back."""
+        return {"accepted": list(self.accepted), "reached": list(self.reached)}
+
+    @classmethod
+    def from_dict(cls, d) -> "AcceptancePrior":
+        if not isinstance(d, dict) or set(d) != {"accepted", "reached"}:
+            raise InvalidArgument(f"an acceptance prior is a dict with keys 'accepted' and "
+                                  f"'reached' (got {d!r})")
+        return cls(accepted=tuple(d["accepted"]), reached=tuple(d["reached"]))
+
+
+@dataclass(frozen=True, kw_only=True)
 class Goodput:
     """K maximising expected tokens per unit time from running per-position estimates."""
     k_max: int
@@ -357,9 +442,14 @@ class Goodput:
     horizon: int | None = None
     judge_off: bool = True
     budget: float | None = None
+    start: AcceptancePrior | None = None
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
+        if self.start is not None and (not isinstance(self.start, AcceptancePrior) or
+                                       len(self.start.reached) < k_max):
+            raise InvalidArgument(f"start must be None or an AcceptancePrior with at least "
+                                  f"k_max = {k_max} positions (got {self.start!r})")
         if self.budget is not None:
             b = nonnegative_float("budget", self.budget)
             if b >= 1.0:
@@ -385,10 +475,16 @@ class Goodput:
 
     def init(self, batch: int, xp=np) -> tuple:
         """(accepted [B, K], reached [B, K]), then tokens so far [B] with a ``horizon``,
-        then the bank [B] (time ahead of (1 + budget) × plain decoding) with a ``budget``."""
+        then the bank [B] (time ahead of (1 + budget) × plain decoding) with a ``budget``.
+        With a ``start`` (`AcceptancePrior`) every row begins with its counts."""
         zeros = xp.zeros((batch, self.k_max), xp.float32)
         row = xp.zeros((batch,), xp.float32)
-        return (zeros, zeros) + ((row,) if self.horizon is not None else ()) + \
+        acc, reached = zeros, zeros
+        if self.start is not None:
+            k = self.k_max
+            acc = zeros + xp.asarray(self.start.accepted[:k], xp.float32)[None]
+            reached = zeros + xp.asarray(self.start.reached[:k], xp.float32)[None]
+        return (acc, reached) + ((row,) if self.horizon is not None else ()) + \
             ((row,) if self.budget is not None else ())
 
     def alpha_estimate(self, state, xp=np):

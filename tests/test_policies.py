@@ -70,6 +70,27 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
     (lambda: P.verify_widths(4, 5), r"verify_widths must be None or a sequence of integers"),
     (lambda: P.Costs.from_ratio(0.1, 2).bucketed((1, 2)), r"include k_max \+ 1 \(got \(1, 2\)\)"),
+    (lambda: P.AcceptancePrior(accepted=(2.0, 1.0), reached=(1.0, 1.0)),
+     r"accepted\[j\] must be <= reached\[j\].*j = \[0\]"),
+    (lambda: P.AcceptancePrior(accepted=(1.0,), reached=(1.0, 1.0)),
+     r"accepted and reached must hold one count per draft position"),
+    (lambda: P.AcceptancePrior(accepted=(), reached=()), r"at least one \(got 0 and 0\)"),
+    (lambda: P.AcceptancePrior(accepted=(-1.0,), reached=(1.0,)),
+     r"accepted\[0\] must be a finite number >= 0"),
+    (lambda: P.AcceptancePrior(accepted=(float("nan"),), reached=(1.0,)),
+     r"accepted\[0\] must be a finite number >= 0"),
+    (lambda: P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3),
+                       start=P.AcceptancePrior(accepted=(1.0, 1.0), reached=(2.0, 2.0))),
+     r"start must be None or an AcceptancePrior with at least k_max = 3 positions"),
+    (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), start=(1.0, 2.0)),
+     r"start must be None or an AcceptancePrior"),
+    (lambda: P.AcceptancePrior.from_trace(_trace(n=8, k=2), 3), r"at least k_max = 3 draft slots"),
+    (lambda: P.AcceptancePrior.from_trace(_trace(n=8, k=2), 2, weight=0),
+     r"weight must be a finite number > 0"),
+    (lambda: P.AcceptancePrior.from_trace(S.AcceptanceTrace(
+        np.zeros((2, 1, 2), bool), np.full((2, 1, 2), 0.5), np.zeros((2, 1), bool)), 2),
+     r"no present row-iteration"),
+    (lambda: P.AcceptancePrior.from_dict({"accepted": [1.0]}), r"a dict with keys 'accepted' and"),
 ])
 def test_bad_settings_are_clear_errors(make, match):
     with pytest.raises(ValueError, match=match):
@@ -558,7 +579,9 @@ GREEDY_POLICIES = {
     "goodput-p_min": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
                                p_min=0.3),
     "goodput-horizon": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
-                                 explore=2.0, horizon=16),
+                                 explore=2.0, horizon=16,     # and a carried prior
+                                 start=P.AcceptancePrior(accepted=(6.0, 3.0, 1.0, 0.2),
+                                                         reached=(8.0, 5.0, 2.5, 1.0))),
     "goodput-budget": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
                                 budget=0.02, horizon=20),
 }
@@ -1210,3 +1233,93 @@ def test_engine_cost_model_in_simulation():
                                + np.asarray(costs.t_target)[half.proposed.max(1)])
     with pytest.raises(ValueError, match="cost_model must be one of"):
         S.simulate_policy(P.FixedK(k=2), tr, costs=costs, cost_model="gpu")
+
+
+# ---- a prior carried across runs (AcceptancePrior, Goodput(start=...)) -----------------------
+def test_acceptance_prior_from_trace_against_the_geometric_closed_form():
+    """i.i.d. acceptance α: a slot j is reached with probability α^j, so the stationary
+    decayed counts are α^j / (1 − decay) reached and α^(j+1) / (1 − decay) accepted per
+    row, times the weight; rates() gives α back."""
+    alpha, decay = 0.7, 0.95
+    tr = _trace(20000, 4, batch=2, seed=5, calibration=lambda s: np.full_like(s, alpha))
+    for weight in (1.0, 0.25):
+        pr = P.AcceptancePrior.from_trace(tr, 3, decay=decay, weight=weight)
+        j = np.arange(3)
+        np.testing.assert_allclose(pr.reached, weight * alpha ** j / (1 - decay), rtol=0.03)
+        np.testing.assert_allclose(pr.accepted, weight * alpha ** (j + 1) / (1 - decay),
+                                   rtol=0.03)
+        np.testing.assert_allclose(pr.rates(), alpha, atol=0.015)
+    assert P.AcceptancePrior.from_dict(pr.to_dict()) == pr
+
+
+def test_acceptance_prior_counts_by_hand():
+    """Two iterations, two rows, K 3: unproposed slots (confidence 0: an n-gram lookup
+    whose match ran out) and absent rows count for nothing; decay 0.5, weight 1: counts
+    per present row-iteration (3) times 1 / (1 − 0.5) = 2."""
+    accept = np.array([[[1, 0, 1], [1, 1, 1]],
+                       [[1, 1, 0], [0, 1, 1]]], bool)
+    conf = np.array([[[0.9, 0.9, 0.9], [0.9, 0.0, 0.9]],
+                     [[0.9, 0.9, 0.9], [0.9, 0.9, 0.9]]])
+    present = np.array([[True, True], [True, False]])
+    pr = P.AcceptancePrior.from_trace(S.AcceptanceTrace(accept, conf, present), 3, decay=0.5)
+    # reached: slot 0 in all three; slot 1 where slot 0 was accepted and slot 1 proposed:
+    # (0, 0) and (1, 0) (row 1 of iteration 0 did not propose it); slot 2: (1, 0)
+    # accepted: slot 0 three times, slot 1 once ((1, 0)), slot 2 none
+    np.testing.assert_allclose(pr.reached, np.array([3, 2, 1]) * 2 / 3)
+    np.testing.assert_allclose(pr.accepted, np.array([3, 1, 0]) * 2 / 3)
+
+
+def _replay_state(policy, trace):
+    """The policy's state after replaying ``trace`` (simulate_policy's loop)."""
+    B, K = trace.accept.shape[1], policy.k_max
+    state = policy.init(B)
+    for i in range(trace.accept.shape[0]):
+        act = trace.present[i]
+        plan = policy.plan(state, B, np, act)
+        prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
+        slot = np.arange(K)[None] < prop[:, None]
+        acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
+        state = policy.update(state, plan, acc, prop, act, np)
+    return state
+
+
+def test_goodput_started_from_a_rows_end_state_continues_that_run():
+    """A run started from the counts a row ended a first run with plans as the one run
+    over both traces would have (the replay of their concatenation)."""
+    costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.1, 1.15, 1.2, 1.3))
+    first = _trace(60, 4, batch=1, seed=1, calibration=lambda s: 0.9 * s)
+    then = _trace(60, 4, batch=1, seed=2, calibration=lambda s: 0.9 * s)
+    both = S.AcceptanceTrace(*(np.concatenate([getattr(first, f), getattr(then, f)])
+                               for f in ("accept", "confidence", "present")))
+    cold = P.Goodput(k_max=4, costs=costs)
+    acc, reached = _replay_state(cold, first)
+    warm = P.Goodput(k_max=4, costs=costs,
+                     start=P.AcceptancePrior(accepted=tuple(acc[0]), reached=tuple(reached[0])))
+    one_run = S.simulate_policy(cold, both, costs=costs)
+    continued = S.simulate_policy(warm, then, costs=costs)
+    np.testing.assert_array_equal(continued.k_plan, one_run.k_plan[60:])
+    assert len(set(one_run.k_plan[:, 0])) > 1          # the plans do change along the run
+
+
+def test_a_carried_prior_keeps_goodput_off_where_drafting_never_pays_and_on_where_it_does():
+    """Where drafts are rejected (α 0.05) a cold Goodput spends its first iterations
+    learning it (its prior believes 0.6); started from a prior learned on another trace of
+    the same drafter it plans K = 0 from the first iteration and replays within 0.5% of
+    plain decoding. Where drafting pays (α 0.8) the warm start drafts from the first
+    iteration and is within 1% of the best fixed K replayed on the same trace, at or
+    above the cold start."""
+    costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
+    for alpha, seeds in ((0.05, (1, 2)), (0.8, (3, 4))):
+        calib = (lambda a: lambda s: np.full_like(s, a))(alpha)
+        past, now = (_trace(80, 4, batch=1, seed=s, calibration=calib) for s in seeds)
+        prior = P.AcceptancePrior.from_trace(past, 4)
+        cold = S.simulate_policy(P.Goodput(k_max=4, costs=costs), now, costs=costs)
+        warm = S.simulate_policy(P.Goodput(k_max=4, costs=costs, start=prior), now, costs=costs)
+        best = max(S.simulate_policy(P.FixedK(k=k), now, costs=costs).speedup
+                   for k in range(1, 5))
+        if alpha < 0.5:
+            assert cold.k_plan[0, 0] > 0 and cold.speedup < 0.98
+            assert warm.k_plan[0, 0] == 0 and warm.speedup > 0.995
+        else:
+            assert warm.k_plan[0, 0] > 0
+            assert warm.speedup >= 0.99 * best and warm.speedup >= cold.speedup - 1e-9
