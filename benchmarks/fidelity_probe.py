@@ -60,6 +60,10 @@ def parse(argv=None):
                          "speedup, against 52%% by the wall clock)")
     ap.add_argument("--quick", action="store_true", help="batch 1, K 4, one round less")
     ap.add_argument("--no-cache", action="store_true", help="no persistent compile cache")
+    ap.add_argument("--subsets", type=int, default=0, metavar="N",
+                    help="also score the estimators of STATS on every subset of N of the "
+                         "rounds (the demo times 2 or 4): how much of the miss is how few "
+                         "rounds it reads, and which statistic of them misses least")
     args = ap.parse_args(argv)
     if args.quick:
         args.batches, args.ks, args.rounds = [1], [4], max(2, args.rounds - 1)
@@ -147,9 +151,14 @@ def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter):
     return times, results
 
 
-def _row(key, res, times, args, batch, steps):
+STATS = {"median": np.median, "min": np.min}
+"""Statistics of a call's per-round times (--subsets): the median (the demo's; with two
+rounds, their mean) and the minimum (contention by other processes only adds time)."""
+
+
+def _row(key, res, times, args, batch, steps, stat=np.median):
     _, cost, a, k = key
-    med = {n: float(np.median(t)) for n, t in times.items()}
+    med = {n: float(stat(t)) for n, t in times.items()}
     n = args.max_new - 1                                   # decode tokens per row
     I = res.n_iterations
     pre = med[("prefill",)]
@@ -170,7 +179,7 @@ def _row(key, res, times, args, batch, steps):
              set_finite=n / pass_costs.expected_iterations(simulate.tokens_pmf(a, k), n, batch))
     # per-round measured ratios: the interval of the measurement
     ar, sp, pr = (np.asarray(times[x]) for x in (("ar",), key, ("prefill",)))
-    per_round = (np.median(ar) - pr) / (sp - pr)
+    per_round = (stat(ar) - pr) / (sp - pr)
     measured = (med[("ar",)] - pre) / (med[key] - pre)
     n_short = short_tokens(args.max_new) - 1
     t1_slope = (med[("ar",)] - med[("ar_short",)]) / (n - n_short)
@@ -207,7 +216,7 @@ def main(argv=None) -> int:
     target = models.load("smollm2-135m").with_layer_loop("scan")
     log(f"fidelity probe: {target.cfg.name}, scan, rounds {args.rounds}, clock {args.clock}, "
         f"max_new {args.max_new}; {bench.environment().get('devices')}")
-    rows = []
+    rows, all_times = [], []
     for batch in args.batches:
         jobs = _setup_batch(target, batch, args, log)
         t0 = time.perf_counter()
@@ -216,7 +225,10 @@ def main(argv=None) -> int:
         log(f"  batch {batch}: {args.rounds} rounds in {time.perf_counter() - t0:.0f} s")
         for key, res in results.items():
             rows.append(_row(key, res, times, args, batch, args.steps))
-    report(rows, log)
+        all_times.append((batch, times, results))
+    df = report(rows, log)
+    if args.subsets:
+        subset_study(all_times, args, log, df)
     log(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 
@@ -241,6 +253,40 @@ def report(rows, log):
     log(f"measurement interval (per-round min..max of the ratio): median width "
         f"{100 * width.median():.1f}% of the speedup")
     return df
+
+
+def subset_study(all_times, args, log, df) -> None:
+    """MAPE of pred_eff against the run's measured speedup when both read only N of the
+    rounds, for every subset of N rounds (at most 200, drawn without repetition) and each
+    statistic of STATS; against that, the error each subset's measurement makes relative
+    to the all-rounds median (how far N rounds put the measured speedup itself)."""
+    import itertools
+
+    n = args.subsets
+    if not 1 <= n < args.rounds:
+        raise SystemExit(f"--subsets must lie in 1..rounds - 1 = {args.rounds - 1} (got {n})")
+    subsets = list(itertools.combinations(range(args.rounds), n))
+    rng = np.random.default_rng(0)
+    if len(subsets) > 200:
+        subsets = [subsets[i] for i in rng.choice(len(subsets), 200, replace=False)]
+    full = {(r["batch"], r["alpha"], r["k"], r["cost"]): r["measured"] for _, r in df.iterrows()}
+    log(f"subsets of {n} of {args.rounds} rounds ({len(subsets)}): MAPE of pred_eff against "
+        "measured (mean over subsets, 90th percentile), and |measured / all-rounds median - 1|")
+    for name, stat in STATS.items():
+        mape, drift = [], []
+        for sub in subsets:
+            errs, drifts = [], []
+            for batch, times, results in all_times:
+                part = {key: np.asarray(t)[list(sub)] for key, t in times.items()}
+                for key, res in results.items():
+                    row = _row(key, res, part, args, batch, args.steps, stat=stat)
+                    errs.append(abs(row["pred_eff"] / row["measured"] - 1))
+                    drifts.append(abs(row["measured"] / full[(batch, key[2], key[3], key[1])]
+                                      - 1))
+            mape.append(100 * np.mean(errs))
+            drift.append(100 * np.mean(drifts))
+        log(f"  {name:<7} MAPE {np.mean(mape):5.1f}% (90th pct {np.percentile(mape, 90):5.1f}%)"
+            f"   measured off the all-rounds median by {np.mean(drift):4.1f}%")
 
 
 if __name__ == "__main__":

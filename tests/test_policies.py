@@ -579,9 +579,9 @@ GREEDY_POLICIES = {
     "goodput-p_min": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
                                p_min=0.3),
     "goodput-horizon": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
-                                 explore=2.0, horizon=16,     # and a carried prior
-                                 start=P.AcceptancePrior(accepted=(6.0, 3.0, 1.0, 0.2),
-                                                         reached=(8.0, 5.0, 2.5, 1.0))),
+                                 explore=2.0, horizon=16,     # and a pessimistic carried
+                                 start=P.AcceptancePrior(accepted=(0.5, 0.1, 0.0, 0.0),
+                                                         reached=(6.0, 1.0, 0.5, 0.2))),
     "goodput-budget": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
                                 budget=0.02, horizon=20),
 }
