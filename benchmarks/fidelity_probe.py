@@ -64,7 +64,20 @@ def parse(argv=None):
                     help="also score the estimators of STATS on every subset of N of the "
                          "rounds (the demo times 2 or 4): how much of the miss is how few "
                          "rounds it reads, and which statistic of them misses least")
+    ap.add_argument("--order", choices=("shuffled", "blocked"), default="shuffled",
+                    help="shuffled (the demo's): each round every call once in a random "
+                         "order; blocked: each round every run once in a random order, each "
+                         "run timed beside its own baseline, prefill and pass programs (a "
+                         "block, itself shuffled), so a slow spell of the host falls on the "
+                         "measured and the predicted speedup alike")
+    ap.add_argument("--shared-repeats", type=int, default=1, metavar="R",
+                    help="(shuffled) time every call that several runs share (the baselines, "
+                         "prefill and pass programs) R times per round, each in its own "
+                         "place of the shuffled order: one number read by every run is "
+                         "where a noisy sample costs most")
     args = ap.parse_args(argv)
+    if args.shared_repeats < 1:
+        ap.error(f"--shared-repeats must be an integer >= 1 (got {args.shared_repeats})")
     if args.quick:
         args.batches, args.ks, args.rounds = [1], [4], max(2, args.rounds - 1)
     return args
@@ -133,8 +146,10 @@ def _setup_batch(target, batch, args, log):
     return jobs
 
 
-def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter):
+def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter,
+                 shared_repeats: int = 1):
     keys = list(jobs) + [("ar",)]          # the baseline twice per round: it serves every run
+    keys += [k for k in keys if k[0] != "spec"] * (shared_repeats - 1)
     times = {k: [] for k in jobs}
     results = {}
     rng = np.random.default_rng(seed)
@@ -149,6 +164,39 @@ def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter):
             if key[0] == "spec":
                 results[key] = out
     return times, results
+
+
+def _block_keys(key) -> list[tuple]:
+    """The calls a run's speedup and its prediction read: timed together in --order blocked."""
+    _, cost, _, k = key
+    return [key, ("ar",), ("prefill",), ("target_1",), ("verify", k), ("draft", cost, k)]
+
+
+def _time_blocked(jobs: dict, rounds: int, seed: int, clock=time.perf_counter):
+    """Per run, {call: [seconds per round]} from that run's own blocks; the calls no block
+    holds (the short baseline, the bare passes) once per round between blocks."""
+    runs = [k for k in jobs if k[0] == "spec"]
+    inside = {c for r in runs for c in _block_keys(r)}
+    loose = [k for k in jobs if k not in inside]
+    per_run = {r: {c: [] for c in _block_keys(r)} for r in runs}
+    shared = {c: [] for c in loose}
+    results = {}
+    rng = np.random.default_rng(seed)
+    units = [("run", r) for r in runs] + [("loose", c) for c in loose]
+    for _ in range(rounds):
+        for u in rng.permutation(len(units)):
+            what, key = units[u]
+            calls = _block_keys(key) if what == "run" else [key]
+            for j in rng.permutation(len(calls)):
+                c = calls[j]
+                t0 = clock()
+                out = jobs[c]()
+                if c[0] not in ("ar", "spec", "ar_short"):
+                    jax.block_until_ready(out)
+                (per_run[key][c] if what == "run" else shared[c]).append(clock() - t0)
+                if c[0] == "spec":
+                    results[c] = out
+    return {r: {**shared, **t} for r, t in per_run.items()}, results
 
 
 STATS = {"median": np.median, "min": np.min}
@@ -179,7 +227,8 @@ def _row(key, res, times, args, batch, steps, stat=np.median):
              set_finite=n / pass_costs.expected_iterations(simulate.tokens_pmf(a, k), n, batch))
     # per-round measured ratios: the interval of the measurement
     ar, sp, pr = (np.asarray(times[x]) for x in (("ar",), key, ("prefill",)))
-    per_round = (stat(ar) - pr) / (sp - pr)
+    pr_round = stat(pr.reshape(len(sp), -1), axis=1)      # shared calls: R samples a round
+    per_round = (stat(ar) - pr_round) / (sp - pr_round)
     measured = (med[("ar",)] - pre) / (med[key] - pre)
     n_short = short_tokens(args.max_new) - 1
     t1_slope = (med[("ar",)] - med[("ar_short",)]) / (n - n_short)
@@ -221,10 +270,16 @@ def main(argv=None) -> int:
         jobs = _setup_batch(target, batch, args, log)
         t0 = time.perf_counter()
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
-        times, results = _time_rounds(jobs, args.rounds, seed=batch, clock=clock)
-        log(f"  batch {batch}: {args.rounds} rounds in {time.perf_counter() - t0:.0f} s")
+        if args.order == "blocked":
+            times, results = _time_blocked(jobs, args.rounds, seed=batch, clock=clock)
+        else:
+            shared, results = _time_rounds(jobs, args.rounds, seed=batch, clock=clock,
+                                           shared_repeats=args.shared_repeats)
+            times = {key: shared for key in results}
+        log(f"  batch {batch}: {args.rounds} rounds ({args.order}) in "
+            f"{time.perf_counter() - t0:.0f} s")
         for key, res in results.items():
-            rows.append(_row(key, res, times, args, batch, args.steps))
+            rows.append(_row(key, res, times[key], args, batch, args.steps))
         all_times.append((batch, times, results))
     df = report(rows, log)
     if args.subsets:
@@ -277,8 +332,9 @@ def subset_study(all_times, args, log, df) -> None:
         for sub in subsets:
             errs, drifts = [], []
             for batch, times, results in all_times:
-                part = {key: np.asarray(t)[list(sub)] for key, t in times.items()}
                 for key, res in results.items():
+                    part = {c: np.asarray(t).reshape(args.rounds, -1)[list(sub)].ravel()
+                            for c, t in times[key].items()}     # every sample of those rounds
                     row = _row(key, res, part, args, batch, args.steps, stat=stat)
                     errs.append(abs(row["pred_eff"] / row["measured"] - 1))
                     drifts.append(abs(row["measured"] / full[(batch, key[2], key[3], key[1])]

@@ -122,6 +122,10 @@ def _add_inrun_arguments(p) -> None:
                         "both are recorded")
     p.add_argument("--repeats", type=int, default=None,
                    help="timing rounds (default 2; --quick 4)")
+    p.add_argument("--shared-repeats", type=int, default=None,
+                   help="times a round each short call that several runs read (the "
+                        "one-token call, prefills, pass programs) is timed (default 3; "
+                        "--quick 2)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,
@@ -363,6 +367,7 @@ def _demo_settings(args):
                 "max_new_tokens": args.max_new_tokens,
                 "parts": tuple(args.parts) if args.parts else None,
                 "clock": args.clock, "repeats": args.repeats,
+                "shared_repeats": args.shared_repeats,
                 "instrument_alphas": tuple(args.alphas) if args.alphas else None,
                 "instrument_ks": (tuple(parse_k_values(args.instrument_k))
                                   if args.instrument_k else None),

@@ -108,10 +108,23 @@ def test_crossing_interpolates_in_log_batch():
     (dict(batches=(0,)), "batches"),
     (dict(clock="sundial"), "clock"),
     (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens"),
-    (dict(batch_max_new_tokens=-8), "batch_max_new_tokens")])
+    (dict(batch_max_new_tokens=-8), "batch_max_new_tokens"),
+    (dict(shared_repeats=0), "shared_repeats")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
+
+
+def test_shared_calls_are_timed_several_times_a_round():
+    from specsim.experiment.inrun import round_keys
+
+    keys = [("ar", (1,)), ("ar1", (1,)), ("spec", 0), ("spec", 1), ("target_1",),
+            ("verify", 2), ("draft", "c", 2)]
+    assert round_keys(keys, 1) == keys
+    got = round_keys(keys, 3)
+    assert {k: got.count(k) for k in keys} == {k: 1 if k[0] in ("spec", "ar") else 3
+                                               for k in keys}
+    assert DemoSettings.demo().shared_repeats == 3 and DemoSettings().shared_repeats == 1
 
 
 def test_quick_real_drafters_share_the_instruments_cache():
@@ -188,7 +201,10 @@ def test_parts_write_the_contract(demo_dir):
     assert (np.isnan(measured) | (measured > 0)).all()
     assert spec.loc[spec[S.DECODE_S] <= 0, S.MEASURED_SPEEDUP].isna().all()
     f = json.loads((out / "fidelity.json").read_text())
-    assert f["n_runs"] == 8 and set(f["by_batch"]) == {"1", "2"}
+    # scored: every run whose decode time exceeded its prefill's (all 8 but a rare one
+    # whose 12 tiny-llama tokens a loaded machine's noise swallows, as above)
+    scored = np.isfinite(spec[S.MEASURED_SPEEDUP]) & np.isfinite(spec[S.PREDICTED_SPEEDUP])
+    assert f["n_runs"] == int(scored.sum()) >= 7 and set(f["by_batch"]) == {"1", "2"}
     assert set(f["by_clock"]) == {"wall", "cpu"} and f["clock"] == "cpu"
     assert {"mape_pct", "max_abs_error_pct"} <= set(f["by_drafter"]["instrument"])
     files = {p.name for p in out.iterdir()}

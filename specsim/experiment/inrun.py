@@ -25,8 +25,6 @@ from specsim.experiment.decomposition import acceptance_variants, decompose, fin
 from specsim.experiment.state import DemoState
 from specsim.experiment.timing import acceptance_fields
 
-BASELINE_REPEATS = 1
-"""Each baseline (and its one-token call) is timed this many times per round."""
 CLOCKS = ("wall", "cpu")
 
 
@@ -115,6 +113,17 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     return jobs
 
 
+def round_keys(keys: list[tuple], shared_repeats: int) -> list[tuple]:
+    """The calls of one timing round: each speculative run and each baseline once, every
+    short call that several runs read (the one-token call, a prefill, a pass program)
+    ``shared_repeats`` times, each repeat in its own place of the round's shuffled order.
+    On a host whose calls vary 30-60% from round to round, one sample of t_target(1)
+    moves the prediction of every run of the group alike (`benchmarks/fidelity_probe.py
+    --shared-repeats`, README); the short calls cost a few seconds a round, where
+    repeating the baselines too took the full demo over its budget."""
+    return keys + [k for k in keys if k[0] not in ("spec", "ar")] * (shared_repeats - 1)
+
+
 def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     """Build, compile and time one group: (key -> [samples, 2] seconds by the wall and
     the CPU clock, key -> last output)."""
@@ -123,7 +132,7 @@ def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
     s = state.settings
     t0 = time.perf_counter()
     jobs = build_jobs(state, group)
-    keys = list(jobs) + [k for k in jobs if k[0] in ("ar", "ar1")] * (BASELINE_REPEATS - 1)
+    keys = round_keys(list(jobs), s.shared_repeats)
     t1 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds([jobs[k] for k in keys], s.repeats,
                                                 np.random.default_rng(s.seed),
