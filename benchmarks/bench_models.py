@@ -74,6 +74,11 @@ def forward_latency(params, cfg, n_new, context, max_len, repeats):
     """Median seconds of one forward pass over n_new tokens at batch 1 with `context`
     tokens already cached; the cache is donated and its length reset every call, as a
     speculative verifier does."""
+    return median_time(_forward_call(params, cfg, n_new, context, max_len), repeats=repeats)
+
+
+def _forward_call(params, cfg, n_new, context, max_len):
+    """The compiled, warmed zero-argument call `forward_latency` times."""
     step = jax.jit(forward, static_argnums=1, donate_argnums=3)
     cache = init_cache(cfg, 1, max_len)
     ctx = jnp.asarray(np.random.default_rng(0).integers(3, cfg.vocab_size, (1, context)),
@@ -89,7 +94,28 @@ def forward_latency(params, cfg, n_new, context, max_len, repeats):
         return logits
 
     jax.block_until_ready(call())                             # compile
-    return median_time(call, repeats=repeats)
+    return call
+
+
+def read_fraction(params, cfg, step_bytes, context, max_len, rounds, n_bytes=512 << 20):
+    """The decode step's bytes per second over the read bandwidth (a jnp.sum over
+    ``n_bytes``), both timed in each of ``rounds`` interleaved rounds (order alternating):
+    per-round ratios, so a slow spell of the machine falls on both. Returns (median, min,
+    max) of the ratios."""
+    step = _forward_call(params, cfg, 1, context, max_len)
+    x = jnp.ones((n_bytes // 4,), jnp.float32)
+    reduce = jax.jit(jnp.sum)
+    jax.block_until_ready(reduce(x))
+    calls = (step, lambda: reduce(x))
+    ratios = []
+    for r in range(rounds):
+        t = [0.0, 0.0]
+        for i in ((0, 1) if r % 2 else (1, 0)):
+            t0 = time.perf_counter()
+            jax.block_until_ready(calls[i]())
+            t[i] = time.perf_counter() - t0
+        ratios.append((step_bytes / t[0]) / (n_bytes / t[1]))
+    return float(np.median(ratios)), float(np.min(ratios)), float(np.max(ratios))
 
 
 def fused_vs_separate(model, cfg, n_new, context, max_len, rounds):
@@ -192,6 +218,12 @@ def main(argv=None):
     print(f"decode step (batch 1): reads {(weight_bytes + kv_bytes) / 1e6:.0f} MB in "
           f"{t1 * 1e3:.2f} ms = {achieved / 1e9:.1f} GB/s = {achieved / bw:.2f} of copy bandwidth, "
           f"{achieved / bw_read:.2f} of read bandwidth")
+    rounds = 10 if args.quick else 30
+    med, lo, hi = read_fraction(arrange_layers(model.params, cfg0), cfg0,
+                                weight_bytes + kv_bytes, args.context, args.max_len, rounds)
+    print(f"decode step ({cfg0.layer_loop}) against the read bandwidth, both timed in each of "
+          f"{rounds} interleaved rounds: {med:.2f} (median of per-round ratios; range "
+          f"{lo:.2f}-{hi:.2f})")
     for n in (1, 16):
         print(f"scan/unroll latency ratio at n_new={n}: "
               f"{results['scan', n] / results['unroll', n]:.2f}")
