@@ -146,6 +146,15 @@ def _setup_batch(target, batch, args, log):
     return jobs
 
 
+def _timed(job, key, clock) -> tuple[float, object]:
+    """(seconds, output) of one call, blocked on inside the timed region."""
+    t0 = clock()
+    out = job()
+    if key[0] not in ("ar", "spec", "ar_short"):   # generation returns host values already
+        jax.block_until_ready(out)
+    return clock() - t0, out
+
+
 def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter,
                  shared_repeats: int = 1):
     keys = list(jobs) + [("ar",)]          # the baseline twice per round: it serves every run
@@ -156,11 +165,8 @@ def _time_rounds(jobs: dict, rounds: int, seed: int, clock=time.perf_counter,
     for _ in range(rounds):
         for i in rng.permutation(len(keys)):
             key = keys[i]
-            t0 = clock()
-            out = jobs[key]()
-            if key[0] not in ("ar", "spec", "ar_short"):   # generation returns host values already
-                jax.block_until_ready(out)
-            times[key].append(clock() - t0)
+            dt, out = _timed(jobs[key], key, clock)
+            times[key].append(dt)
             if key[0] == "spec":
                 results[key] = out
     return times, results
@@ -189,11 +195,8 @@ def _time_blocked(jobs: dict, rounds: int, seed: int, clock=time.perf_counter):
             calls = _block_keys(key) if what == "run" else [key]
             for j in rng.permutation(len(calls)):
                 c = calls[j]
-                t0 = clock()
-                out = jobs[c]()
-                if c[0] not in ("ar", "spec", "ar_short"):
-                    jax.block_until_ready(out)
-                (per_run[key][c] if what == "run" else shared[c]).append(clock() - t0)
+                dt, out = _timed(jobs[c], c, clock)
+                (per_run[key][c] if what == "run" else shared[c]).append(dt)
                 if c[0] == "spec":
                     results[c] = out
     return {r: {**shared, **t} for r, t in per_run.items()}, results
