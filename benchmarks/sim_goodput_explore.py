@@ -1,6 +1,6 @@
 """Goodput's exploration bonus (`policies.Goodput(explore=...)`) and its confidence
 threshold (`Goodput(p_min=...)`), replayed on recorded traces: the studies behind their
-defaults (explore 0.5; p_min 0, off).
+defaults (explore 0.5 until session 16, 0 since: see --study lengths; p_min 0, off).
 
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py                     # explore
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study confidence  # p_min
@@ -11,6 +11,10 @@ defaults (explore 0.5; p_min 0, off).
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study judge-off  # evidence while off
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study budget     # conservative
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study warm       # carried prior
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study lengths --new-tokens 320 \
+        --cache-len 512 [--shipped-prompt 1] [--save-traces T.npz]          # run length
+    PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study lengths --from-traces \
+        data/goodput-studies-cpu/traces_320.npz                              # replay only
 
 Goodput plans from a per-row estimate of per-position acceptance; once it plans K = 0 a
 row learns nothing new until the estimate's evidence decays, so after a few early
@@ -235,6 +239,22 @@ def cost_estimators(target, rounds: int = 20, subset: int = 7, draws: int = 2000
             print(f"| {batch} | {width} | " + " | ".join(cells) + " |", flush=True)
 
 
+def shipped_prompts(target, index: int) -> dict:
+    """kind -> the ``index``-th prompt of that kind in the shipped set (data/prompts/),
+    encoded: prompts none of the studies' evaluation prompts are."""
+    from specsim.train.samples import encode_prompts as encode_set, load_prompts
+
+    pool = load_prompts()
+    out = {}
+    for kind in ("code", "extraction", "json", "prose"):
+        these = [p for p in pool if p["kind"] == kind]
+        if not 0 <= index < len(these):
+            raise SystemExit(f"--shipped-prompt must be in 0..{len(these) - 1} for {kind} "
+                             f"(got {index})")
+        out[kind] = encode_set([these[index]], target.tokenizer)[0]
+    return out
+
+
 WARM_PROMPTS = 4
 """Prompts of each kind (from the shipped set) an acceptance prior is learned from."""
 WARM_WEIGHTS = (1.0, 0.25)
@@ -309,19 +329,147 @@ def warm(target, prompts, drafters, costs_of, new_tokens: int) -> None:
           + ", ".join(f"{lab} {a} / {b}" for lab, (a, b) in misses.items()))
 
 
+LENGTHS = (40, 80, 160, 320)
+"""--study lengths: the run lengths (new tokens) at which the goals are counted."""
+
+
+def prefix(trace: simulate.AcceptanceTrace, n: int) -> simulate.AcceptanceTrace:
+    """The first ``n`` iterations of ``trace``: a shorter run under the replay's own
+    assumption (iteration i meets the same slots whatever was planned before it)."""
+    return simulate.AcceptanceTrace(trace.accept[:n], trace.confidence[:n], trace.present[:n])
+
+
+def iterations_for(stats, new_tokens: int) -> int:
+    """Iterations the recorded run took until its rows had ``new_tokens`` each on
+    average (a row's tokens per iteration: its accepted drafts + 1 while present)."""
+    acc = np.asarray(stats.accepted)                                       # [I, B], -1 absent
+    per_row = np.cumsum(np.where(acc >= 0, acc + 1, 0), axis=0).mean(axis=1)   # [I]
+    return int(min(np.searchsorted(per_row, new_tokens) + 1, len(per_row)))
+
+
+LENGTH_POLICIES = {
+    "goodput": lambda costs: P.Goodput(k_max=K_MAX, costs=costs),
+    "goodput prior 0.6 explore 0.5": lambda costs: P.Goodput(k_max=K_MAX, costs=costs,
+                                                             prior_alpha=0.6, explore=0.5),
+}
+"""--study lengths: Goodput with today's defaults and with those before session 16."""
+
+
+def lengths(target, prompts, drafters, costs_of, new_tokens: int, save=None) -> None:
+    """Record each cell's FixedK(K_MAX) trace at ``new_tokens``, then `replay_lengths`.
+    ``save``: a .npz path for every cell's trace, its iterations per length and its pass
+    times, so the replays can be run again without the model (``--from-traces``)."""
+    free = {name: drafts_free(d) for name, d in drafters.items()}
+    mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
+    cells = [(n, k, b) for n, k, b in CELLS] + [(n, "mixed", 8) for n in drafters]
+    lens = [n for n in LENGTHS if n <= new_tokens]
+    saved, recorded = {"lengths": np.asarray(lens)}, {}
+    for name, kind, batch in cells:
+        rows = mixed if kind == "mixed" else [prompts[kind]] * batch
+        stats = decode.generate_speculative(target, drafters[name], rows, new_tokens,
+                                            policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
+        whole, costs = trace_from_stats(stats), costs_of[(name, batch)]
+        cut = tuple(iterations_for(stats, n) for n in lens)
+        recorded[(name, kind, batch)] = (whole, cut, costs, free[name])
+        cell = f"{name}|{kind}|{batch}|{int(free[name])}"
+        saved.update({f"{cell}|accept": whole.accept, f"{cell}|confidence": whole.confidence,
+                      f"{cell}|present": whole.present, f"{cell}|cut": np.asarray(cut),
+                      f"{cell}|t_target": np.asarray(costs.t_target),
+                      f"{cell}|t_draft": np.asarray(costs.t_draft)})
+    if save:
+        np.savez_compressed(save, **saved)
+    replay_lengths(recorded, tuple(lens))
+
+
+def replay_lengths(recorded: dict, lens: tuple) -> None:
+    """Each policy of LENGTH_POLICIES against plain decoding and the best fixed K on
+    prefixes of each cell's trace (see --study lengths), then, per policy and length,
+    the count of cells that miss "never more than 2% slower than plain decoding" and
+    "within 3% of the best fixed K". ``recorded``: (drafter, kind, batch) -> (trace,
+    iterations per length, Costs, free drafts), as `load_traces` gives."""
+    labels = list(LENGTH_POLICIES)
+    misses = {lab: {n: [0, 0] for n in lens} for lab in labels}
+    print("Each entry: best fixed K (its K) / " + " / ".join(labels) + "; ! below 0.98x "
+          "plain decoding, ? below 0.97x the best fixed K\n")
+    print("| drafter | kind | batch | " + " | ".join(f"{n} tokens" for n in lens) + " |")
+    print("|---|---|---|" + "---|" * len(lens))
+    for (name, kind, batch), (whole, cut, costs, free) in recorded.items():
+        out = []
+        for n, i in zip(lens, cut):
+            trace = prefix(whole, i)
+
+            def replay(policy):
+                return simulate.simulate_policy(policy, trace, costs=costs,
+                                                cost_model="engine", free_drafts=free).speedup
+            fixed = {k: replay(P.FixedK(k=k)) for k in range(1, K_MAX + 1)}
+            best_k = max(fixed, key=fixed.get)
+            entry = f"{fixed[best_k]:.2f} (K {best_k})"
+            for lab in labels:
+                g = replay(LENGTH_POLICIES[lab](costs))
+                low, far = g < 0.98, g < 0.97 * fixed[best_k]
+                misses[lab][n][0] += low
+                misses[lab][n][1] += far
+                entry += f" / {g:.2f}" + "!" * low + "?" * far
+            out.append(entry)
+        print(f"| {name} | {kind} | {batch} | " + " | ".join(out) + " |", flush=True)
+    print(f"\ncells ({len(recorded)}) below 0.98x plain decoding / below 0.97x the best fixed "
+          "K, by run length:")
+    for lab in labels:
+        print(f"- {lab}: " + ", ".join(f"{n} tokens {a} / {b}"
+                                      for n, (a, b) in misses[lab].items()))
+
+
+def load_traces(path) -> dict:
+    """(drafter, kind, batch) -> (AcceptanceTrace, iterations per length, Costs, free
+    drafts) from a --save-traces file; the lengths under the key "lengths"."""
+    z = np.load(path)
+    out = {"lengths": tuple(int(n) for n in z["lengths"])}
+    for key in z.files:
+        if key.endswith("|accept"):
+            cell = key[:-len("|accept")]
+            name, kind, batch, free = cell.split("|")
+            trace = simulate.AcceptanceTrace(z[f"{cell}|accept"], z[f"{cell}|confidence"],
+                                             z[f"{cell}|present"])
+            costs = P.Costs(t_draft=float(z[f"{cell}|t_draft"]),
+                            t_target=tuple(map(float, z[f"{cell}|t_target"])))
+            out[(name, kind, int(batch))] = (trace, tuple(map(int, z[f"{cell}|cut"])), costs,
+                                             bool(int(free)))
+    return out
+
+
 def main(argv=None) -> None:
+    global CACHE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--study", choices=sorted(STUDIES) + ["cost-noise", "cost-estimators",
-                                                         "warm"],
+                                                         "warm", "lengths"],
                     default="explore")
     ap.add_argument("--new-tokens", type=int, default=40,
                     help="new tokens of each cell's recorded run (the mixed batch reads "
-                         f"{MIXED_TOKENS})")
+                         f"{MIXED_TOKENS}; --study lengths records this many and replays "
+                         f"prefixes of {LENGTHS} up to it)")
+    ap.add_argument("--shipped-prompt", type=int, default=None, metavar="I",
+                    help="use the I-th prompt of each kind from the shipped set (data/prompts/) "
+                         "instead of the evaluation prompts: a held-out set for the replays")
+    ap.add_argument("--from-traces", default=None, metavar="NPZ",
+                    help="--study lengths: replay a --save-traces file (no model, seconds)")
+    ap.add_argument("--save-traces", default=None, metavar="NPZ",
+                    help="--study lengths: write each cell's trace and pass times here")
+    ap.add_argument("--cache-len", type=int, default=CACHE,
+                    help="KV slots of every recorded run and timed pass (default %(default)s; "
+                         "--study lengths at 320 tokens needs 512)")
     args = ap.parse_args(argv)
+    CACHE = args.cache_len
+    if args.from_traces:
+        if args.study != "lengths":
+            raise SystemExit("--from-traces goes with --study lengths")
+        recorded = load_traces(args.from_traces)
+        return replay_lengths(recorded, recorded.pop("lengths"))
     target = models.load("smollm2-135m").with_layer_loop("scan")
     if args.study == "cost-estimators":
         return cost_estimators(target)
     prompts = encode_prompts(target, ["code", "extraction", "json", "prose"])
+    if args.shipped_prompt is not None:
+        prompts = shipped_prompts(target, args.shipped_prompt)
     if args.study == "cost-noise":
         return cost_noise(target, prompts)
     drafters = {"ngram": NGramDrafter(target.cfg.vocab_size, n=3),
@@ -331,6 +479,8 @@ def main(argv=None) -> None:
     costs_of = measure_costs(target, drafters, sorted({b for _, _, b in CELLS}))
     if args.study == "warm":
         return warm(target, prompts, drafters, costs_of, args.new_tokens)
+    if args.study == "lengths":
+        return lengths(target, prompts, drafters, costs_of, args.new_tokens, args.save_traces)
     labels, make = STUDIES[args.study]
     free = {name: drafts_free(d) for name, d in drafters.items()}
     print("| drafter | kind | batch | fixed K 4 | " + " | ".join(labels) + " |")

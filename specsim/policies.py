@@ -38,14 +38,15 @@ Policies:
   judge_off, budget, start)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
-  each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``;
+  each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``
+  (default 0.5);
   t(K) = K·t_draft + t_target(K + 1) from `Costs` measured at the run's batch size;
   K = 0 (no speculation, E = 1, t = t_target(1)) wins whenever speculation cannot pay,
   which is disable-by-batch-size done by arithmetic. Counts decay by ``decay`` per
   iteration (memory ~ 1/(1 − decay) iterations), so a position the row stopped reaching
   relaxes to the pooled rate and a row that turned itself off relaxes to the prior and
   tries again (without decay a greedy choice can freeze on an unlucky early estimate:
-  seen on synthetic traces, a row stuck at K = 1 where K = 2 was best). ``explore``: the
+  seen on synthetic traces, a row stuck at K = 1 where K = 2 was best). ``explore`` (default 0: off): the
   plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
   (n the decayed count of reached slots, w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
@@ -75,7 +76,15 @@ Policies:
   with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
   batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
   (code at batch 8 1.32–1.35× against 1.22–1.24×) and worse on the feature head at
-  batch 8 (1.05–1.07×): the default stays 0.5. ``p_min`` (default 0: off) reads the
+  batch 8 (1.05–1.07×). That study predates ``judge_off`` and the counting of
+  unproposed slots; session 16 replayed 14 cells (3 drafters, 4 kinds, batch 1 and 8,
+  a mixed batch) on two prompt sets at 40–320 tokens (`--study lengths`,
+  data/goodput-studies-cpu/lengths_*.md) and searched prior_alpha, prior_weight,
+  explore, decay and a chained estimator: the defaults prior_alpha 0.5, explore 0
+  (no bonus; decay alone brings an off row back to the prior) miss the issue's two
+  goals (never below 0.98x plain decoding; within 3% of the best fixed K) in 6 and 6
+  cell-lengths of 42 at 80–320 tokens on the two sets, where 0.6 / 0.5 missed in 20
+  and 18; the bonus stays for a user who wants it (``explore``). ``p_min`` (default 0: off) reads the
   draft's confidence as `ConfidenceThreshold` does: the plan is an upper bound and a
   draft of confidence <= p_min ends the row's proposal (llama.cpp's --draft-max with
   --draft-p-min, plus Goodput's K = 0). A planned slot the row did not propose (cut by
@@ -433,10 +442,10 @@ class Goodput:
     """K maximising expected tokens per unit time from running per-position estimates."""
     k_max: int
     costs: Costs
-    prior_alpha: float = 0.6
+    prior_alpha: float = 0.5
     prior_weight: float = 4.0
     decay: float = 0.98
-    explore: float = 0.5
+    explore: float = 0.0
     width: str = "slowest"
     p_min: float = 0.0
     horizon: int | None = None

@@ -197,7 +197,7 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     acc = np.floor(reached * rng.random((64, 5))).astype(np.float32)
     for c, slope in [(0.05, 0.0), (0.3, 0.1), (0.6, 0.3)]:
         costs = P.Costs.from_ratio(c, 5, verify_slope=slope)
-        pol = P.Goodput(k_max=5, costs=costs, width="per-row")
+        pol = P.Goodput(k_max=5, costs=costs, width="per-row", explore=0.5)
         alpha = pol.alpha_estimate((acc, reached))
         # the plan reads each rate raised by explore standard errors (w = prior_weight)
         ucb = np.minimum(alpha + 0.5 * np.sqrt(alpha * (1 - alpha) / (reached + 4.0)), 1.0)
@@ -211,7 +211,8 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
         t = np.arange(6) * costs.t_draft + np.asarray(costs.t_target)
         e = [sum(1 + np.cumprod(row)[:k].sum() for row in ucb.astype(float)) for k in range(6)]
         k_batch = int(np.argmax(np.asarray(e) / t))
-        shared = P.Goodput(k_max=5, costs=costs, width="shared").plan((acc, reached), 64)
+        shared = P.Goodput(k_max=5, costs=costs, width="shared", explore=0.5).plan(
+            (acc, reached), 64)
         np.testing.assert_array_equal(shared, np.full(64, k_batch))
         assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True)[0] == k_batch
     off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
@@ -1147,17 +1148,23 @@ def test_goodput_budget_bank_and_margin_by_hand():
 
 @pytest.mark.parametrize("budget", [0.01, 0.03])
 def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
-    """A drafter whose drafts are always rejected, with a prior that believes in it:
-    without a budget Goodput's exploration (prior, bonus, decay) costs it well over 3%
-    of plain decoding; with budget ε its replayed time stays within (1 + ε) of plain
-    decoding's, plus at most one iteration's overdraft (the bound the bank keeps)."""
+    """A drafter whose drafts are always rejected, with a prior that believes in it
+    (0.6, and an exploration bonus of 0.5 standard errors: the defaults before session
+    16): without a budget Goodput's exploration (prior, bonus, decay) costs it well over
+    3% of plain decoding; with budget ε its replayed time stays within (1 + ε) of plain
+    decoding's, plus at most one iteration's overdraft (the bound the bank keeps). The
+    defaults since (prior 0.5, no bonus) lose less, and still more than the budget."""
     n = 400
     tr = S.AcceptanceTrace(np.zeros((n, 1, 4), bool), np.full((n, 1, 4), 0.9),
                            np.ones((n, 1), bool))
     costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
-    loose = S.simulate_policy(P.Goodput(k_max=4, costs=costs), tr, costs=costs)
-    safe = S.simulate_policy(P.Goodput(k_max=4, costs=costs, budget=budget), tr, costs=costs)
+    eager = dict(prior_alpha=0.6, explore=0.5)
+    loose = S.simulate_policy(P.Goodput(k_max=4, costs=costs, **eager), tr, costs=costs)
+    safe = S.simulate_policy(P.Goodput(k_max=4, costs=costs, budget=budget, **eager), tr,
+                             costs=costs)
     assert loose.speedup < 0.97
+    default = S.simulate_policy(P.Goodput(k_max=4, costs=costs), tr, costs=costs)
+    assert loose.speedup < default.speedup < 1.0
     worst_iteration = max(costs.iteration_time(k) for k in range(5)) - 1.0
     assert safe.time.sum() <= (1 + budget) * n + worst_iteration + 1e-9
     assert (safe.k_plan[:, 0] > 0).any()        # it still probes, paid from the budget
