@@ -1310,7 +1310,7 @@ def test_goodput_started_from_a_rows_end_state_continues_that_run():
 
 def test_a_carried_prior_keeps_goodput_off_where_drafting_never_pays_and_on_where_it_does():
     """Where drafts are rejected (α 0.05) a cold Goodput spends its first iterations
-    learning it (its prior believes 0.6); started from a prior learned on another trace of
+    learning it (its prior believes 0.5); started from a prior learned on another trace of
     the same drafter it plans K = 0 from the first iteration and replays within 0.5% of
     plain decoding. Where drafting pays (α 0.8) the warm start drafts from the first
     iteration and is within 1% of the best fixed K replayed on the same trace, at or
