@@ -1,0 +1,50 @@
+"""`benchmarks/sim_goodput_explore.py --study lengths`: its trace prefixes by run length,
+and the committed tables in data/goodput-studies-cpu/ are what replaying the committed
+traces prints today (the README's Goodput numbers come from them)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "sim_goodput_explore.py"
+DATA = ROOT / "data" / "goodput-studies-cpu"
+
+
+def _study():
+    spec = importlib.util.spec_from_file_location("sim_goodput_explore", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_iterations_for_a_length_and_the_prefix_they_cut():
+    m = _study()
+    # rows' tokens per iteration: accepted + 1 while present (-1: the row had finished)
+    stats = SimpleNamespace(accepted=np.array([[2, 0], [4, 1], [-1, 3], [-1, -1]]))
+    # mean tokens per row after each iteration: 2, 5.5, 7.5, 7.5
+    assert [m.iterations_for(stats, n) for n in (1, 2, 3, 5.5, 6, 7.5, 100)] == \
+        [1, 1, 2, 2, 3, 3, 4]
+    from specsim.simulate import AcceptanceTrace
+    tr = AcceptanceTrace(np.ones((4, 2, 3), bool), np.full((4, 2, 3), 0.5), np.ones((4, 2), bool))
+    cut = m.prefix(tr, 2)
+    assert cut.accept.shape == (2, 2, 3) and cut.present.shape == (2, 2)
+
+
+@pytest.mark.parametrize("name", ["320", "320_shipped1"])
+def test_committed_tables_replay_from_the_committed_traces(name):
+    table = (DATA / f"lengths_{name}.md").read_text()
+    expected = table.split("\n\n", 2)[2]            # after the title and the command
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, str(SCRIPT), "--study", "lengths", "--from-traces",
+                          str(DATA / f"traces_{name}.npz")], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=600, check=True).stdout
+    assert out.strip() == expected.strip()
