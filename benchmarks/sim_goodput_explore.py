@@ -239,15 +239,34 @@ def cost_estimators(target, rounds: int = 20, subset: int = 7, draws: int = 2000
             print(f"| {batch} | {width} | " + " | ".join(cells) + " |", flush=True)
 
 
+KINDS = ("code", "extraction", "json", "prose")
+
+
+def shipped_by_kind() -> dict:
+    """kind -> the shipped prompt set's prompts of that kind (data/prompts/), in order."""
+    from specsim.train.samples import load_prompts
+
+    pool = load_prompts()
+    return {kind: [p for p in pool if p["kind"] == kind] for kind in KINDS}
+
+
+def mixed_rows(prompts: dict) -> list:
+    """The mixed batch of 8: two rows of each kind of work."""
+    return [prompts[k] for k in KINDS] * 2
+
+
+def all_cells(drafters) -> list:
+    """CELLS and, for each drafter, the mixed batch of 8."""
+    return list(CELLS) + [(n, "mixed", 8) for n in drafters]
+
+
 def shipped_prompts(target, index: int) -> dict:
     """kind -> the ``index``-th prompt of that kind in the shipped set (data/prompts/),
     encoded: prompts none of the studies' evaluation prompts are."""
-    from specsim.train.samples import encode_prompts as encode_set, load_prompts
+    from specsim.train.samples import encode_prompts as encode_set
 
-    pool = load_prompts()
     out = {}
-    for kind in ("code", "extraction", "json", "prose"):
-        these = [p for p in pool if p["kind"] == kind]
+    for kind, these in shipped_by_kind().items():
         if not 0 <= index < len(these):
             raise SystemExit(f"--shipped-prompt must be in 0..{len(these) - 1} for {kind} "
                              f"(got {index})")
@@ -265,13 +284,12 @@ def warm_priors(target, drafters, new_tokens: int) -> dict:
     WARM_PROMPTS prompts of that kind from data/prompts/ (evenly spaced through the
     set), at each of WARM_WEIGHTS: (drafter, kind, weight) keys; kind "mixed" pools the
     four kinds (the mean of their counts)."""
-    from specsim.train.samples import encode_prompts as encode_set, load_prompts
+    from specsim.train.samples import encode_prompts as encode_set
 
-    pool = load_prompts()
+    by_kind = shipped_by_kind()
     out = {}
     for name, drafter in drafters.items():
-        for kind in ("code", "extraction", "json", "prose"):
-            these = [p for p in pool if p["kind"] == kind]
+        for kind, these in by_kind.items():
             chosen = these[::len(these) // WARM_PROMPTS][:WARM_PROMPTS]
             stats = decode.generate_speculative(
                 target, drafter, encode_set(chosen, target.tokenizer), new_tokens,
@@ -280,13 +298,13 @@ def warm_priors(target, drafters, new_tokens: int) -> dict:
             for w in WARM_WEIGHTS:
                 out[(name, kind, w)] = P.AcceptancePrior.from_trace(trace, K_MAX, weight=w)
         for w in WARM_WEIGHTS:
-            kinds = [out[(name, k, w)] for k in ("code", "extraction", "json", "prose")]
+            kinds = [out[(name, k, w)] for k in KINDS]
             out[(name, "mixed", w)] = P.AcceptancePrior(
                 accepted=tuple(np.mean([p.accepted for p in kinds], 0)),
                 reached=tuple(np.mean([p.reached for p in kinds], 0)))
         print(f"{name}: prior rates " + ", ".join(
             f"{k} {np.round(out[(name, k, 1.0)].rates(), 2).tolist()}"
-            for k in ("code", "extraction", "json", "prose", "mixed")), flush=True)
+            for k in KINDS + ("mixed",)), flush=True)
     return out
 
 
@@ -297,8 +315,8 @@ def warm(target, prompts, drafters, costs_of, new_tokens: int) -> None:
     fixed K or above it"."""
     priors = warm_priors(target, drafters, new_tokens)
     free = {name: drafts_free(d) for name, d in drafters.items()}
-    mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
-    cells = [(n, k, b) for n, k, b in CELLS] + [(n, "mixed", 8) for n in drafters]
+    mixed = mixed_rows(prompts)
+    cells = all_cells(drafters)
     labels = ["goodput"] + [f"goodput warm {w}" for w in WARM_WEIGHTS]
     misses = {lab: [0, 0] for lab in labels}
     print("| drafter | kind | batch | best fixed K | " + " | ".join(labels) + " |")
@@ -360,24 +378,19 @@ def lengths(target, prompts, drafters, costs_of, new_tokens: int, save=None) -> 
     ``save``: a .npz path for every cell's trace, its iterations per length and its pass
     times, so the replays can be run again without the model (``--from-traces``)."""
     free = {name: drafts_free(d) for name, d in drafters.items()}
-    mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
-    cells = [(n, k, b) for n, k, b in CELLS] + [(n, "mixed", 8) for n in drafters]
+    mixed = mixed_rows(prompts)
+    cells = all_cells(drafters)
     lens = [n for n in LENGTHS if n <= new_tokens]
-    saved, recorded = {"lengths": np.asarray(lens)}, {}
+    recorded = {}
     for name, kind, batch in cells:
         rows = mixed if kind == "mixed" else [prompts[kind]] * batch
         stats = decode.generate_speculative(target, drafters[name], rows, new_tokens,
                                             policy=P.FixedK(k=K_MAX), cache_len=CACHE).stats
-        whole, costs = trace_from_stats(stats), costs_of[(name, batch)]
         cut = tuple(iterations_for(stats, n) for n in lens)
-        recorded[(name, kind, batch)] = (whole, cut, costs, free[name])
-        cell = f"{name}|{kind}|{batch}|{int(free[name])}"
-        saved.update({f"{cell}|accept": whole.accept, f"{cell}|confidence": whole.confidence,
-                      f"{cell}|present": whole.present, f"{cell}|cut": np.asarray(cut),
-                      f"{cell}|t_target": np.asarray(costs.t_target),
-                      f"{cell}|t_draft": np.asarray(costs.t_draft)})
+        recorded[(name, kind, batch)] = (trace_from_stats(stats), cut, costs_of[(name, batch)],
+                                         free[name])
     if save:
-        np.savez_compressed(save, **saved)
+        save_traces(save, recorded, lens)
     replay_lengths(recorded, tuple(lens))
 
 
@@ -417,6 +430,18 @@ def replay_lengths(recorded: dict, lens: tuple) -> None:
     for lab in labels:
         print(f"- {lab}: " + ", ".join(f"{n} tokens {a} / {b}"
                                       for n, (a, b) in misses[lab].items()))
+
+
+def save_traces(path, recorded: dict, lens) -> None:
+    """Write what `replay_lengths` reads (see `load_traces`, its inverse) to ``path``."""
+    arrays = {"lengths": np.asarray(lens)}
+    for (name, kind, batch), (trace, cut, costs, free) in recorded.items():
+        cell = f"{name}|{kind}|{batch}|{int(free)}"
+        arrays.update({f"{cell}|accept": trace.accept, f"{cell}|confidence": trace.confidence,
+                       f"{cell}|present": trace.present, f"{cell}|cut": np.asarray(cut),
+                       f"{cell}|t_target": np.asarray(costs.t_target),
+                       f"{cell}|t_draft": np.asarray(costs.t_draft)})
+    np.savez_compressed(path, **arrays)
 
 
 def load_traces(path) -> dict:
@@ -459,17 +484,17 @@ def main(argv=None) -> None:
                          "--study lengths at 320 tokens needs 512)")
     args = ap.parse_args(argv)
     CACHE = args.cache_len
+    for opt, given in (("--from-traces", args.from_traces), ("--save-traces", args.save_traces)):
+        if given and args.study != "lengths":
+            raise SystemExit(f"{opt} goes with --study lengths (got --study {args.study})")
     if args.from_traces:
-        if args.study != "lengths":
-            raise SystemExit("--from-traces goes with --study lengths")
         recorded = load_traces(args.from_traces)
         return replay_lengths(recorded, recorded.pop("lengths"))
     target = models.load("smollm2-135m").with_layer_loop("scan")
     if args.study == "cost-estimators":
         return cost_estimators(target)
-    prompts = encode_prompts(target, ["code", "extraction", "json", "prose"])
-    if args.shipped_prompt is not None:
-        prompts = shipped_prompts(target, args.shipped_prompt)
+    prompts = (encode_prompts(target, list(KINDS)) if args.shipped_prompt is None
+               else shipped_prompts(target, args.shipped_prompt))
     if args.study == "cost-noise":
         return cost_noise(target, prompts)
     drafters = {"ngram": NGramDrafter(target.cfg.vocab_size, n=3),
@@ -505,7 +530,7 @@ def main(argv=None) -> None:
     # batch: Goodput's three plans (one K for the batch at the slowest row's pace, or
     # for the sum over rows; each row's own), all paying the widest row's verify, and
     # the slowest-row plan with less exploration
-    mixed = [prompts[k] for k in ("code", "extraction", "json", "prose")] * 2
+    mixed = mixed_rows(prompts)
     plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
              "shared": lambda c: P.Goodput(k_max=K_MAX, costs=c, width="shared"),
              "per-row": lambda c: P.Goodput(k_max=K_MAX, costs=c, width="per-row"),

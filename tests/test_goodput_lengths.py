@@ -48,3 +48,30 @@ def test_committed_tables_replay_from_the_committed_traces(name):
                           str(DATA / f"traces_{name}.npz")], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=600, check=True).stdout
     assert out.strip() == expected.strip()
+
+
+def test_saved_traces_load_back_as_they_were(tmp_path):
+    m = _study()
+    recorded = m.load_traces(DATA / "traces_320_shipped1.npz")
+    lens = recorded.pop("lengths")
+    m.save_traces(tmp_path / "again.npz", recorded, lens)
+    again = m.load_traces(tmp_path / "again.npz")
+    assert again.pop("lengths") == lens and again.keys() == recorded.keys()
+    for cell, (trace, cut, costs, free) in recorded.items():
+        t2, cut2, costs2, free2 = again[cell]
+        np.testing.assert_array_equal(t2.accept, trace.accept)
+        np.testing.assert_array_equal(t2.confidence, trace.confidence)
+        np.testing.assert_array_equal(t2.present, trace.present)
+        assert (cut2, costs2, free2) == (cut, costs, free)
+
+
+def test_bad_options_are_clear_errors():
+    m = _study()
+    with pytest.raises(SystemExit, match=r"--from-traces goes with --study lengths "
+                                         r"\(got --study budget\)"):
+        m.main(["--study", "budget", "--from-traces", "x.npz"])
+    with pytest.raises(SystemExit, match=r"--save-traces goes with --study lengths"):
+        m.main(["--study", "warm", "--save-traces", "x.npz"])
+    with pytest.raises(SystemExit, match=r"--shipped-prompt must be in 0\.\.\d+ for code "
+                                         r"\(got 100000\)"):
+        m.shipped_prompts(None, 100_000)
