@@ -1,5 +1,6 @@
 """Generation: the autoregressive baseline and the speculative loop, each ONE jitted
-program (a `lax.while_loop` over a state pytree with fixed-size buffers).
+program (a `lax.while_loop` over a state pytree with fixed-size buffers), started from
+the state a shared prefill program returns.
 
     generate_autoregressive(model, prompts, max_new_tokens, temperature, top_k, top_p, seed)
     generate_speculative(target, drafter, prompts, max_new_tokens, k, temperature, top_k,
@@ -11,7 +12,10 @@ draft loop, and a one-token target pass in iterations where no row proposed (see
 `specsim.policy_engine` for the slots and why the verify step gets the thresholded q').
 
 Both start with a prefill of the (padded) prompts through the target, whose last-position
-logits give the first new token. Each speculative iteration then
+logits give the first new token: `_prefill_program`, compiled once per (model, B, P, S)
+and shared by plain decoding and every K, drafter and policy, so that changing K
+recompiles the loop alone; its state and cache are donated to the loop program, which
+updates them in place. Each speculative iteration then
 
 1. drafts K tokens (`drafter.propose`: K draft passes in a `lax.scan` for a model),
 2. runs the target once over K+1 positions: the last kept token and the K drafts,
@@ -201,9 +205,9 @@ class _Common(NamedTuple):
 
 
 def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens, max_new,
-             eos, key, S: int, hidden: bool = False):
-    """Prefill the target and draw the first new token. Returns (common state, cache),
-    and with ``hidden`` also the final-normed feature [B, D] that produced the token."""
+             eos, key, S: int):
+    """Prefill the target and draw the first new token. Returns (common state, cache,
+    the final-normed feature [B, D] that produced the token)."""
     B, P = prompts.shape
     cache = init_cache(cfg, B, S)
     h, cache = forward_hidden(params, cfg, prompts, cache)                    # [B, P, D]
@@ -220,7 +224,24 @@ def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens,
     done = ~finite | eos_hit | (max_new <= 1)
     cache = cache._replace(length=prompt_lens)
     common = _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0))
-    return (common, cache, h_last[:, 0]) if hidden else (common, cache)
+    return common, cache, h_last[:, 0]
+
+
+@partial(jax.jit, static_argnames=("cfg", "S"))
+def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos, key, *,
+                     cfg: ModelConfig, S: int):
+    """`_prefill` as a program of its own, which every generation program starts from:
+    → ((common state, cache), feature [B, D]); the pair is the loop program's ``start``
+    (donated to it), the feature its ``feature`` where the drafter reads the target's
+    (returned always, so that one program serves every drafter). One prefill per (model,
+    B, P, S) serves plain decoding and every K, drafter and policy, so a program that
+    changes K or the drafter compiles only its loop (each forward pass in a program
+    costs ~0.5 s of XLA:CPU compile whatever the model's size, and the prefill was one
+    of them in every program)."""
+    TRACE_COUNTS["prefill"] += 1
+    common, cache, feature = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos,
+                                      key, S)
+    return (common, cache), feature
 
 
 def _keep(new_tokens, n_new, remaining, eos):
@@ -263,11 +284,12 @@ def _running(c: _Common, I: int):
     return (c.it < I) & jnp.any(~c.done)
 
 
-@partial(jax.jit, static_argnames=("cfg", "S", "I"))
-def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
-                            key, *, cfg: ModelConfig, S: int, I: int):
+@partial(jax.jit, static_argnames=("cfg", "S", "I"), donate_argnames=("start",))
+def _autoregressive_program(params, sp: SamplingParams, prompt_lens, max_new, eos, start, *,
+                            cfg: ModelConfig, S: int, I: int):
+    """The decode loop from ``start`` = `_prefill_program`'s (common, cache)."""
     TRACE_COUNTS["autoregressive"] += 1
-    common, cache = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S)
+    common, cache = start
 
     def body(carry):
         c, cache = carry
@@ -284,7 +306,7 @@ def _autoregressive_program(params, sp: SamplingParams, prompts, prompt_lens, ma
 
     common, cache = jax.lax.while_loop(lambda carry: _running(carry[0], I), body,
                                        (common, cache))
-    return common
+    return common, cache       # the cache returned so that it reuses the donated buffers
 
 
 def reads_target_hidden(drafter) -> bool:
@@ -346,18 +368,20 @@ def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _
         stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
 
 
-@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"))
+@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"), donate_argnames=("start",))
 def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new,
-                         eos, key, *, cfg: ModelConfig, k: int, S: int, I: int):
+                         eos, start, feature, *, cfg: ModelConfig, k: int, S: int, I: int):
+    """The fixed-K loop from ``start`` = `_prefill_program`'s (common, cache), and its
+    ``feature`` [B, D] for a drafter that reads the target's (else None)."""
     TRACE_COUNTS["speculative"] += 1
     B = prompts.shape[0]
     K = k
     feats = reads_target_hidden(drafter)
-    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
-                                  hidden=feats)
+    common, cache = start
     dstate = drafter.init_state(prompts, prompt_lens, S)
     if feats:
-        dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32), ~common.done)
+        dstate = drafter.observe(dstate, feature[:, None], jnp.zeros((B,), jnp.int32),
+                                 ~common.done)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
 
@@ -386,7 +410,7 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
 
     common, cache, dstate, stats = jax.lax.while_loop(
         lambda carry: _running(carry[0], I), body, (common, cache, dstate, stats))
-    return common, stats
+    return common, stats, cache    # the cache returned: it reuses the donated buffers
 
 
 class _PolicyStatsBuf(NamedTuple):
@@ -581,9 +605,11 @@ def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, pstats):
     return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
 
 
-@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"))
+@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"),
+         donate_argnames=("start",))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
-                    key, *, cfg: ModelConfig, policy, S: int, I: int, widths: tuple):
+                    start, feature, *, cfg: ModelConfig, policy, S: int, I: int,
+                    widths: tuple):
     """`_speculative_program` with a draft-length policy: per-row K within a
     K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
 
@@ -596,8 +622,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
     feats = reads_target_hidden(drafter)
-    common, cache, *h0 = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos, key, S,
-                                  hidden=feats)
+    common, cache = start
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
@@ -613,7 +638,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         if feats:     # follows the target's features through the off iterations too
             dstate, pstats = prefill(pstats)
-            dstate = drafter.observe(dstate, h0[0][:, None], jnp.zeros((B,), jnp.int32),
+            dstate = drafter.observe(dstate, feature[:, None], jnp.zeros((B,), jnp.int32),
                                      ~common.done)
         else:         # the drafter's prefill waits for the first draft (a run that never
             # drafts skips it and carries a zero state the loop never reads)
@@ -639,15 +664,15 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
             return (*_once_if(running, step, (c, cache, dstate, pstate, stats, pstats)),
                     primed)
 
-        common, _, _, _, stats, pstats, _ = jax.lax.while_loop(
+        common, cache, _, _, stats, pstats, _ = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), body,
             (common, cache, dstate, pstate, stats, pstats, primed))
     else:
         dstate, pstats = prefill(pstats)
-        common, _, _, _, stats, pstats = jax.lax.while_loop(
+        common, cache, _, _, stats, pstats = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), step,
             (common, cache, dstate, pstate, stats, pstats))
-    return common, stats, pstats
+    return common, stats, pstats, cache    # the cache reuses the donated buffers
 
 
 # ---- public entry points -------------------------------------------------------------------------
@@ -757,8 +782,10 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     arr, lens = _pad(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
         mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
-    common = _autoregressive_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
-                                     S=plan.cache_len, I=plan.iterations)
+    start, _ = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
+                                S=plan.cache_len)
+    common, _ = _autoregressive_program(params, sp, lens, max_new_a, eos_a, start, cfg=cfg,
+                                        S=plan.cache_len, I=plan.iterations)
     common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
@@ -835,14 +862,18 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     arr, lens = _pad(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
         mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
-    args = (params, placed_drafter, sp, arr, lens, max_new_a, eos_a, key)
+    start, feature = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
+                                      S=plan.cache_len)
+    args = (params, placed_drafter, sp, arr, lens, max_new_a, eos_a, start,
+            feature if reads_target_hidden(drafter) else None)
     shapes = dict(cfg=cfg, S=plan.cache_len, I=plan.iterations)
     dp = drafter.passes_per_iteration(k)
     if policy is None:
-        common, stats = _speculative_program(*args, k=k, **shapes)
+        common, stats, _ = _speculative_program(*args, k=k, **shapes)
         pstats, more = None, {}
     else:
-        common, stats, pstats = _policy_program(*args, policy=policy, widths=widths, **shapes)
+        common, stats, pstats, _ = _policy_program(*args, policy=policy, widths=widths,
+                                                   **shapes)
     if mesh is not None:
         common, stats, pstats = sharding.to_host((common, stats, pstats))
     if pstats is not None:

@@ -49,3 +49,37 @@ def test_what_compiles_again(model):
     assert run(temperature=0.7)[0] == 1                              # greedy -> sampled
     assert run(temperature=0.9)[0] == 0                              # ... not per temperature
     assert run(drafter=drafters.NGramDrafter(vocab_size=model.cfg.vocab_size, n=2))[0] == 1
+
+
+@pytest.mark.slow
+def test_one_prefill_program_serves_every_loop(model):
+    """Plain decoding, each K, each drafter and each policy start from the same prefill
+    program (`decode._prefill_program`, keyed by model and shapes only): a new K or
+    drafter traces its loop program again, never the prefill."""
+    from specsim import policies
+
+    prompt, kw = [[1, 2, 3, 1, 2, 3, 1]], dict(eos_token_id=None, cache_len=88)
+    counts = decode.TRACE_COUNTS
+
+    def traced(fn):
+        before = dict(counts)
+        fn()
+        return {name: counts[name] - before.get(name, 0) for name in counts
+                if counts[name] != before.get(name, 0)}
+
+    ngram = drafters.NGramDrafter(vocab_size=model.cfg.vocab_size)
+    # cache_len 88 is this test's own: the first call traces the prefill
+    assert traced(lambda: decode.generate_autoregressive(model, prompt, 12, **kw)) == {
+        "prefill": 1, "autoregressive": 1}
+    for k in (2, 3):
+        assert traced(lambda: decode.generate_speculative(model, ngram, prompt, 12, k=k,
+                                                          **kw)) == {"speculative": 1}
+    bigram = drafters.NGramDrafter(vocab_size=model.cfg.vocab_size, n=2)
+    assert traced(lambda: decode.generate_speculative(model, bigram, prompt, 12, k=3,
+                                                      **kw)) == {"speculative": 1}
+    assert traced(lambda: decode.generate_speculative(
+        model, ngram, prompt, 12, policy=policies.Heuristic(k_init=1, k_max=3), **kw)) == {
+        "speculative-policy": 1}
+    # a new cache length is a new prefill
+    assert traced(lambda: decode.generate_autoregressive(
+        model, prompt, 12, eos_token_id=None, cache_len=80))["prefill"] == 1
