@@ -204,10 +204,19 @@ class _Common(NamedTuple):
     it: jax.Array          # [] int32 loop iterations
 
 
-def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens, max_new,
-             eos, key, S: int):
-    """Prefill the target and draw the first new token. Returns (common state, cache,
-    the final-normed feature [B, D] that produced the token)."""
+@partial(jax.jit, static_argnames=("cfg", "S"))
+def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos, key, *,
+                     cfg: ModelConfig, S: int):
+    """Prefill the target and draw the first new token, as a program of its own that
+    every generation program starts from: → ((common state, cache), feature [B, D]). The
+    pair is the loop program's ``start`` (donated to it); the feature (final-normed, the
+    one that produced the token) its ``feature`` where the drafter reads the target's,
+    returned always so that one program serves every drafter. One prefill per (model,
+    B, P, S) serves plain decoding and every K, drafter and policy, so a program that
+    changes K or the drafter compiles only its loop (each forward pass in a program
+    costs ~0.5 s of XLA:CPU compile whatever the model's size, and the prefill was one
+    of them in every program)."""
+    TRACE_COUNTS["prefill"] += 1
     B, P = prompts.shape
     cache = init_cache(cfg, B, S)
     h, cache = forward_hidden(params, cfg, prompts, cache)                    # [B, P, D]
@@ -224,24 +233,7 @@ def _prefill(params, cfg: ModelConfig, sp: SamplingParams, prompts, prompt_lens,
     done = ~finite | eos_hit | (max_new <= 1)
     cache = cache._replace(length=prompt_lens)
     common = _Common(tokens, length, done, ~finite, eos_hit, key, jnp.int32(0))
-    return common, cache, h_last[:, 0]
-
-
-@partial(jax.jit, static_argnames=("cfg", "S"))
-def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos, key, *,
-                     cfg: ModelConfig, S: int):
-    """`_prefill` as a program of its own, which every generation program starts from:
-    → ((common state, cache), feature [B, D]); the pair is the loop program's ``start``
-    (donated to it), the feature its ``feature`` where the drafter reads the target's
-    (returned always, so that one program serves every drafter). One prefill per (model,
-    B, P, S) serves plain decoding and every K, drafter and policy, so a program that
-    changes K or the drafter compiles only its loop (each forward pass in a program
-    costs ~0.5 s of XLA:CPU compile whatever the model's size, and the prefill was one
-    of them in every program)."""
-    TRACE_COUNTS["prefill"] += 1
-    common, cache, feature = _prefill(params, cfg, sp, prompts, prompt_lens, max_new, eos,
-                                      key, S)
-    return (common, cache), feature
+    return (common, cache), h_last[:, 0]
 
 
 def _keep(new_tokens, n_new, remaining, eos):

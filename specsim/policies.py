@@ -47,8 +47,9 @@ Policies:
   relaxes to the pooled rate and a row that turned itself off relaxes to the prior and
   tries again (without decay a greedy choice can freeze on an unlucky early estimate:
   seen on synthetic traces, a row stuck at K = 1 where K = 2 was best). ``explore``
-  (default 0: off): the plan reads each rate as its upper confidence bound α̂ + explore·sqrt(α̂(1 − α̂) / (n + w))
-  (n the decayed count of reached slots, w = prior_weight), so a row that stopped
+  (default 0: off): the plan reads each rate as its upper confidence bound
+  α̂ + explore·sqrt(α̂(1 − α̂) / (n + w)) (n the decayed count of reached slots,
+  w = prior_weight), so a row that stopped
   drafting grows optimistic as its evidence decays and tries again sooner, and one with
   much evidence plans on its estimate. ``horizon`` (default None: off): the bonus fades
   linearly with the row's tokens so far and is gone at the horizon (set it to the run's
@@ -84,9 +85,10 @@ Policies:
   (no bonus; decay alone brings an off row back to the prior) miss the issue's two
   goals (never below 0.98x plain decoding; within 3% of the best fixed K) 6 times in
   the 84 goal checks (42 cell-lengths at 80–320 tokens, two goals each) of each set,
-  where prior 0.6 with explore 0.5 missed 20 and 18 times; the bonus stays for a user who wants it (``explore``). ``p_min`` (default 0: off) reads the
-  draft's confidence as `ConfidenceThreshold` does: the plan is an upper bound and a
-  draft of confidence <= p_min ends the row's proposal (llama.cpp's --draft-max with
+  where prior 0.6 with explore 0.5 missed 20 and 18 times; the bonus stays for a user
+  who wants it (``explore``). ``p_min`` (default 0: off) reads the draft's confidence
+  as `ConfidenceThreshold` does: the plan is an upper bound and a draft of confidence
+  <= p_min ends the row's proposal (llama.cpp's --draft-max with
   --draft-p-min, plus Goodput's K = 0). A planned slot the row did not propose (cut by
   p_min, or a drafter with nothing to propose: an n-gram lookup without a match) counts
   as a rejection when another row's proposal made the batch verify it (paid for, no
