@@ -15,7 +15,9 @@ Both start with a prefill of the (padded) prompts through the target, whose last
 logits give the first new token: `_prefill_program`, compiled once per (model, B, P, S)
 and shared by plain decoding and every K, drafter and policy, so that changing K
 recompiles the loop alone; its state and cache are donated to the loop program, which
-updates them in place. Each speculative iteration then
+updates them in place. A drafter's own prefill (`init_state`: a draft model's pass over
+the prompts) is likewise `_drafter_prefill_program`, compiled once per (drafter, B, P, S)
+and not once per K. Each speculative iteration then
 
 1. drafts K tokens (`drafter.propose`: K draft passes in a `lax.scan` for a model),
 2. runs the target once over K+1 positions: the last kept token and the K drafts,
@@ -236,6 +238,23 @@ def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, 
     return (common, cache), h_last[:, 0]
 
 
+@partial(jax.jit, static_argnames=("S",))
+def _drafter_prefill_program(drafter, prompts, prompt_lens, feature, active, *, S: int):
+    """The drafter's prefill as a program of its own: `init_state` over the padded
+    prompts [B, P] (a draft model's forward pass over them; nothing for n-gram lookup),
+    then, for a drafter that reads the target's features, `observe` of the prefill's
+    ``feature`` [B, D] (None for the others) for the ``active`` [B] rows. → the drafter
+    state the loop program starts from (donated to it). Keyed by the drafter and
+    (B, P, S) alone, so a K sweep compiles the draft model's prefill once instead of
+    once per K (the forward pass over P tokens was ~0.5 s of each program's compile)."""
+    TRACE_COUNTS["drafter-prefill"] += 1
+    dstate = drafter.init_state(prompts, prompt_lens, S)
+    if reads_target_hidden(drafter):
+        dstate = drafter.observe(dstate, feature[:, None],
+                                 jnp.zeros((prompts.shape[0],), jnp.int32), active)
+    return dstate
+
+
 def _keep(new_tokens, n_new, remaining, eos):
     """How many of each row's [B, T] new tokens (the first n_new [B] valid) to keep: cut
     at max_new_tokens (remaining [B]) and just after the first EOS. → (n_keep, eos_hit)."""
@@ -360,20 +379,17 @@ def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _
         stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
 
 
-@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"), donate_argnames=("start",))
-def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new,
-                         eos, start, feature, *, cfg: ModelConfig, k: int, S: int, I: int):
-    """The fixed-K loop from ``start`` = `_prefill_program`'s (common, cache), and its
-    ``feature`` [B, D] for a drafter that reads the target's (else None)."""
+@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"),
+         donate_argnames=("start", "dstate"))
+def _speculative_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
+                         start, dstate, *, cfg: ModelConfig, k: int, S: int, I: int):
+    """The fixed-K loop from ``start`` = `_prefill_program`'s (common, cache) and
+    ``dstate`` = `_drafter_prefill_program`'s drafter state, both donated."""
     TRACE_COUNTS["speculative"] += 1
-    B = prompts.shape[0]
+    B = prompt_lens.shape[0]
     K = k
     feats = reads_target_hidden(drafter)
     common, cache = start
-    dstate = drafter.init_state(prompts, prompt_lens, S)
-    if feats:
-        dstate = drafter.observe(dstate, feature[:, None], jnp.zeros((B,), jnp.int32),
-                                 ~common.done)
     stats = _SpecStatsBuf(jnp.full((I, B), -1, jnp.int32), jnp.full((I, B), -1, jnp.int32),
                           jnp.full((I, B, K), jnp.nan, jnp.float32))
 
@@ -402,7 +418,7 @@ def _speculative_program(params, drafter, sp: SamplingParams, prompts, prompt_le
 
     common, cache, dstate, stats = jax.lax.while_loop(
         lambda carry: _running(carry[0], I), body, (common, cache, dstate, stats))
-    return common, stats, cache    # the cache returned: it reuses the donated buffers
+    return common, stats, cache, dstate    # the caches returned: they reuse the donated buffers
 
 
 class _PolicyStatsBuf(NamedTuple):
@@ -465,13 +481,13 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
     `policy_engine.skippable`) is an autoregressive step. One compiled pass per width
     of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
     ``n_pass`` ([] int32, `_pass_width`: the narrowest width >= n_wide + 1), chosen by
-    `_once_if`, not `lax.cond`, so the caches are not copied. → (target_probs [B, K+1, V], cache, the final-normed features
-    [B, K+1, D]); positions past the pass's width hold zeros, and positions past n_wide
-    hold the target's distributions after tokens no row proposed: the acceptance test
-    rejects an unproposed slot whatever the target says there, so the test, the
-    residual and the drafter read only positions up to n_wide (a row's stopping slot
-    n_prop ≤ n_wide included), and the cache slots written past them are reclaimed
-    when `length` is reset."""
+    `_once_if`, not `lax.cond`, so the caches are not copied. → (target_probs
+    [B, K+1, V], cache, the final-normed features [B, K+1, D]); positions past the
+    pass's width hold zeros, and positions past n_wide hold the target's distributions
+    after tokens no row proposed: the acceptance test rejects an unproposed slot
+    whatever the target says there, so the test, the residual and the drafter read only
+    positions up to n_wide (a row's stopping slot n_prop ≤ n_wide included), and the
+    cache slots written past them are reclaimed when `length` is reset."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
     tokens = jnp.concatenate([last, draft.tokens], 1)                            # [B, K+1]
@@ -589,18 +605,18 @@ def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
 
 
-def _drafter_prefill(drafter, prompts, prompt_lens, S: int, K: int, pstats):
-    """The drafter's prefill (`init_state`), its pass counted in ``pstats.draft_steps``.
-    → (dstate, pstats)."""
-    dstate = drafter.init_state(prompts, prompt_lens, S)
-    passes = int(drafter.passes_per_iteration(K) > 0)
-    return dstate, pstats._replace(draft_steps=pstats.draft_steps + passes)
+def _primes_late(drafter, dshapes) -> bool:
+    """Whether the policy program runs ``drafter``'s prefill itself, at the first draft
+    (and never in a run that never drafts): a `policy_engine.skippable` drafter that
+    does not read the target's features. Every other drafter starts from
+    `_drafter_prefill_program`'s state. ``dshapes``: its state's shapes."""
+    return not reads_target_hidden(drafter) and policy_engine.skippable(drafter, dshapes)
 
 
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"),
-         donate_argnames=("start",))
+         donate_argnames=("start", "dstate"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
-                    start, feature, *, cfg: ModelConfig, policy, S: int, I: int,
+                    start, dstate, *, cfg: ModelConfig, policy, S: int, I: int,
                     widths: tuple):
     """`_speculative_program` with a draft-length policy: per-row K within a
     K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
@@ -608,9 +624,11 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     With a `policy_engine.skippable` drafter, or one reading the target's features, the
     loop alternates: a run of off iterations (`_policy_off_loop`; none when some row
     plans a draft), then, while the loop runs (and so some row plans a draft), one
-    speculative iteration and again the off loop. A skippable drafter's prefill waits
-    for the first run of off iterations, and is skipped when the loop never drafts; a
-    feature-reading drafter is handed each off iteration's feature instead."""
+    speculative iteration and again the off loop. A drafter that primes late
+    (`_primes_late`) comes with ``dstate`` None: its prefill waits for the first run of
+    off iterations, and is skipped when the loop never drafts. The others start from
+    ``dstate`` (donated), and a feature-reading drafter is handed each off iteration's
+    feature."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
     feats = reads_target_hidden(drafter)
@@ -624,22 +642,23 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy, widths)
     pstate = policy.init(B, jnp)
-    prefill = partial(_drafter_prefill, drafter, prompts, prompt_lens, S, K)
     dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
-    if feats or policy_engine.skippable(drafter, dshapes):
+    late = _primes_late(drafter, dshapes)
+    if (dstate is None) != late:
+        raise ValueError("dstate must be None exactly when the drafter primes late")
+    passes = int(drafter.passes_per_iteration(K) > 0)   # the drafter's prefill, if it runs
+    if not late:
+        pstats = pstats._replace(draft_steps=pstats.draft_steps + passes)
+    if feats or late:
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
-        if feats:     # follows the target's features through the off iterations too
-            dstate, pstats = prefill(pstats)
-            dstate = drafter.observe(dstate, feature[:, None], jnp.zeros((B,), jnp.int32),
-                                     ~common.done)
-        else:         # the drafter's prefill waits for the first draft (a run that never
-            # drafts skips it and carries a zero state the loop never reads)
+        if late:   # a run that never drafts carries a zero state the loop never reads
             dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dshapes)
-        primed = jnp.bool_(feats)
+        primed = jnp.bool_(not late)
 
         def prime(state):
             _, pstats, _ = state
-            return (*prefill(pstats), jnp.bool_(True))
+            return (drafter.init_state(prompts, prompt_lens, S),
+                    pstats._replace(draft_steps=pstats.draft_steps + passes), jnp.bool_(True))
 
         def body(carry):
             # one instance of the off loop and one of the speculative step in the
@@ -650,21 +669,20 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                 (c, cache, pstate, stats, pstats, seen))
             dstate = seen if feats else dstate
             running = _running(c, I)
-            if not feats:
+            if late:
                 dstate, pstats, primed = _once_if(running & ~primed, prime,
                                                   (dstate, pstats, primed))
             return (*_once_if(running, step, (c, cache, dstate, pstate, stats, pstats)),
                     primed)
 
-        common, cache, _, _, stats, pstats, _ = jax.lax.while_loop(
+        common, cache, dstate, _, stats, pstats, _ = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), body,
             (common, cache, dstate, pstate, stats, pstats, primed))
     else:
-        dstate, pstats = prefill(pstats)
-        common, cache, _, _, stats, pstats = jax.lax.while_loop(
+        common, cache, dstate, _, stats, pstats = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), step,
             (common, cache, dstate, pstate, stats, pstats))
-    return common, stats, pstats, cache    # the cache reuses the donated buffers
+    return common, stats, pstats, cache, dstate    # the caches reuse the donated buffers
 
 
 # ---- public entry points -------------------------------------------------------------------------
@@ -854,18 +872,25 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     arr, lens = _pad(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
         mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)
+    S = plan.cache_len
     start, feature = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
-                                      S=plan.cache_len)
-    args = (params, placed_drafter, sp, arr, lens, max_new_a, eos_a, start,
-            feature if reads_target_hidden(drafter) else None)
-    shapes = dict(cfg=cfg, S=plan.cache_len, I=plan.iterations)
+                                      S=S)
+    dstate = None
+    if policy is None or not _primes_late(drafter, jax.eval_shape(
+            lambda: drafter.init_state(arr, lens, S))):
+        dstate = _drafter_prefill_program(
+            placed_drafter, arr, lens, feature if reads_target_hidden(drafter) else None,
+            ~start[0].done, S=S)
+    shapes = dict(cfg=cfg, S=S, I=plan.iterations)
     dp = drafter.passes_per_iteration(k)
     if policy is None:
-        common, stats, _ = _speculative_program(*args, k=k, **shapes)
+        common, stats, _, _ = _speculative_program(params, placed_drafter, sp, lens, max_new_a,
+                                                   eos_a, start, dstate, k=k, **shapes)
         pstats, more = None, {}
     else:
-        common, stats, pstats, _ = _policy_program(*args, policy=policy, widths=widths,
-                                                   **shapes)
+        common, stats, pstats, _, _ = _policy_program(
+            params, placed_drafter, sp, arr, lens, max_new_a, eos_a, start, dstate,
+            policy=policy, widths=widths, **shapes)
     if mesh is not None:
         common, stats, pstats = sharding.to_host((common, stats, pstats))
     if pstats is not None:

@@ -15,13 +15,20 @@ def model():
 
 
 def _traces(fn, program="speculative"):
-    """(traces of ``program``, result, traces of the prefill program)."""
+    """(traces of ``program``, result, traces of the target's prefill program, traces of
+    the drafter's prefill program)."""
     counts = decode.TRACE_COUNTS
-    before, prefills = counts[program], counts["prefill"]
+    before = dict(counts)
     res = fn()
-    n = counts[program] - before
-    assert (res.compile_s > 0) == (n + counts["prefill"] - prefills > 0)   # reported when paid
-    return n, res, counts["prefill"] - prefills
+    n, pre, dpre = (counts[p] - before.get(p, 0)
+                    for p in (program, "prefill", "drafter-prefill"))
+    assert (res.compile_s > 0) == (n + pre + dpre > 0)                  # reported when paid
+    return n, res, pre, dpre
+
+
+def _paid(traced) -> tuple:
+    """(loop, prefill, drafter prefill) traces of a `_traces` result."""
+    return traced[0], traced[2], traced[3]
 
 
 @pytest.mark.slow
@@ -46,18 +53,25 @@ def test_what_compiles_again(model):
         new_weights, ngram, prompt, 20, k=3, eos_token_id=None))[0] == 0
     # a new program each, started from the same prefill program (keyed by the model and
     # the buffer sizes alone): a new K, drafter or policy compiles its loop only
-    assert run(k=4)[0::2] == (1, 0)                                  # K is static
+    assert _paid(run(k=4)) == (1, 0, 0)                                # K is static
     assert run(new=40)[0] == 1                                       # I: 32 -> 64
     assert run(prompts=prompt * 2)[0] == 1                           # batch 1 -> 2
     assert run(temperature=0.7)[0] == 1                              # greedy -> sampled
     assert run(temperature=0.9)[0] == 0                              # ... not per temperature
-    assert run(drafter=drafters.NGramDrafter(vocab_size=model.cfg.vocab_size, n=2))[0::2] \
-        == (1, 0)
+    # a drafter's own prefill (`init_state`) is a program of its own, keyed by the drafter
+    # and the buffer sizes: a new drafter compiles it with its loop (n-gram lookup's is
+    # empty), and a draft model's next K compiles the loop alone
+    assert _paid(run(drafter=drafters.NGramDrafter(vocab_size=model.cfg.vocab_size, n=2))) \
+        == (1, 0, 1)
+    skip = drafters.layer_skip_drafter(model, [0])
+    assert _paid(run(drafter=skip, k=2)) == (1, 0, 1)
+    assert _paid(run(drafter=skip, k=3)) == (1, 0, 0)
+    assert run(drafter=skip, k=3)[0] == 0
     policy = policies.Heuristic(k_init=1, k_max=3)
-    assert _traces(lambda: decode.generate_speculative(
+    assert _paid(_traces(lambda: decode.generate_speculative(
         model, ngram, prompt, 20, policy=policy, eos_token_id=None),
-        "speculative-policy")[0::2] == (1, 0)
+        "speculative-policy")) == (1, 0, 0)
     assert _traces(lambda: decode.generate_autoregressive(model, prompt, 20, eos_token_id=None),
-                   "autoregressive")[2] == 0
+                   "autoregressive")[2:] == (0, 0)
     assert decode.TRACE_COUNTS["prefill"] >= 1          # the prefill is a program of its own
 
