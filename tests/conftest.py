@@ -26,6 +26,16 @@ import pytest
 os.environ["SPECSIM_COMPILATION_CACHE"] = "0"
 _OFF = ("0", "false", "off", "no")
 
+# The suite checks numbers (exact outputs, distributions, fits against oracles), never
+# speed, and it is mostly XLA:CPU compile time: its processes (and the notebook kernels and
+# subprocesses they start, which inherit XLA_FLAGS) compile with LLVM's optimisation level
+# 0. XLA's own HLO passes still run, so the program a test inspects (fusions, copies,
+# donated buffers) is the one the CLI runs; only the machine code of each fusion is less
+# optimised. SPECSIM_TEST_XLA_OPT=default compiles at XLA's default level instead.
+if os.environ.get("SPECSIM_TEST_XLA_OPT", "0").strip().lower() != "default":
+    os.environ["XLA_FLAGS"] = " ".join(
+        f for f in (os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0") if f)
+
 # Instead, one test run shares a persistent cache of its own between its xdist workers,
 # so a program that several test modules build (same model, shapes and static arguments)
 # compiles once per run, not once per module: the suite is mostly XLA:CPU compile time.
