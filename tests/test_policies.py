@@ -909,9 +909,10 @@ class _Captured(Exception):
 
 
 def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
-    """Copies of a [L, B, S, G, E] cache in the compiled program ``name`` of
-    `specsim.decode` for one small run with ``kw`` (the program is compiled once, from
-    the arguments the run would have called it with, and not run)."""
+    """Copies of a [L, B, S, G, E] cache, the target's or the draft model's, in the
+    compiled program ``name`` of `specsim.decode` for one small run with ``kw`` (the
+    program is compiled once, from the arguments the run would have called it with, and
+    not run)."""
     import re
 
     from specsim import decode
@@ -930,16 +931,21 @@ def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
     args, static = seen["call"]
     program.clear_cache()                       # trace again: `_once_if` may be patched
     hlo = program.lower(*args, **static).compile().as_text()
-    cfg = target.cfg
-    shape = rf"f32\[{cfg.n_layers},1,{static['S']},{cfg.n_kv_heads},{cfg.head_dim}\]"
-    return len(re.findall(rf"= {shape}\S* copy\(", hlo))
+    shapes = {rf"f32\[{c.n_layers},1,{static['S']},{c.n_kv_heads},{c.head_dim}\]"
+              for c in (target.cfg, drafter.cfg)}
+    # not counted: a copy of a broadcast, the zero state a draft model that primes late
+    # starts the loop with (made once, before the loop)
+    return sum(len(re.findall(rf"= {shape}\S* copy\((?!%(wrapped_)?broadcast)", hlo))
+               for shape in shapes)
 
 
 def test_policy_loop_copies_no_cache(tiny, monkeypatch):
     """The policy program updates the caches in place as the fixed-K program does (XLA
     copies both caches around a `lax.cond` whose branches write them: 4 copies per
     iteration, 7-17% of the loop's time on SmolLM2); the check fails on the cond form.
-    Neither copies the prefill's cache on entry either: it is donated to the loop."""
+    Neither copies the prefills' caches on entry either (the target's, and the draft
+    model's from `_drafter_prefill_program` in the fixed-K program): they are donated to
+    the loop, which returns them; the check fails when the drafter's is not donated."""
     import jax
 
     from specsim import decode
@@ -952,6 +958,11 @@ def test_policy_loop_copies_no_cache(tiny, monkeypatch):
                         lambda pred, fn, state: jax.lax.cond(pred, fn, lambda s: s, state))
     assert _cache_copies(monkeypatch, target, drafter, "_policy_program",
                          policy=policy) > fixed
+    program = getattr(decode._speculative_program, "original", decode._speculative_program)
+    keeps = jax.jit(program.__wrapped__, static_argnames=("cfg", "k", "S", "I"),
+                    donate_argnames=("start",))              # the drafter's state not donated
+    monkeypatch.setattr(decode, "_speculative_program", keeps)
+    assert _cache_copies(monkeypatch, target, drafter, "_speculative_program", k=3) > 0
 
 
 # ---- engine: exact in distribution under every policy --------------------------------------
