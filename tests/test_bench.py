@@ -225,3 +225,88 @@ def test_demo_timing_asks_for_the_progress_bar(monkeypatch):
                                 settings=SimpleNamespace(repeats=2, seed=0, max_new_tokens=8))
         timing.time_runs(state, ["spec"])
         assert seen["progress"] == label
+
+
+def test_warm_calls_runs_the_first_alone_then_the_rest_in_threads():
+    import threading
+
+    started, first_done = [], threading.Event()
+    barrier = threading.Barrier(2, timeout=10)
+
+    def call(i):
+        def run():
+            started.append(i)
+            if i == 0:
+                assert len(started) == 1          # nothing else started while 0 ran
+                first_done.set()
+            else:
+                assert first_done.is_set()
+                if i in (1, 2):
+                    barrier.wait()                # 1 and 2 run at the same time
+            return i * 10
+        return run
+
+    assert bench.warm_calls([call(i) for i in range(5)], workers=2) == [0, 10, 20, 30, 40]
+    assert sorted(started) == list(range(5)) and started[0] == 0
+    assert bench.warm_calls([], workers=3) == []
+
+
+def test_warm_calls_with_one_worker_runs_in_order_and_raises():
+    order = []
+    assert bench.warm_calls([lambda i=i: order.append(i) or i for i in range(4)],
+                            workers=1) == [0, 1, 2, 3]
+    assert order == [0, 1, 2, 3]
+
+    def bad():
+        raise RuntimeError("no program")
+    with pytest.raises(RuntimeError, match="no program"):
+        bench.warm_calls([lambda: 1, bad, lambda: 3], workers=2)
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        bench.warm_calls([lambda: 1], workers=0)
+
+
+def test_compile_workers_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("SPECSIM_COMPILE_THREADS", "3")
+    assert bench.compile_workers() == 3
+    monkeypatch.setenv("SPECSIM_COMPILE_THREADS", "many")
+    with pytest.raises(ValueError, match="SPECSIM_COMPILE_THREADS"):
+        bench.compile_workers()
+    monkeypatch.delenv("SPECSIM_COMPILE_THREADS")
+    assert 1 <= bench.compile_workers() <= 8
+
+
+def test_compile_time_is_counted_per_thread():
+    """Two timed calls compiling at once in two threads each count their own compile
+    spans (JAX reports a compile in the thread that compiles it): a shared list gave the
+    first call the second's span too."""
+    import dataclasses
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specsim import decode
+
+    @dataclasses.dataclass(frozen=True)
+    class Out:
+        wall_s: float = 0.0
+        compile_s: float = 0.0
+
+    event = "/jax/core/compile/backend_compile_duration"
+    a_in, b_in = threading.Event(), threading.Event()
+
+    @decode._timed
+    def first():
+        decode._on_span(event, 0.0, 1.0)
+        a_in.set()
+        assert b_in.wait(10)
+        return Out()
+
+    @decode._timed
+    def second():
+        assert a_in.wait(10)
+        decode._on_span(event, 10.0, 15.0)
+        b_in.set()
+        return Out()
+
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.submit(first), pool.submit(second)
+        assert (a.result().compile_s, b.result().compile_s) == (1.0, 5.0)
