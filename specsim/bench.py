@@ -151,54 +151,6 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     return samples, outputs
 
 
-def compile_workers() -> int:
-    """Threads `warm_calls` uses by default: $SPECSIM_COMPILE_THREADS, else the CPUs this
-    process may run on (at most 8)."""
-    env = os.environ.get("SPECSIM_COMPILE_THREADS", "").strip()
-    if env:
-        return validation.positive_int("SPECSIM_COMPILE_THREADS", int(env) if env.isdigit()
-                                       else env)
-    return max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1))
-
-
-def warm_calls(calls: Sequence[Callable[[], object]], workers: int | None = None, *,
-               progress: str | None = None) -> list:
-    """Run each zero-argument call once, untimed, for what it compiles: ``workers``
-    threads at a time (default `compile_workers`). XLA compiles a program with the GIL
-    released and mostly on one core, so on a machine with several cores the threads
-    compile several programs at once (Python's tracing still takes turns). The first
-    call runs alone, so that what every call shares (the prefill program of the common
-    shapes) compiles once and not in several threads at the same time. A call that
-    raises raises here, once the other calls have finished. → the results,
-    in the order of ``calls``."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = compile_workers() if workers is None else validation.positive_int(
-        "workers", workers)
-    results: list = [None] * len(calls)
-    bar = _bar(progress, len(calls))
-    try:
-        def run(i):
-            results[i] = _block(calls[i]())
-            if bar is not None:
-                bar.update(1)
-
-        if calls:
-            run(0)
-        if workers == 1:
-            for i in range(1, len(calls)):
-                run(i)
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for future in [pool.submit(run, i) for i in range(1, len(calls))]:
-                    future.result()
-    finally:
-        if bar is not None:
-            bar.close()
-    return results
-
-
 def _bar(label: str | None, total: int):
     """A tqdm bar (elapsed < remaining, rate) labelled ``label``; None without a label."""
     if not label:

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import threading
 import time
 from functools import partial, wraps
 from typing import NamedTuple, Sequence
@@ -736,19 +735,12 @@ def _meta(plan: ShapePlan, temperature, top_k, top_p, seed, **more) -> dict:
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration",
                    "/jax/core/compile/backend_compile_duration")
-_SPANS = threading.local()    # per thread: calls may compile in several (bench.warm_calls)
-
-
-def _compile_spans() -> list[tuple[float, float]]:
-    """This thread's compile spans (JAX reports them in the thread that compiles)."""
-    if not hasattr(_SPANS, "spans"):
-        _SPANS.spans = []
-    return _SPANS.spans
+_COMPILE_SPANS: list[tuple[float, float]] = []
 
 
 def _on_span(event: str, start: float, end: float, **_):
     if event in _COMPILE_EVENTS:
-        _compile_spans().append((start, end))
+        _COMPILE_SPANS.append((start, end))
 
 
 jax.monitoring.register_event_time_span_listener(_on_span)
@@ -766,12 +758,11 @@ def _timed(generate):
     """Set ``wall_s`` (the call less compiling) and ``compile_s`` on the result."""
     @wraps(generate)
     def call(*args, **kwargs):
-        spans = _compile_spans()
-        t0, n0 = time.perf_counter(), len(spans)
+        t0, n0 = time.perf_counter(), len(_COMPILE_SPANS)
         result = generate(*args, **kwargs)
         wall = time.perf_counter() - t0
-        compile_s = _union_seconds(spans[n0:])
-        del spans[n0:]
+        compile_s = _union_seconds(_COMPILE_SPANS[n0:])
+        del _COMPILE_SPANS[n0:]
         return dataclasses.replace(result, wall_s=max(wall - compile_s, 0.0),
                                    compile_s=compile_s)
     return call

@@ -157,9 +157,12 @@ def _measure(state, timed: _Calls, untimed: list) -> tuple[dict, dict]:
     result)."""
     from specsim import bench
 
-    warms = [w for w in dict(zip(timed.labels, timed.warm)).values() if w is not None]
-    done = bench.warm_calls([call for _, call in untimed] + warms)    # compile first
-    results = {label: out for (label, _), out in zip(untimed, done)}
+    results = {}
+    for label, call in untimed:
+        results[label] = call()
+    for label, warm in dict(zip(timed.labels, timed.warm)).items():   # compile first
+        if warm is not None:
+            warm()
     samples, outs = bench.interleaved_rounds(
         timed.calls, state.settings.repeats, np.random.default_rng(state.settings.seed),
         progress="drafters: timed rounds" if state.progress else None)

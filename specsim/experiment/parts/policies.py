@@ -147,14 +147,13 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
 
     s = state.settings
     warm = decode.warmup_tokens(s.max_new_tokens)
-    firsts: dict = {}                      # the first job of each program
-    for job in jobs:
-        firsts.setdefault(job.program, job)
+    seen = set()
     t0 = time.perf_counter()
-    bench.warm_calls([_call(state, job, pols.get((job.drafter, job.batch, job.label)), warm)
-                      for job in firsts.values()])
-    state.log(f"    compiled {len(firsts)} generation programs in "
-              f"{time.perf_counter() - t0:.0f} s ({bench.compile_workers()} threads)")
+    for job in jobs:
+        if job.program not in seen:
+            seen.add(job.program)
+            _call(state, job, pols.get((job.drafter, job.batch, job.label)), warm)()
+    state.log(f"    compiled {len(seen)} generation programs in {time.perf_counter() - t0:.0f} s")
     calls = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
              for j in jobs] + [c for c, _ in pass_items]
     t0 = time.perf_counter()
