@@ -178,8 +178,12 @@ def skippable(drafter, dstate) -> bool:
     a draft (Goodput's K = 0), running that iteration as a plain autoregressive step: a
     drafter that catches its state up itself (``sync``, the model drafters) or one with
     no state (n-gram lookup, whose proposal depends on the context alone). Others (the
-    instrument's latent chain) run every iteration. Static: decided while tracing."""
-    return hasattr(drafter, "sync") or not jax.tree_util.tree_leaves(dstate)
+    instrument's latent chain) run every iteration. Static: decided while tracing.
+    ``dstate`` may be a zero-argument callable returning the state (or its shapes),
+    called only for a drafter without ``sync``."""
+    if hasattr(drafter, "sync"):
+        return True
+    return not jax.tree_util.tree_leaves(dstate() if callable(dstate) else dstate)
 
 
 def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
