@@ -644,16 +644,14 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy, widths)
     pstate = policy.init(B, jnp)
-    dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
-    late = _primes_late(drafter, dshapes)
-    if (dstate is None) != late:
-        raise ValueError("dstate must be None exactly when the drafter primes late")
+    late = dstate is None        # the caller's `_primes_late`: the prefill runs in here
     passes = int(drafter.passes_per_iteration(K) > 0)   # the drafter's prefill, if it runs
     if not late:
         pstats = pstats._replace(draft_steps=pstats.draft_steps + passes)
     if feats or late:
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         if late:   # a run that never drafts carries a zero state the loop never reads
+            dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
             dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dshapes)
         primed = jnp.bool_(not late)
 
