@@ -17,7 +17,9 @@ and shared by plain decoding and every K, drafter and policy, so that changing K
 recompiles the loop alone; its state and cache are donated to the loop program, which
 updates them in place. A drafter's own prefill (`init_state`: a draft model's pass over
 the prompts) is likewise `_drafter_prefill_program`, compiled once per (drafter, B, P, S)
-and not once per K. Each speculative iteration then
+and not once per K. `speculative_loop` returns the loop program a `generate_speculative`
+call would run, with its arguments (a `LoopCall`), without running it: for timing its
+compile or reading its HLO. Each speculative iteration then
 
 1. drafts K tokens (`drafter.propose`: K draft passes in a `lax.scan` for a model),
 2. runs the target once over K+1 positions: the last kept token and the K drafts,
@@ -70,7 +72,7 @@ from specsim.validation import choice, integer, nonnegative_int, positive_int
 
 __all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogitsError",
            "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
-           "TRACE_COUNTS", "bucket"]
+           "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop"]
 
 # Incremented (as a Python side effect) each time a program is traced: a second call
 # with the same shapes must leave it unchanged.
@@ -605,14 +607,17 @@ def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
 
 
-def _primes_late(drafter, dshapes) -> bool:
+def _primes_late(drafter, policy, dshapes) -> bool:
     """Whether the policy program runs ``drafter``'s prefill itself, at the first draft
-    (and never in a run that never drafts): a `policy_engine.skippable` drafter that
-    does not read the target's features. Every other drafter starts from
-    `_drafter_prefill_program`'s state. ``dshapes``: its state's shapes, or a callable
-    returning them (called only where needed: tracing a draft model's `init_state` on
-    every call cost ~13 ms of host time for SmolLM2's layer-skip draft)."""
-    return not reads_target_hidden(drafter) and policy_engine.skippable(drafter, dshapes)
+    (and never in a run that never drafts): under a ``policy`` that may switch
+    speculation off (`policy_engine.switches_off`), a `policy_engine.skippable` drafter
+    that does not read the target's features. Every other drafter starts from
+    `_drafter_prefill_program`'s state (compiled once per drafter, not once per K and
+    policy). ``dshapes``: its state's shapes, or a callable returning them (called only
+    where needed: tracing a draft model's `init_state` on every call cost ~13 ms of host
+    time for SmolLM2's layer-skip draft)."""
+    return (policy_engine.switches_off(policy) and not reads_target_hidden(drafter)
+            and policy_engine.skippable(drafter, dshapes))
 
 
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"),
@@ -623,8 +628,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     """`_speculative_program` with a draft-length policy: per-row K within a
     K = policy.k_max buffer (see `specsim.policy_engine`), policy state in the loop.
 
-    With a `policy_engine.skippable` drafter, or one reading the target's features, the
-    loop alternates: a run of off iterations (`_policy_off_loop`; none when some row
+    Under a policy that may plan K = 0 (`policy_engine.switches_off`), with a
+    `policy_engine.skippable` drafter or one reading the target's features, the loop
+    alternates: a run of off iterations (`_policy_off_loop`; none when some row
     plans a draft), then, while the loop runs (and so some row plans a draft), one
     speculative iteration and again the off loop. A drafter that primes late
     (`_primes_late`) comes with ``dstate`` None: its prefill waits for the first run of
@@ -648,7 +654,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     passes = int(drafter.passes_per_iteration(K) > 0)   # the drafter's prefill, if it runs
     if not late:
         pstats = pstats._replace(draft_steps=pstats.draft_steps + passes)
-    if feats or late:
+    if late or (feats and policy_engine.switches_off(policy)):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
         if late:   # a run that never drafts carries a zero state the loop never reads
             dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
@@ -824,31 +830,35 @@ def _resolve_policy(k, policy):
     return policy.k_max, policy
 
 
-@_timed
-def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
-                         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-                         seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise", policy=None, verify_widths=None,
-                         mesh=None) -> GenerationResult:
-    """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
-    ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
-    ``k`` drafts per iteration, in one compiled
-    loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
-    target and draft distributions after the same temperature/top-k/top-p processing.
-    Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
-    the result carries `SpeculativeStats`.
+class LoopCall(NamedTuple):
+    """A generation loop program (jitted) and the arguments a call runs it with:
+    ``program(*args, **static)`` runs it once (its ``start`` and ``dstate`` are donated,
+    so once only), ``lower()`` lowers it without running it (compile timing, HLO
+    inspection; ``override``: static arguments to change, e.g. ``widths``)."""
+    program: object
+    args: tuple
+    static: dict
 
-    ``k``: drafts per iteration (default 4). ``policy``: a draft-length policy of
-    `specsim.policies` (FixedK, ConfidenceThreshold, Heuristic, Goodput): each row drafts
-    its own number of tokens per iteration within a K = policy.k_max buffer, a model
-    drafter's loop stops when every row has stopped, and the stats also record each
-    row's planned K, the draft confidences and the per-slot accept outcomes. None (the
-    default) runs the fixed-K program unchanged. ``verify_widths`` (with a policy only):
-    the widths at which the policy program compiles its verify pass (None: each of
-    1..K+1; a subset holding K+1, e.g. (1, K+1), compiles fewer forward passes and pads
-    a verify to the narrowest width that covers the widest proposal; see
-    `policies.verify_widths`, and `policies.Costs.bucketed` for the costs Goodput should
-    then plan with)."""
+    def lower(self, **override):
+        return self.program.lower(*self.args, **{**self.static, **override})
+
+
+class _SpeculativeRun(NamedTuple):
+    """What `generate_speculative` reads after its loop program: the inputs of `_finish`."""
+    encoded: list
+    plan: ShapePlan
+    k: int
+    draft_passes_per_iteration: int
+    meta: dict
+
+
+def _speculative_setup(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
+                       temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                       seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
+                       on_nonfinite: str = "raise", policy=None, verify_widths=None,
+                       mesh=None) -> tuple[LoopCall, _SpeculativeRun]:
+    """`generate_speculative` up to its loop program: the checks, the target's prefill
+    and the drafter's (both run), and the loop program's call, not run."""
     cfg = target.cfg
     k, policy = _resolve_policy(k, policy)
     if policy is None and verify_widths is not None:
@@ -876,28 +886,73 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     start, feature = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
                                       S=S)
     dstate = None
-    if policy is None or not _primes_late(drafter, lambda: jax.eval_shape(
+    if policy is None or not _primes_late(drafter, policy, lambda: jax.eval_shape(
             lambda: drafter.init_state(arr, lens, S))):
         dstate = _drafter_prefill_program(
             placed_drafter, arr, lens, feature if reads_target_hidden(drafter) else None,
             ~start[0].done, S=S)
     shapes = dict(cfg=cfg, S=S, I=plan.iterations)
-    dp = drafter.passes_per_iteration(k)
     if policy is None:
-        common, stats, _, _ = _speculative_program(params, placed_drafter, sp, lens, max_new_a,
-                                                   eos_a, start, dstate, k=k, **shapes)
-        pstats, more = None, {}
+        loop = LoopCall(_speculative_program,
+                        (params, placed_drafter, sp, lens, max_new_a, eos_a, start, dstate),
+                        dict(k=k, **shapes))
     else:
-        common, stats, pstats, _, _ = _policy_program(
-            params, placed_drafter, sp, arr, lens, max_new_a, eos_a, start, dstate,
-            policy=policy, widths=widths, **shapes)
+        loop = LoopCall(_policy_program, (params, placed_drafter, sp, arr, lens, max_new_a,
+                                          eos_a, start, dstate),
+                        dict(policy=policy, widths=widths, **shapes))
+    meta = _meta(plan, temperature, top_k, top_p, seed, k=k, drafter=drafter.name)
+    return loop, _SpeculativeRun(encoded, plan, k, drafter.passes_per_iteration(k), meta)
+
+
+def speculative_loop(target, drafter, prompts, max_new_tokens: int, **kwargs) -> LoopCall:
+    """The loop program `generate_speculative` (same arguments) would run, with its
+    arguments, not run: the prefill programs run, the loop is left to the caller
+    (``.lower().compile()`` to time its compile or read its HLO; benchmarks/
+    bench_loop_compile.py, the tests that count a program's dots or copies)."""
+    return _speculative_setup(target, drafter, prompts, max_new_tokens, **kwargs)[0]
+
+
+@_timed
+def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
+                         temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                         seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
+                         on_nonfinite: str = "raise", policy=None, verify_widths=None,
+                         mesh=None) -> GenerationResult:
+    """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
+    ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
+    ``k`` drafts per iteration, in one compiled
+    loop. Exact: greedy verification at temperature 0, rejection sampling otherwise,
+    target and draft distributions after the same temperature/top-k/top-p processing.
+    Arguments as `generate_autoregressive` (with a ``mesh`` the drafter is replicated);
+    the result carries `SpeculativeStats`.
+
+    ``k``: drafts per iteration (default 4). ``policy``: a draft-length policy of
+    `specsim.policies` (FixedK, ConfidenceThreshold, Heuristic, Goodput): each row drafts
+    its own number of tokens per iteration within a K = policy.k_max buffer, a model
+    drafter's loop stops when every row has stopped, and the stats also record each
+    row's planned K, the draft confidences and the per-slot accept outcomes. None (the
+    default) runs the fixed-K program unchanged. ``verify_widths`` (with a policy only):
+    the widths at which the policy program compiles its verify pass (None: each of
+    1..K+1; a subset holding K+1, e.g. (1, K+1), compiles fewer forward passes and pads
+    a verify to the narrowest width that covers the widest proposal; see
+    `policies.verify_widths`, and `policies.Costs.bucketed` for the costs Goodput should
+    then plan with)."""
+    loop, run = _speculative_setup(
+        target, drafter, prompts, max_new_tokens, k, temperature, top_k, top_p, seed,
+        eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite,
+        policy=policy, verify_widths=verify_widths, mesh=mesh)
+    out = loop.program(*loop.args, **loop.static)
+    policy = loop.static.get("policy")                    # resolved: None is fixed K
+    common, stats, pstats = out[:3] if policy is not None else (*out[:2], None)
     if mesh is not None:
         common, stats, pstats = sharding.to_host((common, stats, pstats))
+    more = {}
     if pstats is not None:
         widths = np.asarray(pstats.widths)
-        more = dict(policy=repr(policy), single_token_target_passes=int(widths[0]),
+        more = dict(policy=repr(policy),
+                    single_token_target_passes=int(widths[0]),
                     target_passes_by_width=[int(n) for n in widths])
-    n_it = int(common.it)
+    n_it, k, dp = int(common.it), run.k, run.draft_passes_per_iteration
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],
         accept_mask=np.asarray(pstats.accept_mask)[:n_it],
@@ -906,7 +961,6 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
                           np.asarray(stats.overlap)[:n_it], **extra)
     # the policy program counts the drafter's prefill in draft_steps (it may skip it)
     passes = n_it * dp + (1 if dp else 0) if pstats is None else int(pstats.draft_steps)
-    return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
+    return _finish(common, run.encoded, target, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=passes,
-                   stats=st, plan=plan, meta=_meta(plan, temperature, top_k, top_p, seed, k=k,
-                                                   drafter=drafter.name, **more))
+                   stats=st, plan=run.plan, meta={**run.meta, **more})

@@ -19,6 +19,12 @@ proposed [B] bool (the row had a draft), matched [B] bool (it equalled the token
 step drew); the engine and `specsim.simulate.simulate_policy(free_drafts=True)` call it
 after ``update``.
 
+``plans_off`` (optional class attribute, True when absent): whether ``plan`` may give a
+running row K = 0. `FixedK`, `ConfidenceThreshold` and `Heuristic` never do (False), so
+the engine compiles their program without the loop of autoregressive "off" iterations
+(`specsim.decode._policy_program`), one forward pass fewer to compile, and with the
+drafter's prefill in a program of its own shared with the fixed-K runs. `Goodput` does.
+
 A row drafts j = 0, 1, ... while ``j < k_plan`` and every draft so far was kept; the
 first draft that is not kept is computed (its confidence is needed) but not proposed, and
 drafting stops. `n_proposed` gives this count for a [B, K] array of confidences. In the
@@ -187,6 +193,7 @@ class Policy(Protocol):
 
 class _Stateless:
     """No per-row state; K = k_max every iteration unless `keep` stops earlier."""
+    plans_off = False
 
     def init(self, batch: int, xp=np) -> tuple:
         return ()
@@ -237,6 +244,7 @@ class Heuristic:
     """K + 2 after an all-accepted iteration, K − 1 otherwise (floor 1, cap k_max)."""
     k_init: int
     k_max: int
+    plans_off = False        # a class attribute (no annotation): not a dataclass field
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)
@@ -454,6 +462,7 @@ class Goodput:
     judge_off: bool = True
     budget: float | None = None
     start: AcceptancePrior | None = None
+    plans_off = True         # K = 0 where speculation cannot pay
 
     def __post_init__(self):
         k_max = positive_int("k_max", self.k_max)

@@ -41,7 +41,8 @@ import jax.numpy as jnp
 from specsim.drafters.base import drafts_free
 
 __all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
-           "draft", "plan", "update", "judges_off", "judge_off"]
+           "draft", "plan", "update", "judges_off", "judge_off",
+           "switches_off"]
 
 
 class PolicyDraft(NamedTuple):
@@ -60,6 +61,13 @@ def plan(policy, state, active):
 
 def update(policy, state, k_plan, n_accepted, n_proposed, active):
     return policy.update(state, k_plan, n_accepted, n_proposed, active, jnp)
+
+
+def switches_off(policy) -> bool:
+    """Whether ``policy`` may plan K = 0 for a running row (its ``plans_off``; True for a
+    policy that does not say): only then does the program hold the off iterations' loop
+    (`specsim.decode._policy_program`). Static."""
+    return bool(getattr(policy, "plans_off", True))
 
 
 def judges_off(drafter, policy) -> bool:
@@ -192,8 +200,10 @@ def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
 
     A drafter with ``sync`` is first caught up on the context tokens it missed in the
     iterations the loop ran without it (see `skippable`; a few tokens per pass, counted
-    in ``steps``; no pass when it is in step)."""
-    if not hasattr(drafter, "sync"):
+    in ``steps``; no pass when it is in step), under a policy that may switch off
+    (`switches_off`): under any other the loop never leaves the drafter out, and the
+    program holds no catch-up pass to compile."""
+    if not (hasattr(drafter, "sync") and switches_off(policy)):
         return _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)
     dstate, n_sync = drafter.sync(dstate, context)
     dstate, pd = _draft_now(drafter, dstate, context, k, key, sampling, policy, k_plan)

@@ -667,27 +667,51 @@ def test_verify_widths_pad_the_pass_and_keep_the_output(tiny, reference, name, w
         generate_speculative(target, drafter, PROMPTS, 8, policy=pol, verify_widths=(1, 2))
 
 
-def test_each_verify_width_is_one_forward_in_the_program(tiny, monkeypatch):
+def test_each_verify_width_is_one_forward_in_the_program(tiny):
     """The policy program holds one target forward per compiled verify width: the dot
     products of its lowered HLO fall by the same count for each width left out."""
     from specsim import decode
     target, drafter = tiny
-    program, seen = decode._policy_program, {}
-
-    def capture(*args, **static):
-        seen["call"] = (args, static)
-        raise _Captured
-
-    monkeypatch.setattr(decode, "_policy_program", capture)
-    with pytest.raises(_Captured):
-        decode.generate_speculative(target, drafter, PROMPTS[:1], 8,
-                                    policy=P.ConfidenceThreshold(p_min=0.3, k_max=3))
-    args, static = seen["call"]
-    dots = {w: program.lower(*args, **{**static, "widths": w}).as_text().count("dot_general")
+    loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8,
+                                   policy=P.ConfidenceThreshold(p_min=0.3, k_max=3))
+    dots = {w: loop.lower(widths=w).as_text().count("dot_general")
             for w in [(1, 2, 3, 4), (1, 3, 4), (1, 4), (4,)]}
     per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
     assert per_width > 0
     assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)]
+
+
+def test_only_a_policy_that_plans_off_compiles_the_off_loop(tiny):
+    """A policy that never plans K = 0 (``plans_off`` False: FixedK, the threshold, the
+    heuristic) runs without the off iterations' loop and its forward pass, and its model
+    drafter starts from the drafter's prefill program; the same policy declaring
+    ``plans_off`` compiles both and gives the same output and passes."""
+    import dataclasses
+
+    from specsim import decode
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class MayPlanOff(P.ConfidenceThreshold):
+        plans_off = True
+
+    target, drafter = tiny
+    plain, off = P.ConfidenceThreshold(p_min=0.3, k_max=3), MayPlanOff(p_min=0.3, k_max=3)
+    assert not plain.plans_off and not P.Heuristic(k_init=1, k_max=2).plans_off
+    assert not P.FixedK(k=2).plans_off and P.Goodput(k_max=2, costs=P.Costs.from_ratio(
+        0.2, 2)).plans_off
+    loops = {p: decode.speculative_loop(target, drafter, PROMPTS[:1], 8, policy=p)
+             for p in (plain, off)}
+    assert loops[plain].args[-1] is not None        # the drafter's state, from its program
+    assert loops[off].args[-1] is None              # a draft model that primes late
+    dots = {p: loop.lower().as_text().count("dot_general") for p, loop in loops.items()}
+    per_width = dots[plain] - loops[plain].lower(widths=(2, 3, 4)).as_text().count(
+        "dot_general")
+    assert per_width > 0 and dots[off] - dots[plain] >= per_width   # + the off step's pass
+    a, b = (decode.generate_speculative(target, drafter, PROMPTS, 16, policy=p)
+            for p in (plain, off))
+    assert a.tokens == b.tokens
+    assert (a.target_passes, a.draft_passes) == (b.target_passes, b.draft_passes)
+    np.testing.assert_array_equal(a.stats.k_used, b.stats.k_used)
 
 
 def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
@@ -904,34 +928,18 @@ def test_policy_none_is_the_fixed_k_program(tiny):
         generate_speculative(target, drafter, PROMPTS, 8, policy="fast")
 
 
-class _Captured(Exception):
-    """Raised by `_cache_copies`' stand-in once it holds the program's arguments."""
-
-
-def _cache_copies(monkeypatch, target, drafter, name, **kw) -> int:
+def _cache_copies(target, drafter, **kw) -> int:
     """Copies of a [L, B, S, G, E] cache, the target's or the draft model's, in the
-    compiled program ``name`` of `specsim.decode` for one small run with ``kw`` (the
-    program is compiled once, from the arguments the run would have called it with, and
-    not run)."""
+    compiled loop program of one small run with ``kw`` (`decode.speculative_loop`: the
+    program is compiled from the arguments the run would call it with, and not run)."""
     import re
 
     from specsim import decode
 
-    program, seen = getattr(decode, name), {}
-    program = getattr(program, "original", program)       # patched by an earlier call
-
-    def capture(*args, **static):
-        seen["call"] = (args, static)
-        raise _Captured
-
-    capture.original = program
-    monkeypatch.setattr(decode, name, capture)
-    with pytest.raises(_Captured):
-        decode.generate_speculative(target, drafter, PROMPTS[:1], 8, **kw)
-    args, static = seen["call"]
-    program.clear_cache()                       # trace again: `_once_if` may be patched
-    hlo = program.lower(*args, **static).compile().as_text()
-    shapes = {rf"f32\[{c.n_layers},1,{static['S']},{c.n_kv_heads},{c.head_dim}\]"
+    loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8, **kw)
+    loop.program.clear_cache()                  # trace again: `_once_if` may be patched
+    hlo = loop.lower().compile().as_text()
+    shapes = {rf"f32\[{c.n_layers},1,{loop.static['S']},{c.n_kv_heads},{c.head_dim}\]"
               for c in (target.cfg, drafter.cfg)}
     # not counted: a copy of a broadcast, the zero state a draft model that primes late
     # starts the loop with (made once, before the loop)
@@ -944,25 +952,29 @@ def test_policy_loop_copies_no_cache(tiny, monkeypatch):
     copies both caches around a `lax.cond` whose branches write them: 4 copies per
     iteration, 7-17% of the loop's time on SmolLM2); the check fails on the cond form.
     Neither copies the prefills' caches on entry either (the target's, and the draft
-    model's from `_drafter_prefill_program` in the fixed-K program): they are donated to
-    the loop, which returns them; the check fails when the drafter's is not donated."""
+    model's from `_drafter_prefill_program`): they are donated to the loop, which returns
+    them; the check fails when the drafter's is not donated. Both policy programs are
+    checked: a threshold's (the drafter's state donated) and Goodput's (K = 0 allowed:
+    the off iterations' loop, and a draft model that primes inside the program)."""
     import jax
 
     from specsim import decode
     target, drafter = tiny
-    fixed = _cache_copies(monkeypatch, target, drafter, "_speculative_program", k=3)
+    fixed = _cache_copies(target, drafter, k=3)
     policy = P.ConfidenceThreshold(p_min=0.3, k_max=3)
-    assert _cache_copies(monkeypatch, target, drafter, "_policy_program",
-                         policy=policy) == fixed == 0
+    goodput = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.2, 3))
+    assert _cache_copies(target, drafter, policy=policy) == fixed == 0
+    assert _cache_copies(target, drafter, policy=goodput) == 0
     monkeypatch.setattr(decode, "_once_if",
                         lambda pred, fn, state: jax.lax.cond(pred, fn, lambda s: s, state))
-    assert _cache_copies(monkeypatch, target, drafter, "_policy_program",
-                         policy=policy) > fixed
-    program = getattr(decode._speculative_program, "original", decode._speculative_program)
-    keeps = jax.jit(program.__wrapped__, static_argnames=("cfg", "k", "S", "I"),
+    assert _cache_copies(target, drafter, policy=policy) > fixed
+    assert _cache_copies(target, drafter, policy=goodput) > fixed
+    monkeypatch.undo()
+    keeps = jax.jit(decode._speculative_program.__wrapped__,
+                    static_argnames=("cfg", "k", "S", "I"),
                     donate_argnames=("start",))              # the drafter's state not donated
     monkeypatch.setattr(decode, "_speculative_program", keeps)
-    assert _cache_copies(monkeypatch, target, drafter, "_speculative_program", k=3) > 0
+    assert _cache_copies(target, drafter, k=3) > 0
 
 
 # ---- engine: exact in distribution under every policy --------------------------------------

@@ -71,6 +71,13 @@ def test_what_compiles_again(model):
     assert _paid(_traces(lambda: decode.generate_speculative(
         model, ngram, prompt, 20, policy=policy, eos_token_id=None),
         "speculative-policy")) == (1, 0, 0)
+    # a policy that never plans K = 0 starts a draft model from the drafter's prefill
+    # program, compiled already by the fixed-K runs; Goodput (K = 0 allowed) primes it
+    # inside its loop (at the first draft), so neither compiles a drafter prefill again
+    for pol in (policy, policies.Goodput(k_max=3, costs=policies.Costs.from_ratio(0.3, 3))):
+        assert _paid(_traces(lambda: decode.generate_speculative(
+            model, skip, prompt, 20, policy=pol, eos_token_id=None),
+            "speculative-policy")) == (1, 0, 0)
     assert _traces(lambda: decode.generate_autoregressive(model, prompt, 20, eos_token_id=None),
                    "autoregressive")[2:] == (0, 0)
     assert decode.TRACE_COUNTS["prefill"] >= 1          # the prefill is a program of its own

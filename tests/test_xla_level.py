@@ -17,21 +17,9 @@ from specsim import decode, models
 from specsim.drafters import NGramDrafter
 
 target = models.load("tiny-llama")
-seen = {}
-program = decode._speculative_program
-
-def capture(*args, **static):
-    seen["call"] = (args, static)
-    raise KeyboardInterrupt
-
-decode._speculative_program = capture
-try:
-    decode.generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2),
-                                [[1, 2, 3, 1, 2]], 8, k=3, eos_token_id=None)
-except KeyboardInterrupt:
-    pass
-args, static = seen["call"]
-hlo = program.lower(*args, **static).compile().as_text()
+loop = decode.speculative_loop(target, NGramDrafter(target.cfg.vocab_size, n=2),
+                               [[1, 2, 3, 1, 2]], 8, k=3, eos_token_id=None)
+hlo = loop.lower().compile().as_text()
 lines = [ln for ln in hlo.splitlines() if not ln.lstrip().startswith("HloModule")]
 print("HLO" + re.sub(r", metadata=\{[^}]*\}", "", "\n".join(lines)))
 """
