@@ -24,6 +24,8 @@ running row K = 0. `FixedK`, `ConfidenceThreshold` and `Heuristic` never do (Fal
 the engine compiles their program without the loop of autoregressive "off" iterations
 (`specsim.decode._policy_program`), one forward pass fewer to compile, and with the
 drafter's prefill in a program of its own shared with the fixed-K runs. `Goodput` does.
+A policy that says False and plans K = 0 anyway stays exact: that iteration runs the
+draft step, proposes nothing and verifies one token (the cost of a draft pass, no more).
 
 A row drafts j = 0, 1, ... while ``j < k_plan`` and every draft so far was kept; the
 first draft that is not kept is computed (its confidence is needed) but not proposed, and

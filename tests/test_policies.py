@@ -713,6 +713,20 @@ def test_only_a_policy_that_plans_off_compiles_the_off_loop(tiny):
     assert (a.target_passes, a.draft_passes) == (b.target_passes, b.draft_passes)
     np.testing.assert_array_equal(a.stats.k_used, b.stats.k_used)
 
+    # a policy that says it never plans K = 0 and does stays exact: each such iteration
+    # runs the draft step, proposes nothing and verifies one token
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class SaysNeverOff(P.Goodput):
+        plans_off = False
+
+    says = SaysNeverOff(k_max=3, costs=P.Costs.from_ratio(2.0, 3))     # plans K = 0
+    res = decode.generate_speculative(target, drafter, PROMPTS, 16, policy=says)
+    ref = decode.generate_autoregressive(target, PROMPTS, 16)
+    assert res.tokens == ref.tokens
+    assert (res.stats.k_used[res.stats.active] == 0).all()
+    assert (res.stats.drafted[res.stats.active] == 0).all()
+    assert res.meta["single_token_target_passes"] == res.n_iterations
+
 
 def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
     from specsim.decode import generate_speculative
@@ -724,8 +738,7 @@ def test_p_min_one_is_autoregressive_and_goodput_turns_off(tiny, reference):
         assert res.n_iterations == reference.n_iterations
         assert res.target_passes == reference.target_passes
         assert (res.stats.drafted[res.stats.active] == 0).all()
-        # every target pass after the prefill is a one-token (autoregressive) pass; one
-        # draft pass per iteration keeps the draft's cache in step (the catch-up)
+        # every target pass after the prefill is a one-token (autoregressive) pass
         assert res.meta["single_token_target_passes"] == res.n_iterations
         if isinstance(pol, P.Goodput):
             # K = 0 planned everywhere: every iteration is a plain autoregressive step,
