@@ -1,9 +1,14 @@
 """Cold compile time of each generation program on SmolLM2-135M: plain decoding, the
-fixed-K speculative program at each K for every built-in drafter, and the policy program
-(`policies.Heuristic`, K_max = the largest K), with XLA's share of it.
+fixed-K speculative program at each K for every built-in drafter, and the policy programs
+(K_max = the largest K), with XLA's share of it.
 
     PYTHONPATH=. python benchmarks/bench_compile.py [--layer-loop scan|unroll] [--k 2 4]
-        [--verify-widths 1 5]
+        [--verify-widths 1 5] [--policies heuristic goodput]
+
+``--policies``: `policies.Heuristic` (never plans K = 0, so its program holds no off
+iterations: the threshold's and fixed K's have the same structure) and `policies.Goodput`
+(may plan K = 0: the off step, and with a draft model its in-loop prefill and catch-up
+pass, are compiled too); both by default.
 
 ``--verify-widths``: the policy programs compile their verify pass at these widths only
 (`decode.generate_speculative(verify_widths=...)`; each width is one more forward pass in
@@ -35,6 +40,8 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--new-tokens", type=int, default=40)
     ap.add_argument("--verify-widths", type=int, nargs="+", default=None)
+    ap.add_argument("--policies", nargs="+", choices=("heuristic", "goodput"),
+                    default=["heuristic", "goodput"])
     args = ap.parse_args(argv)
     if min(args.k) < 1:
         ap.error(f"--k must be positive integers (got {args.k})")
@@ -62,16 +69,19 @@ def main(argv=None) -> None:
     if head is not None:
         drafters["feature-head"] = feature_head_drafter(target, head)
     k_max = max(args.k)
+    policies = {"heuristic": P.Heuristic(k_init=1, k_max=k_max),
+                "goodput": P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.3, k_max))}
     runs = [("autoregressive", lambda: decode.generate_autoregressive(
         target, prompt, args.new_tokens, **kw))]
     for name, d in drafters.items():
         runs += [(f"{name} K {k}", lambda d=d, k=k: decode.generate_speculative(
             target, d, prompt, args.new_tokens, k=k, **kw)) for k in args.k]
-        for widths in [None] + ([tuple(args.verify_widths)] if args.verify_widths else []):
-            label = f"{name} policy K_max {k_max}" + (f" widths {widths}" if widths else "")
-            runs.append((label, lambda d=d, w=widths: decode.generate_speculative(
-                target, d, prompt, args.new_tokens, policy=P.Heuristic(k_init=1, k_max=k_max),
-                verify_widths=w, **kw)))
+        for pname, widths in ((p, w) for p in args.policies for w in [None] + (
+                [tuple(args.verify_widths)] if args.verify_widths else [])):
+            label = f"{name} {pname} K_max {k_max}" + (f" widths {widths}" if widths else "")
+            runs.append((label, lambda d=d, w=widths, p=policies[pname]:
+                         decode.generate_speculative(target, d, prompt, args.new_tokens,
+                                                     policy=p, verify_widths=w, **kw)))
     print(f"layer loop {args.layer_loop}; cold compile per program (s)")
     print("| program | compile_s | of it XLA | XLA per program compiled |")
     print("|---|---|---|---|")
