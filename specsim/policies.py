@@ -22,8 +22,9 @@ after ``update``.
 ``plans_off`` (optional class attribute, True when absent): whether ``plan`` may give a
 running row K = 0. `FixedK`, `ConfidenceThreshold` and `Heuristic` never do (False), so
 the engine compiles their program without the loop of autoregressive "off" iterations
-(`specsim.decode._policy_program`), one forward pass fewer to compile, and with the
-drafter's prefill in a program of its own shared with the fixed-K runs. `Goodput` does.
+(`specsim.decode._policy_program`): one forward pass fewer to compile, three with a draft
+model (the off step, its prefill inside the loop, its catch-up), whose prefill runs in a
+program of its own shared with the fixed-K runs. `Goodput` does plan K = 0.
 A policy that says False and plans K = 0 anyway stays exact: that iteration runs the
 draft step, proposes nothing and verifies one token (the cost of a draft pass, no more).
 
