@@ -865,7 +865,9 @@ def _speculative_setup(target, drafter, prompts, max_new_tokens: int, k: int | N
         raise InvalidArgument("verify_widths applies to a policy program only (the fixed-K "
                               f"program verifies k + 1 tokens every iteration; got "
                               f"{verify_widths!r} with policy None)")
-    widths = None if policy is None else policies.verify_widths(k, verify_widths)
+    widths = None
+    if policy is not None:
+        widths, policy = policies.program_widths(policy, k, verify_widths)
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     _check_on_nonfinite(on_nonfinite)
@@ -936,7 +938,9 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     1..K+1; a subset holding K+1, e.g. (1, K+1), compiles fewer forward passes and pads
     a verify to the narrowest width that covers the widest proposal; see
     `policies.verify_widths`, and `policies.Costs.bucketed` for the costs Goodput should
-    then plan with)."""
+    then plan with; ``"auto"``, with a policy that carries its pass costs (Goodput): the
+    fewest widths whose padding costs at most 5% per pass by those costs, which Goodput
+    then plans with bucketed, see `policies.program_widths`)."""
     loop, run = _speculative_setup(
         target, drafter, prompts, max_new_tokens, k, temperature, top_k, top_p, seed,
         eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite,

@@ -146,6 +146,7 @@ No JAX here: this module belongs to the theory side and is imported by the engin
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import operator
 from dataclasses import dataclass
@@ -164,8 +165,14 @@ until its slowest row is done) or for the sum over its rows ("shared": a batch w
 finished rows are replaced at once), or each row's own K ("per-row": an engine verifying
 each row at its own width)."""
 
-__all__ = ["WIDTHS", "Policy", "FixedK", "ConfidenceThreshold", "Heuristic", "Goodput", "Costs",
-           "n_proposed", "draft_steps", "as_policy", "verify_widths"]
+AUTO_WIDTH_TOLERANCE = 0.05
+"""``verify_widths="auto"`` (`specsim.decode.generate_speculative` with a policy that
+carries `Costs`): a verify pass padded to a kept width may cost at most 5% more than its
+own width (`Costs.verify_widths`)."""
+
+__all__ = ["WIDTHS", "AUTO_WIDTH_TOLERANCE", "Policy", "FixedK", "ConfidenceThreshold",
+           "Heuristic", "Goodput", "Costs", "n_proposed", "draft_steps", "as_policy",
+           "verify_widths", "program_widths"]
 
 
 # ---- validation ---------------------------------------------------------------------------
@@ -340,6 +347,35 @@ class Costs:
         pass_width = [1] + [ws[int(np.searchsorted(ws, n))] for n in range(2, k_max + 2)]
         return Costs(t_draft=self.t_draft, t_target=tuple(self.t_target[w - 1] for w in pass_width))
 
+    def verify_widths(self, tolerance: float = AUTO_WIDTH_TOLERANCE,
+                      k_max: int | None = None) -> tuple:
+        """The fewest verify widths (for `verify_widths`, `bucketed`) at which no pass
+        of n = 2..k_max + 1 tokens, padded to the narrowest kept width >= n, costs more
+        than (1 + ``tolerance``)·t(n). 1 and k_max + 1 are always kept (the
+        autoregressive step, which the policy program compiles apart; the widest
+        verify). ``k_max``: default len(t_target) − 1.
+
+        Read on the `nondecreasing` costs (a measured dip is noise), where the rule kept
+        from the widest pass down (keep n when the kept width above it costs more than
+        the tolerance allows) is the smallest such set: each width it keeps opens an
+        interval [n, kept above) in which any valid set must keep a width. Each width
+        left out is one forward pass less for the policy program to compile. On a flat
+        curve (a memory-bound pass) → (1, k_max + 1); on the 2-core CPU of this project
+        a pass of 2 tokens costs ~1.7× a step and 3 to 5 tokens 2.2-2.4×, so at 5%
+        K_max = 4 keeps (1, 2, 3, 5)."""
+        tol = nonnegative_float("tolerance", tolerance)
+        top = len(self.t_target) - 1 if k_max is None else positive_int("k_max", k_max)
+        if top + 1 > len(self.t_target):
+            raise InvalidArgument(f"k_max must be at most len(t_target) - 1 = "
+                                  f"{len(self.t_target) - 1} (got {k_max!r})")
+        t = self.nondecreasing().t_target
+        kept, above = [top + 1], top + 1
+        for n in range(top, 1, -1):
+            if t[above - 1] > (1.0 + tol) * t[n - 1]:
+                kept.append(n)
+                above = n
+        return tuple(sorted(set(kept) | {1}))
+
 
 def _nondecreasing(values) -> list:
     """Isotonic (non-decreasing) least-squares fit of ``values`` by pooling adjacent
@@ -372,6 +408,26 @@ def verify_widths(k_max: int, widths=None) -> tuple:
         raise InvalidArgument(f"verify_widths must be integers in 1..k_max + 1 = {k_max + 1} "
                               f"and include k_max + 1 (got {widths!r})")
     return tuple(ws)
+
+
+def program_widths(policy, k_max: int, widths=None) -> tuple:
+    """(verify widths, policy) of a policy program: ``widths`` None or a sequence as
+    `verify_widths`, the policy unchanged; ``"auto"``: the fewest widths within
+    `AUTO_WIDTH_TOLERANCE` of the policy's own pass costs (`Costs.verify_widths`; a
+    policy that carries `Costs`, `Goodput`), and the policy planning with its costs
+    bucketed to them (`Costs.bucketed`), so its plan reads what the padded passes
+    take."""
+    if not isinstance(widths, str):
+        return verify_widths(k_max, widths), policy
+    costs = getattr(policy, "costs", None)
+    if widths != "auto" or not isinstance(costs, Costs):
+        raise InvalidArgument(
+            f"verify_widths must be None, a sequence of integers in 1..k_max + 1 = "
+            f"{k_max + 1} or 'auto' (with a policy that carries Costs, e.g. Goodput); got "
+            f"{widths!r} with {type(policy).__name__}")
+    own = Costs(t_draft=costs.t_draft, t_target=costs.t_target[:k_max + 1])
+    ws = own.verify_widths(k_max=k_max)
+    return ws, dataclasses.replace(policy, costs=own.bucketed(ws))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -667,6 +667,78 @@ def test_verify_widths_pad_the_pass_and_keep_the_output(tiny, reference, name, w
         generate_speculative(target, drafter, PROMPTS, 8, policy=pol, verify_widths=(1, 2))
 
 
+def test_auto_verify_widths_run_goodput_on_its_own_costs(tiny, reference):
+    """verify_widths="auto" runs the widths `Costs.verify_widths` keeps from Goodput's
+    own costs, with Goodput planning on those costs bucketed: the same run as the
+    explicit route (widths and bucketed costs passed by hand), greedy output unchanged,
+    passes counted only at the kept widths."""
+    import dataclasses
+
+    from specsim.decode import generate_speculative
+    target, drafter = tiny
+    pol = GREEDY_POLICIES["goodput"]                    # t(n) = 1, 1.05, ..., 1.20
+    ws = pol.costs.verify_widths()
+    assert ws == (1, 3, 5)
+    auto = generate_speculative(target, drafter, PROMPTS, 24, policy=pol, verify_widths="auto")
+    by_hand = generate_speculative(target, drafter, PROMPTS, 24, verify_widths=ws,
+                                   policy=dataclasses.replace(pol, costs=pol.costs.bucketed(ws)))
+    assert auto.tokens == by_hand.tokens == reference.tokens
+    np.testing.assert_array_equal(auto.stats.k_used, by_hand.stats.k_used)
+    assert auto.meta["policy"] == by_hand.meta["policy"] != repr(pol)
+    by_width = np.asarray(auto.meta["target_passes_by_width"])
+    assert by_width[[1, 3]].sum() == 0 and by_width[[2, 4]].sum() > 0
+    with pytest.raises(ValueError, match=r"'auto' \(with a policy that carries Costs"):
+        generate_speculative(target, drafter, PROMPTS, 8, verify_widths="auto",
+                             policy=GREEDY_POLICIES["heuristic"])
+    with pytest.raises(ValueError, match=r"got 'fewest' with Goodput"):
+        generate_speculative(target, drafter, PROMPTS, 8, policy=pol, verify_widths="fewest")
+
+
+def _fewest_widths_oracle(t, k_max, tol):
+    """The smallest width sets holding 1 and k_max + 1 under which every pass of n =
+    2..k_max + 1 tokens padded to the narrowest kept width >= n costs <= (1 + tol)·t(n),
+    by enumerating every subset of 2..k_max."""
+    import itertools
+    inner = range(2, k_max + 1)
+    for size in range(len(inner) + 1):
+        found = []
+        for sub in itertools.combinations(inner, size):
+            ws = (1, *sub, k_max + 1)
+            pad = [min(w for w in ws if w >= n) for n in range(2, k_max + 2)]
+            if all(t[w - 1] <= (1 + tol) * t[n - 1] for n, w in zip(range(2, k_max + 2), pad)):
+                found.append(ws)
+        if found:
+            return found
+
+
+def test_fewest_verify_widths_against_enumeration():
+    """`Costs.verify_widths` against every subset (on the non-decreasing costs it reads):
+    what it keeps is within the tolerance, and no smaller set is."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        k_max = int(rng.integers(1, 8))
+        t = np.cumsum(rng.exponential(0.1, k_max + 1) * (rng.random(k_max + 1) < 0.7)) + 1.0
+        if trial % 3 == 0:                                  # noisy curves with dips
+            t = t * rng.uniform(0.9, 1.1, k_max + 1)
+        tol = float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.3]))
+        costs = P.Costs(t_draft=0.1, t_target=tuple(t))
+        got = costs.verify_widths(tol)
+        oracle = _fewest_widths_oracle(costs.nondecreasing().t_target, k_max, tol)
+        assert got in oracle, (t, tol, got, oracle)
+    # by hand: a flat curve keeps the ends; the 2-core CPU's step keeps 2 and 3 at 5%
+    assert P.Costs.from_ratio(0.1, 8).verify_widths() == (1, 9)
+    cpu = P.Costs(t_draft=0.0, t_target=(24.0, 40.0, 52.0, 55.0, 57.0))
+    assert cpu.verify_widths() == (1, 2, 3, 5)
+    assert cpu.verify_widths(0.1) == (1, 2, 5)
+    assert cpu.verify_widths(0.0) == (1, 2, 3, 4, 5)
+    assert cpu.verify_widths(k_max=2) == (1, 2, 3)
+    for bad, match in [(dict(tolerance=-0.1), r"tolerance must be a finite number >= 0"),
+                       (dict(k_max=5), r"k_max must be at most len\(t_target\) - 1 = 4"),
+                       (dict(k_max=0), r"k_max must be a positive integer")]:
+        with pytest.raises(ValueError, match=match):
+            cpu.verify_widths(**bad)
+
+
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
     """The policy program holds one target forward per compiled verify width: the dot
     products of its lowered HLO fall by the same count for each width left out."""
