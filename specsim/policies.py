@@ -360,9 +360,10 @@ class Costs:
         the tolerance allows) is the smallest such set: each width it keeps opens an
         interval [n, kept above) in which any valid set must keep a width. Each width
         left out is one forward pass less for the policy program to compile. On a flat
-        curve (a memory-bound pass) → (1, k_max + 1); on the 2-core CPU of this project
-        a pass of 2 tokens costs ~1.7× a step and 3 to 5 tokens 2.2-2.4×, so at 5%
-        K_max = 4 keeps (1, 2, 3, 5)."""
+        curve (a memory-bound pass) → (1, k_max + 1). On the 2-core CPU this project is
+        measured on, a verify pass over 2 tokens costs 1.3-1.7 steps and over 5 tokens
+        1.6-1.9, the curve flattening from 3 on, and 5% kept (1, 2, 3, 5), (1, 2, 4, 5)
+        or (1, 2, 5) of K_max = 4 (`benchmarks/bench_auto_widths.py`, session 20)."""
         tol = nonnegative_float("tolerance", tolerance)
         top = len(self.t_target) - 1 if k_max is None else positive_int("k_max", k_max)
         if top + 1 > len(self.t_target):
