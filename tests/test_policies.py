@@ -737,6 +737,13 @@ def test_fewest_verify_widths_against_enumeration():
                        (dict(k_max=0), r"k_max must be a positive integer")]:
         with pytest.raises(ValueError, match=match):
             cpu.verify_widths(**bad)
+    # "auto" reads the first k_max + 1 pass times of longer costs and buckets them
+    pol = P.Goodput(k_max=2, costs=cpu)
+    ws, planned = P.program_widths(pol, 2, "auto")
+    assert ws == (1, 2, 3) and planned.costs.t_target == (24.0, 40.0, 52.0)
+    assert P.program_widths(pol, 2, None) == ((1, 2, 3), pol)
+    ws, planned = P.program_widths(P.Goodput(k_max=4, costs=cpu), 4, "auto")
+    assert ws == (1, 2, 3, 5) and planned.costs.t_target == (24.0, 40.0, 52.0, 57.0, 57.0)
 
 
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
