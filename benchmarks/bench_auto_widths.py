@@ -9,7 +9,7 @@ costs in decode time.
 Steps: (1) time the pass programs of `specsim.pass_costs` (the target step, a verify
 over K + 1 tokens for K = 1..K_max, and a draft step where the drafter computes one) in interleaved rounds, each pass as the geometric mean of its ratios to the
 same round's target step; (2) Goodput with those costs (`Costs.nondecreasing`) and the
-widths `Costs.verify_widths` keeps at `policies.AUTO_WIDTH_TOLERANCE`; (3) the loop
+widths `Costs.fewest_widths` keeps at `policies.AUTO_WIDTH_TOLERANCE`; (3) the loop
 program of both (every width; "auto") lowered afresh and compiled, alternated,
 ``--compiles`` times each, with the dot products of each lowered program; (4) both runs
 and plain decoding in ``--rounds`` interleaved rounds (wall clock, compile excluded),
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     costs = P.Costs(t_draft=paired.get("draft", 0.0),
                     t_target=tuple(paired[n] for n in range(1, K + 2))).nondecreasing()
     t = costs.t_target
-    widths = costs.verify_widths()
+    widths = costs.fewest_widths()
     pol = P.Goodput(k_max=K, costs=costs)
     print(f"{args.drafter}, {args.kind}, batch {args.batch}, K_max {K}, S {S}")
     print("pass costs t(n)/t(1), n = 1..K_max+1: "

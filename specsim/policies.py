@@ -168,7 +168,7 @@ each row at its own width)."""
 AUTO_WIDTH_TOLERANCE = 0.05
 """``verify_widths="auto"`` (`specsim.decode.generate_speculative` with a policy that
 carries `Costs`): a verify pass padded to a kept width may cost at most 5% more than its
-own width (`Costs.verify_widths`)."""
+own width (`Costs.fewest_widths`)."""
 
 __all__ = ["WIDTHS", "AUTO_WIDTH_TOLERANCE", "Policy", "FixedK", "ConfidenceThreshold",
            "Heuristic", "Goodput", "Costs", "n_proposed", "draft_steps", "as_policy",
@@ -347,7 +347,7 @@ class Costs:
         pass_width = [1] + [ws[int(np.searchsorted(ws, n))] for n in range(2, k_max + 2)]
         return Costs(t_draft=self.t_draft, t_target=tuple(self.t_target[w - 1] for w in pass_width))
 
-    def verify_widths(self, tolerance: float = AUTO_WIDTH_TOLERANCE,
+    def fewest_widths(self, tolerance: float = AUTO_WIDTH_TOLERANCE,
                       k_max: int | None = None) -> tuple:
         """The fewest verify widths (for `verify_widths`, `bucketed`) at which no pass
         of n = 2..k_max + 1 tokens, padded to the narrowest kept width >= n, costs more
@@ -414,7 +414,7 @@ def verify_widths(k_max: int, widths=None) -> tuple:
 def program_widths(policy, k_max: int, widths=None) -> tuple:
     """(verify widths, policy) of a policy program: ``widths`` None or a sequence as
     `verify_widths`, the policy unchanged; ``"auto"``: the fewest widths within
-    `AUTO_WIDTH_TOLERANCE` of the policy's own pass costs (`Costs.verify_widths`; a
+    `AUTO_WIDTH_TOLERANCE` of the policy's own pass costs (`Costs.fewest_widths`; a
     policy that carries `Costs`, `Goodput`), and the policy planning with its costs
     bucketed to them (`Costs.bucketed`), so its plan reads what the padded passes
     take."""
@@ -427,7 +427,7 @@ def program_widths(policy, k_max: int, widths=None) -> tuple:
             f"{k_max + 1} or 'auto' (with a policy that carries Costs, e.g. Goodput); got "
             f"{widths!r} with {type(policy).__name__}")
     own = Costs(t_draft=costs.t_draft, t_target=costs.t_target[:k_max + 1])
-    ws = own.verify_widths(k_max=k_max)
+    ws = own.fewest_widths(k_max=k_max)
     return ws, dataclasses.replace(policy, costs=own.bucketed(ws))
 
 

@@ -668,7 +668,7 @@ def test_verify_widths_pad_the_pass_and_keep_the_output(tiny, reference, name, w
 
 
 def test_auto_verify_widths_run_goodput_on_its_own_costs(tiny, reference):
-    """verify_widths="auto" runs the widths `Costs.verify_widths` keeps from Goodput's
+    """verify_widths="auto" runs the widths `Costs.fewest_widths` keeps from Goodput's
     own costs, with Goodput planning on those costs bucketed: the same run as the
     explicit route (widths and bucketed costs passed by hand), greedy output unchanged,
     passes counted only at the kept widths."""
@@ -677,7 +677,7 @@ def test_auto_verify_widths_run_goodput_on_its_own_costs(tiny, reference):
     from specsim.decode import generate_speculative
     target, drafter = tiny
     pol = GREEDY_POLICIES["goodput"]                    # t(n) = 1, 1.05, ..., 1.20
-    ws = pol.costs.verify_widths()
+    ws = pol.costs.fewest_widths()
     assert ws == (1, 3, 5)
     auto = generate_speculative(target, drafter, PROMPTS, 24, policy=pol, verify_widths="auto")
     by_hand = generate_speculative(target, drafter, PROMPTS, 24, verify_widths=ws,
@@ -712,7 +712,7 @@ def _fewest_widths_oracle(t, k_max, tol):
 
 
 def test_fewest_verify_widths_against_enumeration():
-    """`Costs.verify_widths` against every subset (on the non-decreasing costs it reads):
+    """`Costs.fewest_widths` against every subset (on the non-decreasing costs it reads):
     what it keeps is within the tolerance, and no smaller set is."""
     rng = np.random.default_rng(11)
     for trial in range(300):
@@ -722,21 +722,21 @@ def test_fewest_verify_widths_against_enumeration():
             t = t * rng.uniform(0.9, 1.1, k_max + 1)
         tol = float(rng.choice([0.0, 0.02, 0.05, 0.1, 0.3]))
         costs = P.Costs(t_draft=0.1, t_target=tuple(t))
-        got = costs.verify_widths(tol)
+        got = costs.fewest_widths(tol)
         oracle = _fewest_widths_oracle(costs.nondecreasing().t_target, k_max, tol)
         assert got in oracle, (t, tol, got, oracle)
     # by hand: a flat curve keeps the ends; the 2-core CPU's step keeps 2 and 3 at 5%
-    assert P.Costs.from_ratio(0.1, 8).verify_widths() == (1, 9)
+    assert P.Costs.from_ratio(0.1, 8).fewest_widths() == (1, 9)
     cpu = P.Costs(t_draft=0.0, t_target=(24.0, 40.0, 52.0, 55.0, 57.0))
-    assert cpu.verify_widths() == (1, 2, 3, 5)
-    assert cpu.verify_widths(0.1) == (1, 2, 5)
-    assert cpu.verify_widths(0.0) == (1, 2, 3, 4, 5)
-    assert cpu.verify_widths(k_max=2) == (1, 2, 3)
+    assert cpu.fewest_widths() == (1, 2, 3, 5)
+    assert cpu.fewest_widths(0.1) == (1, 2, 5)
+    assert cpu.fewest_widths(0.0) == (1, 2, 3, 4, 5)
+    assert cpu.fewest_widths(k_max=2) == (1, 2, 3)
     for bad, match in [(dict(tolerance=-0.1), r"tolerance must be a finite number >= 0"),
                        (dict(k_max=5), r"k_max must be at most len\(t_target\) - 1 = 4"),
                        (dict(k_max=0), r"k_max must be a positive integer")]:
         with pytest.raises(ValueError, match=match):
-            cpu.verify_widths(**bad)
+            cpu.fewest_widths(**bad)
     # "auto" reads the first k_max + 1 pass times of longer costs and buckets them
     pol = P.Goodput(k_max=2, costs=cpu)
     ws, planned = P.program_widths(pol, 2, "auto")
