@@ -7,8 +7,10 @@ costs in decode time.
         [--rounds 5] [--new-tokens 48]
 
 Steps: (1) time the pass programs of `specsim.pass_costs` (the target step, a verify
-over K + 1 tokens for K = 1..K_max, and a draft step where the drafter computes one) in interleaved rounds, each pass as the geometric mean of its ratios to the
-same round's target step; (2) Goodput with those costs (`Costs.nondecreasing`) and the
+over K + 1 tokens for K = 1..K_max, and a draft step where the drafter computes one) in
+interleaved rounds, each pass as the geometric mean of its ratios to the same round's
+target step (the policies part's own `_paired` and `costs_from_passes`); (2) Goodput
+with those costs (`Costs.nondecreasing`) and the
 widths `Costs.fewest_widths` keeps at `policies.AUTO_WIDTH_TOLERANCE`; (3) the loop
 program of both (every width; "auto") lowered afresh and compiled, alternated,
 ``--compiles`` times each, with the dot products of each lowered program; (4) both runs
@@ -44,6 +46,8 @@ def main(argv=None) -> None:
     from specsim import bench, decode, experiment, models, pass_costs, workloads
     from specsim import policies as P
     from specsim.drafters import NGramDrafter, layer_skip_drafter
+    from specsim.experiment import policy_runs
+    from specsim.experiment.parts import policies as parts_policies
 
     if args.kind not in workloads.KINDS:
         ap.error(f"--kind must be one of {workloads.KINDS} (got {args.kind!r})")
@@ -58,31 +62,28 @@ def main(argv=None) -> None:
 
     # (1) pass costs, paired to the round's target step
     steps = max(1, min(8, (S - S // 2 - K - 1) // (K + 1)))
-    calls = {}
+    B, calls = args.batch, {}         # keyed as the policies part keys its pass calls
     for k in range(1, K + 1):
-        c = pass_costs.pass_calls(target, None, batch=args.batch, cache_len=S, k=k,
-                                  steps=steps)
-        calls[k + 1] = (c.verify, steps)
-        calls.setdefault(1, (c.target_1, steps))
+        c = pass_costs.pass_calls(target, None, batch=B, cache_len=S, k=k, steps=steps)
+        calls[("verify", B, k)] = (c.verify, steps)
+        calls.setdefault(("target_1", B), (c.target_1, steps))
     if drafter.passes_per_iteration(K):        # a draft step that computes (layer-skip)
-        c = pass_costs.pass_calls(target, drafter, batch=args.batch, cache_len=S, k=K,
-                                  steps=steps)
-        calls["draft"] = (c.draft, steps * K)
+        c = pass_costs.pass_calls(target, drafter, batch=B, cache_len=S, k=K, steps=steps)
+        calls[("draft", args.drafter, B)] = (c.draft, steps * K)
     keys = list(calls)
     samples, _ = bench.interleaved_rounds([calls[n][0] for n in keys], args.cost_rounds,
                                           np.random.default_rng(0))
-    per = {n: np.asarray(s, float) / calls[n][1] for n, s in zip(keys, samples)}
-    paired = {n: float(np.median(per[1]) * np.exp(np.mean(np.log(per[n] / per[1]))))
-              for n in keys}
-    costs = P.Costs(t_draft=paired.get("draft", 0.0),
-                    t_target=tuple(paired[n] for n in range(1, K + 2))).nondecreasing()
+    paired = parts_policies._paired(keys, samples, [calls[n][1] for n in keys])
+    costs = policy_runs.costs_from_passes(
+        *parts_policies._cell_costs(paired, args.drafter, B, K), K).nondecreasing()
     t = costs.t_target
     widths = costs.fewest_widths()
     pol = P.Goodput(k_max=K, costs=costs)
     print(f"{args.drafter}, {args.kind}, batch {args.batch}, K_max {K}, S {S}")
     print("pass costs t(n)/t(1), n = 1..K_max+1: "
           + " ".join(f"{x / t[0]:.2f}" for x in costs.t_target)
-          + f" (t(1) {1e3 * t[0]:.1f} ms, draft step {costs.t_draft / t[0]:.2f}); auto widths at {P.AUTO_WIDTH_TOLERANCE:.0%}: {widths}")
+          + f" (t(1) {1e3 * t[0]:.1f} ms, draft step {costs.t_draft / t[0]:.2f}); "
+          f"auto widths at {P.AUTO_WIDTH_TOLERANCE:.0%}: {widths}")
 
     # (3) compile, alternated
     loops = {w: decode.speculative_loop(target, drafter, rows, args.new_tokens, policy=pol,

@@ -427,7 +427,7 @@ def program_widths(policy, k_max: int, widths=None) -> tuple:
             f"{k_max + 1} or 'auto' (with a policy that carries Costs, e.g. Goodput); got "
             f"{widths!r} with {type(policy).__name__}")
     own = Costs(t_draft=costs.t_draft, t_target=costs.t_target[:k_max + 1])
-    ws = own.fewest_widths(k_max=k_max)
+    ws = own.fewest_widths()
     return ws, dataclasses.replace(policy, costs=own.bucketed(ws))
 
 
