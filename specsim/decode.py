@@ -480,10 +480,11 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
     ``n_wide`` ([] int32, 0..K) drafts, the widest proposal of any row, so a batch
     that proposed two drafts pays a 3-token pass and not a K+1 one; n_wide = 0 (p_min
     = 1; K = 0 planned everywhere with a drafter the loop cannot skip, see
-    `policy_engine.skippable`) is an autoregressive step. One compiled pass per width
-    of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
+    `policy_engine.skippable`) is an autoregressive step. One compiled layer stack per
+    width of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
     ``n_pass`` ([] int32, `_pass_width`: the narrowest width >= n_wide + 1), chosen by
-    `_once_if`, not `lax.cond`, so the caches are not copied. → (target_probs
+    `_once_if`, not `lax.cond`, so the caches are not copied. The output head, a fifth
+    of the weights, is compiled per `_head_widths` (`_verify_head`): twice at batch 1. → (target_probs
     [B, K+1, V], cache, the final-normed features [B, K+1, D]); positions past the
     pass's width hold zeros, and positions past n_wide hold the target's distributions
     after tokens no row proposed: the acceptance test rejects an unproposed slot
@@ -496,20 +497,56 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
 
     def width(w):
         def run(state):
-            cache, _, _ = state
-            h, cache = forward_hidden(params, cfg, tokens[:, :w], cache)         # [B, w, D]
-            probs = sp.probs(project(params, cfg, h))                            # [B, w, V]
-            pad = ((0, 0), (0, K + 1 - w), (0, 0))
-            return cache, jnp.pad(probs, pad), jnp.pad(h, pad)
+            h, cache = forward_hidden(params, cfg, tokens[:, :w], state[1])      # [B, w, D]
+            return jnp.pad(h, ((0, 0), (0, K + 1 - w), (0, 0))), cache
         return run
 
-    shapes = jax.eval_shape(width(K + 1), (cache, None, None))
-    state = (cache, jnp.zeros(shapes[1].shape, shapes[1].dtype),
-             jnp.zeros(shapes[2].shape, shapes[2].dtype))
+    hs = jax.eval_shape(width(K + 1), (None, cache))[0]
+    state = (jnp.zeros(hs.shape, hs.dtype), cache)
     for w in widths:
         state = _once_if(n_pass == w, width(w), state)
-    cache, probs, h = state
-    return probs, cache, h
+    h, cache = state
+    return _verify_head(params, cfg, sp, h, n_pass, widths), cache, h
+
+
+# A verify pass of several widths shares one output head over all K + 1 positions while
+# the head has at most this many rows (batch x (K + 1)); see `_verify_head`.
+SHARED_HEAD_ROWS = 5
+
+
+def _head_widths(widths: tuple, batch: int) -> dict:
+    """{head width: the verify widths whose pass runs its head at that width}: a head per
+    width, or, while batch x max(widths) <= `SHARED_HEAD_ROWS`, one one-row head (width
+    1) and one head over all max(widths) rows for every wider pass."""
+    k1 = max(widths)
+    shared = batch * k1 <= SHARED_HEAD_ROWS
+    groups: dict = {}
+    for w in widths:
+        groups.setdefault(k1 if shared and w > 1 else w, []).append(w)
+    return groups
+
+
+def _verify_head(params, cfg, sp: SamplingParams, h, n_pass, widths: tuple):
+    """The target's distributions [B, K+1, V] at the ``n_pass`` ([] int32) positions of a
+    verify pass, zeros past them, from its features h [B, K+1, D] (zeros past n_pass).
+
+    Heads are compiled per `_head_widths`. On XLA:CPU a one-row head is a
+    matrix-vector product (SmolLM2's tied 49152 x 576 head: 3.3 ms), a wider one a
+    matrix-matrix product whose time barely grows from 2 to 5 rows (9.3, 10.2, 10.3 ms)
+    and grows beyond (16 ms at 8 rows, 23 at 20, 31 at 40, the VM then ~1.5x slower;
+    `data/compile-cpu-s21/`): at batch 1 and K_max <= 4 a narrower pass's head padded to
+    K + 1 rows costs at most a millisecond (~2% of a 2-token pass), and the program
+    compiles K − 1 heads fewer (~0.2 s each); at batch 4, 8 rows padded to 20 would cost
+    7 ms, so wider batches keep a head per width."""
+    B, K1, _ = h.shape
+    probs = jnp.zeros((B, K1, cfg.vocab_size), jnp.float32)
+    for hw, ws in _head_widths(widths, B).items():
+        def head(_, hw=hw):
+            return jnp.pad(sp.probs(project(params, cfg, h[:, :hw])),
+                           ((0, 0), (0, K1 - hw), (0, 0)))
+        probs = _once_if(jnp.any(n_pass == jnp.asarray(ws, jnp.int32)), head, probs)
+    inside = jnp.arange(K1, dtype=jnp.int32)[None, :, None] < n_pass            # [1, K+1, 1]
+    return jnp.where(inside, probs, 0.0)
 
 
 def _pass_width(widths: tuple, n_wide):

@@ -747,8 +747,10 @@ def test_fewest_verify_widths_against_enumeration():
 
 
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
-    """The policy program holds one target forward per compiled verify width: the dot
-    products of its lowered HLO fall by the same count for each width left out."""
+    """The policy program holds one target layer stack per compiled verify width and
+    two output heads whatever the widths (`decode._verify_head`: one row, and K + 1 rows
+    for every wider pass): the dot products of its lowered HLO fall by the same count
+    for each width left out, and by one dot more (the one-row head) when width 1 goes."""
     from specsim import decode
     target, drafter = tiny
     loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8,
@@ -757,7 +759,50 @@ def test_each_verify_width_is_one_forward_in_the_program(tiny):
             for w in [(1, 2, 3, 4), (1, 3, 4), (1, 4), (4,)]}
     per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
     assert per_width > 0
-    assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)]
+    assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)] - 1
+
+
+def test_head_widths_share_one_head_only_where_the_head_has_few_rows():
+    """`decode._head_widths`: at batch 1 (rows = K + 1 <= SHARED_HEAD_ROWS) a one-row
+    head and one over all K + 1 rows for the wider passes; past that a head per width."""
+    from specsim.decode import SHARED_HEAD_ROWS, _head_widths
+    assert SHARED_HEAD_ROWS == 5
+    assert _head_widths((1, 2, 3, 4, 5), 1) == {1: [1], 5: [2, 3, 4, 5]}
+    assert _head_widths((1, 3, 5), 1) == {1: [1], 5: [3, 5]}
+    assert _head_widths((2, 5), 1) == {5: [2, 5]}
+    assert _head_widths((1,), 1) == {1: [1]}
+    assert _head_widths((1, 2, 3), 2) == {1: [1], 2: [2], 3: [3]}          # 6 rows > 5
+    assert _head_widths((1, 2, 3, 4, 5, 6), 1) == {w: [w] for w in range(1, 7)}
+
+
+@pytest.mark.parametrize("name", ["threshold", "goodput"])
+def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
+    """At batch 1 the policy program runs one head over all K + 1 positions for every
+    multi-token verify width (`decode._verify_head`): greedy tokens and the passes by
+    width equal plain decoding's tokens and the program with a head per width
+    (SHARED_HEAD_ROWS 0), and its HLO holds one dot product per head saved."""
+    import dataclasses
+
+    from specsim import decode
+    target, drafter = tiny
+    pol = dataclasses.replace(GREEDY_POLICIES[name], k_max=4)         # 5 rows: shared
+    runs, dots, shared_rows = {}, {}, decode.SHARED_HEAD_ROWS
+    for rows in (shared_rows, 0):
+        monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", rows)
+        decode._policy_program.clear_cache()    # the constant is read while tracing
+        for i, prompt in enumerate(PROMPTS):
+            runs[rows, i] = decode.generate_speculative(target, drafter, [prompt], 24, policy=pol)
+        dots[rows] = decode.speculative_loop(target, drafter, PROMPTS[:1], 24, policy=pol
+                                             ).lower().as_text().count("dot_general")
+    decode._policy_program.clear_cache()
+    for i, prompt in enumerate(PROMPTS):
+        shared, per_width = runs[shared_rows, i], runs[0, i]
+        plain = decode.generate_autoregressive(target, [prompt], 24)
+        assert shared.tokens == per_width.tokens == plain.tokens
+        assert shared.meta["target_passes_by_width"] == per_width.meta["target_passes_by_width"]
+    assert sum(np.count_nonzero(runs[shared_rows, i].meta["target_passes_by_width"][1:])
+               for i in range(len(PROMPTS))) > 1                      # wider passes ran
+    assert dots[0] - dots[shared_rows] == pol.k_max - 1               # heads at 2..K saved
 
 
 def test_only_a_policy_that_plans_off_compiles_the_off_loop(tiny):
