@@ -429,10 +429,9 @@ class _PolicyStatsBuf(NamedTuple):
     accept_mask: jax.Array  # [I, B, K] bool: proposed and accepted by the test
     draft_steps: jax.Array  # [] int32: draft passes run (the drafter's prefill included)
     widths: jax.Array       # [K+1] int32: target passes over n = 1..K+1 tokens (index n−1)
-    off_judged: jax.Array   # [I, B] int32: an off iteration's judged free draft slot (see
+    off_judged: jax.Array   # [I, B] int32: an off iteration's free first draft (see
     #                         `policy_engine.judge_off`): 1 matched the token, 0 did not,
     #                         −1 no draft judged
-    off_slot: jax.Array     # [I, B] int32: the slot judged (−1 none)
 
 
 def _policy_draft(drafter, dstate, c: _Common, K: int, key, sp, policy, k_plan):
@@ -457,7 +456,7 @@ def _record_policy(stats: _SpecStatsBuf, pstats: _PolicyStatsBuf, it, ok, pd, k_
         pstats.confidence.at[it].set(jnp.where(ok[:, None], pd.confidence, jnp.nan)),
         pstats.accept_mask.at[it].set(accepted & pd.proposed & ok[:, None]),
         pstats.draft_steps + pd.steps,
-        pstats.widths.at[n_pass - 1].add(1), pstats.off_judged, pstats.off_slot)
+        pstats.widths.at[n_pass - 1].add(1), pstats.off_judged)
     return stats, pstats
 
 
@@ -602,10 +601,8 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     iteration's statistics (k_used 0, no proposals; the [I, B, K] buffers keep their
     NaN / False). The drafter is left out (`sync` catches it up when drafting resumes),
     except that a drafter reading the target's features is handed the one it would have
-    read (``dstate``; () for the others): the pass's feature, which produced the token.
-    ``chain``: the free draft being judged (`policy_engine.judge_off`; () where the
-    loop judges none)."""
-    c, cache, pstate, stats, pstats, dstate, chain = carry
+    read (``dstate``; () for the others): the pass's feature, which produced the token."""
+    c, cache, pstate, stats, pstats, dstate = carry
     key, k_sample = jax.random.split(c.key)
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
     start = cache.length
@@ -619,11 +616,10 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
         dstate = run.drafter.observe(dstate, h, none, ok)
     pstate = policy_engine.update(policy, pstate, none, none, none, ok)   # no row planned
     if policy_engine.judges_off(run.drafter, policy):
-        pstate, chain, judged, slot = policy_engine.judge_off(
-            run.drafter, policy, pstate, chain, Context(c.tokens, c.length), tok, ok,
+        pstate, judged = policy_engine.judge_off(
+            run.drafter, policy, pstate, Context(c.tokens, c.length), tok, ok,
             jax.random.fold_in(k_sample, 1), run.sp)
-        pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged),
-                                 off_slot=pstats.off_slot.at[c.it].set(slot))
+        pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged))
     zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
                            drafted=stats.drafted.at[c.it].set(zero_or_absent))
@@ -632,7 +628,7 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     new = _advance(c, tok[:, None], finite.astype(jnp.int32), finite, run.prompt_lens,
                    run.max_new, run.eos, key)
     cache = cache._replace(length=start + (new.length - c.length))
-    return new, cache, pstate, stats, pstats, dstate, chain
+    return new, cache, pstate, stats, pstats, dstate
 
 
 def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
@@ -640,17 +636,12 @@ def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     loop of its own whose state (c, cache, pstate, stats, pstats, dstate) leaves the
     drafter out (dstate is () unless the drafter reads the target's features), so an
     iteration with speculation off costs what an autoregressive one does (no K-wide
-    work, no `lax.cond` carrying the caches). A loop that judges free drafts
-    (`policy_engine.judges_off`) starts with none pending (`policy_engine.off_chain`):
-    a draft is judged within one run of off iterations only."""
+    work, no `lax.cond` carrying the caches)."""
     def off(carry):
-        c, _, pstate = carry[:3]
+        c, _, pstate, _, _, _ = carry
         return _running(c, I) & ~jnp.any(policy_engine.plan(policy, pstate, ~c.done) > 0)
 
-    chain = (policy_engine.off_chain(carry[0].length.shape[0], policy.k_max)
-             if policy_engine.judges_off(run.drafter, policy) else ())
-    return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy),
-                              (*carry, chain))[:-1]
+    return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
 
 
 def _primes_late(drafter, policy, dshapes) -> bool:
@@ -692,8 +683,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     pstats = _PolicyStatsBuf(jnp.full((I, B), -1, jnp.int32),
                              jnp.full((I, B, K), jnp.nan, jnp.float32),
                              jnp.zeros((I, B, K), bool), jnp.int32(0),
-                             jnp.zeros((K + 1,), jnp.int32), jnp.full((I, B), -1, jnp.int32),
-                             jnp.full((I, B), -1, jnp.int32))
+                             jnp.zeros((K + 1,), jnp.int32), jnp.full((I, B), -1, jnp.int32))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy, widths)
     pstate = policy.init(B, jnp)
@@ -1007,8 +997,7 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     extra = {} if pstats is None else dict(
         k_used=np.asarray(pstats.k_used)[:n_it], confidence=np.asarray(pstats.confidence)[:n_it],
         accept_mask=np.asarray(pstats.accept_mask)[:n_it],
-        off_judged=np.asarray(pstats.off_judged)[:n_it],
-        off_judged_slot=np.asarray(pstats.off_slot)[:n_it])
+        off_judged=np.asarray(pstats.off_judged)[:n_it])
     st = SpeculativeStats(k, np.asarray(stats.accepted)[:n_it], np.asarray(stats.drafted)[:n_it],
                           np.asarray(stats.overlap)[:n_it], **extra)
     # the policy program counts the drafter's prefill in draft_steps (it may skip it)

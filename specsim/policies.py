@@ -11,14 +11,13 @@ loop), so the NumPy reference and the engine run the same arithmetic:
     keep = policy.keep(j, confidence, xp)          [B] bool: is draft j (0-based) kept, given
                                                    the draft's probability of its own token
     state = policy.update(state, k_plan, n_accepted, n_proposed, active, xp)
-    state = policy.observe_off(state, proposed, matched, active, xp, slot)   optional: see below
+    state = policy.observe_off(state, proposed, matched, active, xp)   optional: see below
 
 ``observe_off`` (optional; `Goodput` has it) takes the evidence of an iteration in which
-no row drafted, from a drafter whose drafts are free (``drafts_free``, n-gram lookup):
-slot [B] int (the draft slot judged: each run of off iterations judges a free draft slot
-by slot while it matches), proposed [B] bool (the row had a draft there), matched [B]
-bool (it equalled the token the step drew); the engine and
-`specsim.simulate.simulate_policy(free_drafts=True)` call it after ``update``.
+no row drafted, from a drafter whose first draft is free (``drafts_free``, n-gram lookup):
+proposed [B] bool (the row had a draft), matched [B] bool (it equalled the token the
+step drew); the engine and `specsim.simulate.simulate_policy(free_drafts=True)` call it
+after ``update``.
 
 ``plans_off`` (optional class attribute, True when absent): whether ``plan`` may give a
 running row K = 0. `FixedK`, `ConfidenceThreshold` and `Heuristic` never do (False), so
@@ -676,22 +675,21 @@ class Goodput:
         return steps * self.costs.t_draft + xp.asarray(self.costs.t_target)[n_wide]
 
 
-    def observe_off(self, state, proposed, matched, active, xp=np, slot=None) -> tuple:
+    def observe_off(self, state, proposed, matched, active, xp=np) -> tuple:
         """Evidence gathered in an iteration where no row drafted, from a drafter whose
-        drafts are free (n-gram lookup; `specsim.policy_engine.judge_off`): slot
-        ``slot`` ([B] int; None: slot 0) of each ``active`` row with a draft there
-        (``proposed`` [B] bool) was reached, and accepted where the draft matched the
-        step's token (``matched`` [B] bool). A row that turned itself off so goes on
-        learning whether drafting would pay, at no cost, instead of waiting for its
-        evidence to decay (``judge_off`` False: the state is returned unchanged). Called
-        after `update`, which has already decayed the counts."""
+        first draft is free (n-gram lookup; `specsim.policy_engine.judge_off`): slot 0
+        of each ``active`` row with a draft (``proposed`` [B] bool) was reached, and
+        accepted where the draft matched the step's token (``matched`` [B] bool). A row
+        that turned itself off so goes on learning whether drafting would pay, at no
+        cost, instead of waiting for its evidence to decay (``judge_off`` False: the
+        state is returned unchanged). Called after `update`, which has already decayed
+        the counts."""
         if not self.judge_off:
             return state
         seen = (active & proposed).astype(state[1].dtype)                      # [B]
         hit = (active & proposed & matched).astype(state[0].dtype)
-        slot = xp.zeros(seen.shape, xp.int32) if slot is None else slot
-        at = (xp.arange(self.k_max)[None] == slot[:, None]).astype(state[1].dtype)  # [B, K]
-        return (state[0] + hit[:, None] * at, state[1] + seen[:, None] * at) + \
+        first = (xp.arange(self.k_max) == 0)[None].astype(state[1].dtype)      # [1, K]
+        return (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
             tuple(state[2:])
 
 

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from specsim.drafters.base import drafts_free
 
 __all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
-           "draft", "plan", "update", "judges_off", "judge_off", "OffChain", "off_chain",
+           "draft", "plan", "update", "judges_off", "judge_off",
            "switches_off"]
 
 
@@ -78,53 +78,21 @@ def judges_off(drafter, policy) -> bool:
     return drafts_free(drafter) and callable(getattr(policy, "observe_off", None))
 
 
-class OffChain(NamedTuple):
-    """The free draft that off iterations judge slot by slot (`judge_off`)."""
-    tokens: jax.Array      # [B, K] int32: the K-token free draft being judged
-    proposed: jax.Array    # [B, K] bool: its slots that hold a draft
-    slot: jax.Array        # [B] int32: the slot the next off iteration judges; −1: none
-    #                        pending (the next off iteration looks a fresh draft up)
-
-
-def off_chain(batch: int, k: int) -> OffChain:
-    """No draft pending: each row's next off iteration looks one up."""
-    return OffChain(jnp.zeros((batch, k), jnp.int32), jnp.zeros((batch, k), bool),
-                    jnp.full((batch,), -1, jnp.int32))
-
-
-def judge_off(drafter, policy, pstate, chain: OffChain, context, token, active, key, sampling):
-    """Evidence gathered while speculation is off, one slot per off iteration: a row
-    with no draft pending looks up the free K-token draft x of the next positions
-    (``drafter.propose`` of K = policy.k_max tokens on ``context``, before the step's
-    token was appended) and judges its slot 0 against the token [B] the step sampled;
-    while the judged slot matches, the next off iteration judges the next slot against
-    its own token, so a run of off iterations sees each draft as far as a speculative
-    iteration would have accepted it (slot j reached only when slots 0..j−1 matched),
-    not its first slot alone. For a one-hot draft the acceptance test of slot j, given
-    the earlier slots accepted, passes with probability p(x_j | context, x_<j), and
-    P(token = x_j) is the same (at temperature 0 both are [x_j = argmax]), so "the token
-    equals the draft" is an outcome of the test with the right law, and the output is
-    untouched (nothing was proposed). A slot with no draft (the lookup's match ran out:
-    a zero row) ends the draft unjudged; so does a mismatch, or the last slot.
-    → (policy.observe_off(...) state, the next chain, judged [B] int32: 1 matched, 0
-    not, −1 none, slot [B] int32: the slot judged, −1 none). The caller starts each run
-    of off iterations from `off_chain` (drafts judged across a speculative iteration
-    would be judged against tokens it did not draw from them)."""
-    K = chain.tokens.shape[1]
-    _, d = drafter.propose((), context, K, key, sampling)
-    x = d.tokens                                                               # [B, K]
-    has_x = jnp.take_along_axis(d.probs, x[..., None], axis=-1)[..., 0] > 0     # [B, K]
-    fresh = chain.slot < 0                                                     # [B]
-    tokens = jnp.where(fresh[:, None], x, chain.tokens)
-    proposed = jnp.where(fresh[:, None], has_x, chain.proposed)
-    slot = jnp.where(fresh, 0, chain.slot)
-    at = lambda a: jnp.take_along_axis(a, slot[:, None], axis=1)[:, 0]        # [B]
-    has = active & at(proposed)
-    matched = has & (at(tokens) == token)
-    pstate = policy.observe_off(pstate, has, matched, active, jnp, slot=slot)
-    nxt = jnp.where(matched & (slot + 1 < K), slot + 1, -1)
-    return (pstate, OffChain(tokens, proposed, nxt.astype(jnp.int32)),
-            jnp.where(has, matched.astype(jnp.int32), -1), jnp.where(has, slot, -1))
+def judge_off(drafter, policy, pstate, context, token, active, key, sampling):
+    """Evidence gathered while speculation is off: the free draft x of the next position
+    (``drafter.propose`` of one token on ``context``, before the step's token was
+    appended) against the token [B] the step sampled. For a one-hot draft the
+    acceptance test would pass with probability p(x), and P(token = x) = p(x) too (at
+    temperature 0 both are [x = argmax]), so "the token equals the draft" is an
+    outcome of the test with the right law, and the output is untouched (nothing was
+    proposed). A row with no draft (no n-gram match: a zero row) is not judged.
+    → (policy.observe_off(...) state, judged [B] int32: 1 matched, 0 not, −1 none)."""
+    _, d = drafter.propose((), context, 1, key, sampling)
+    x, q = d.tokens[:, 0], d.probs[:, 0]                                       # [B], [B, V]
+    has = active & (jnp.take_along_axis(q, x[:, None], axis=1)[:, 0] > 0)     # [B]
+    matched = has & (x == token)
+    pstate = policy.observe_off(pstate, has, matched, active, jnp)
+    return pstate, jnp.where(has, matched.astype(jnp.int32), -1)
 
 
 def confidence(logits, probs, tokens, sampling):

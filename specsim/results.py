@@ -109,13 +109,10 @@ class SpeculativeStats(_Readable):
     k_used: np.ndarray | None = None       # [I, B] int
     confidence: np.ndarray | None = None   # [I, B, K] float
     accept_mask: np.ndarray | None = None  # [I, B, K] bool
-    # off_judged[i, b]: in an iteration with speculation off, a slot of a free drafter's
-    # draft (n-gram lookup) judged against the step's token: 1 matched, 0 not, −1 none
-    # judged; off_judged_slot[i, b] that slot (−1 none): a run of off iterations judges
-    # one draft slot by slot while it matches, so slot j of iteration i belongs to the
-    # draft looked up in iteration i − j (`specsim.policy_engine.judge_off`).
-    off_judged: np.ndarray | None = None        # [I, B] int
-    off_judged_slot: np.ndarray | None = None   # [I, B] int
+    # off_judged[i, b]: in an iteration with speculation off, a free drafter's first draft
+    # (n-gram lookup) judged against the step's token: 1 matched, 0 not, −1 none judged
+    # (`specsim.policy_engine.judge_off`).
+    off_judged: np.ndarray | None = None   # [I, B] int
 
     @property
     def active(self) -> np.ndarray:

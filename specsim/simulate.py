@@ -456,15 +456,10 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     iterations against 21 for the fastest row).
 
     ``free_drafts``: the trace's drafter drafts for free (n-gram lookup, ``drafts_free``),
-    so in an iteration where no running row plans a draft the engine still judges a row's
-    free draft against the step's token, one slot per such iteration while it matches,
-    and hands each outcome to the policy's ``observe_off``
-    (`specsim.policy_engine.judge_off`); the replay does the same with the trace: a row
-    with no draft pending judges slot 0 of the current iteration's, and while that
-    matches the next off iterations judge its next slots (proposed where the confidence
-    is > 0, accepted as recorded: slot j passed the test given slots 0..j−1). An
-    iteration in which some row plans a draft ends every pending draft, as in the
-    engine."""
+    so in an iteration where no running row plans a draft the engine still judges each
+    row's first draft against the step's token and hands the outcome to the policy's
+    ``observe_off`` (`specsim.policy_engine.judge_off`); the replay does the same with
+    the trace's slot 0 (proposed where its confidence is > 0, accepted as recorded)."""
     from specsim import policies as P                # NumPy only: theory side
 
     if batching not in BATCHING:
@@ -481,8 +476,6 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     state = policy.init(B, np)
     out = {n: np.zeros((I, B), np.int64) for n in ("k_plan", "proposed", "draft_steps",
                                                    "accepted")}
-    chain_start = np.zeros(B, np.int64)      # the iteration whose draft is being judged
-    chain_slot = np.full(B, -1)             # its next slot; −1: none pending
     for i in range(I):
         act = trace.present[i]
         plan = np.asarray(policy.plan(state, B, np, act))
@@ -491,16 +484,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
         acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
         state = policy.update(state, plan, acc, prop, act, np)
         if free_drafts and hasattr(policy, "observe_off") and not (plan[act] > 0).any():
-            fresh = chain_slot < 0
-            chain_start = np.where(fresh, i, chain_start)
-            j = np.where(fresh, 0, chain_slot)
-            rows = np.arange(B)
-            has = act & (trace.confidence[chain_start, rows, j] > 0)
-            matched = has & trace.accept[chain_start, rows, j]
-            state = policy.observe_off(state, has, matched, act, np, slot=j)
-            chain_slot = np.where(matched & (j + 1 < K), j + 1, -1)
-        else:
-            chain_slot[:] = -1
+            state = policy.observe_off(state, act & (trace.confidence[i, :, 0] > 0),
+                                       trace.accept[i, :, 0], act, np)
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
                         ("draft_steps", P.draft_steps(plan, prop, np))):
             out[name][i] = np.where(act, v, 0)

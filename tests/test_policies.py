@@ -954,9 +954,8 @@ def test_ngram_drafter_under_a_policy(tiny, reference):
 
 
 def test_goodput_observe_off_by_hand():
-    """Slot 0 (or the ``slot`` given per row) of each active row with a free draft counts
-    as reached, and as accepted where the draft matched; nothing else moves; judge_off
-    False is the identity."""
+    """Slot 0 of each active row with a free draft counts as reached, and as accepted
+    where the draft matched; nothing else moves; judge_off False is the identity."""
     pol = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3))
     acc = np.array([[1.0, 0.5, 0.0], [0.0, 0.0, 0.0], [2.0, 1.0, 0.0]], np.float32)
     reached = np.array([[2.0, 1.0, 0.5], [1.0, 0.0, 0.0], [3.0, 2.0, 1.0]], np.float32)
@@ -972,42 +971,6 @@ def test_goodput_observe_off_by_hand():
     np.testing.assert_array_equal(inactive[1], reached)
     off = P.Goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3), judge_off=False)
     assert off.observe_off((acc, reached), proposed, matched, active) == (acc, reached)
-    # a later slot of a draft judged slot by slot: only that column moves
-    slot = np.array([2, 1, 0])
-    got_acc, got_reached = pol.observe_off((acc, reached), proposed, matched, active, slot=slot)
-    want_acc, want_reached = acc.copy(), reached.copy()
-    want_acc[0, 2] += 1.0
-    want_reached[0, 2] += 1.0
-    want_reached[1, 1] += 1.0                     # row 1 reached slot 1, no match; row 2 none
-    np.testing.assert_array_equal(got_acc, want_acc)
-    np.testing.assert_array_equal(got_reached, want_reached)
-
-
-def test_replay_judges_a_free_draft_slot_by_slot_while_off():
-    """By hand: replayed with free drafts and speculation off throughout, a row judges the
-    draft of the iteration where it had none pending, one slot per iteration while it
-    matches; a mismatch or an empty slot (confidence 0) ends it and the next iteration
-    looks its own draft up (`simulate.simulate_policy`, as `policy_engine.judge_off`)."""
-    calls = []
-
-    @dataclass(frozen=True, kw_only=True)
-    class Recorded(P.Goodput):
-        def observe_off(self, state, proposed, matched, active, xp=np, slot=None):
-            calls.append((slot.tolist(), proposed.tolist(), matched.tolist()))
-            return super().observe_off(state, proposed, matched, active, xp, slot=slot)
-
-    accept = np.array([[1, 1, 0], [0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 0, 0]], bool)
-    conf = np.ones((5, 3))
-    conf[3, 1] = 0.0                              # iteration 3's lookup ran out at slot 1
-    trace = S.AcceptanceTrace(accept[:, None], conf[:, None], np.ones((5, 1), bool))
-    pol = Recorded(k_max=3, costs=P.Costs.from_ratio(5.0, 3))    # drafting never pays
-    run = S.simulate_policy(pol, trace, free_drafts=True)
-    assert (run.k_plan == 0).all()
-    assert calls == [([0], [True], [True]),       # iteration 0's draft, slot by slot
-                     ([1], [True], [True]),
-                     ([2], [True], [False]),      # rejected: the draft ends
-                     ([0], [True], [True]),       # iteration 3's own draft
-                     ([1], [False], [False])]     # its slot 1 is empty: ends unjudged
 
 
 def test_evidence_while_off_turns_goodput_back_on():
@@ -1029,12 +992,10 @@ def test_evidence_while_off_turns_goodput_back_on():
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_off_iterations_judge_the_free_draft_against_an_eager_lookup(tiny, temperature):
-    """Oracle: with speculation off throughout, the loop judges a free draft slot by slot:
-    a row with no draft pending runs the n-gram lookup of K tokens eagerly on the output
-    so far and compares slot 0 with the token the step then drew; while a slot matches,
-    the next iteration compares the next slot with its token, until a mismatch, an empty
-    slot or slot K − 1. The output is the autoregressive one, token for token (the same
-    key stream: nothing was proposed)."""
+    """Oracle: with speculation off throughout, the loop's judged first draft at every
+    iteration is the n-gram lookup run eagerly on the output so far, compared with the
+    token the step then drew; the output is the autoregressive one, token for token
+    (the same key stream: nothing was proposed)."""
     import jax.numpy as jnp
 
     from specsim.decode import generate_autoregressive, generate_speculative
@@ -1044,7 +1005,6 @@ def test_off_iterations_judge_the_free_draft_against_an_eager_lookup(tiny, tempe
     target, _ = tiny
     ngram = NGramDrafter(target.cfg.vocab_size, n=2)
     off = P.Goodput(k_max=3, costs=P.Costs.from_ratio(2.0, 3))
-    K = off.k_max
     prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
     want = generate_autoregressive(target, prompts, 24, temperature=temperature, seed=3)
     got = generate_speculative(target, ngram, prompts, 24, temperature=temperature, seed=3,
@@ -1054,29 +1014,17 @@ def test_off_iterations_judge_the_free_draft_against_an_eager_lookup(tiny, tempe
     assert (st.k_used[st.active] == 0).all()
     sp = SamplingParams.make(temperature, 0, 1.0, vocab_size=target.cfg.vocab_size)
     expect = np.full(st.off_judged.shape, -1)
-    expect_slot = np.full(st.off_judged.shape, -1)
     for b, (p, out) in enumerate(zip(prompts, got.tokens)):
         seq = list(p) + list(out)
-        pending, draft, has = -1, None, None
         for i in range(len(out) - 1):         # iteration i draws out[i + 1]
-            if pending < 0:                   # look a draft up on the output so far
-                n = len(p) + i + 1
-                ctx = Context(jnp.asarray([seq + [0] * 8], jnp.int32),
-                              jnp.asarray([n], jnp.int32))
-                _, d = ngram.propose((), ctx, K, None, sp)
-                draft = [int(x) for x in d.tokens[0]]
-                has = [float(d.probs[0, j].sum()) > 0 for j in range(K)]
-                pending = 0
-            j, pending = pending, -1
-            if has[j]:
-                expect[i, b], expect_slot[i, b] = int(draft[j] == out[i + 1]), j
-                if draft[j] == out[i + 1] and j + 1 < K:
-                    pending = j + 1
+            n = len(p) + i + 1
+            ctx = Context(jnp.asarray([seq + [0] * 8], jnp.int32), jnp.asarray([n], jnp.int32))
+            _, d = ngram.propose((), ctx, 1, None, sp)
+            if float(d.probs[0, 0].sum()) > 0:
+                expect[i, b] = int(int(d.tokens[0, 0]) == out[i + 1])
     np.testing.assert_array_equal(st.off_judged, expect)
-    np.testing.assert_array_equal(st.off_judged_slot, expect_slot)
     assert (expect == 0).any() and (expect == -1).any()
     assert (expect == 1).any() or temperature > 0      # greedy loops: lookups match
-    assert (expect_slot > 0).any() or temperature > 0  # a draft judged past slot 0
 
 
 @pytest.mark.parametrize("name", list(GREEDY_POLICIES))
@@ -1100,9 +1048,6 @@ def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
     judged = st.off_judged >= 0
     assert judged.any() == isinstance(policy, P.Goodput)
     assert (st.k_used[judged] == 0).all()
-    assert ((st.off_judged_slot > 0) == (judged & (st.off_judged_slot > 0))).all()
-    if name == "goodput":         # a free draft judged past its first slot: replayed too
-        assert (st.off_judged_slot > 0).any()
     np.testing.assert_array_equal(run.k_plan[present], st.k_used[present])
     np.testing.assert_array_equal(run.proposed[present], st.drafted[present])
     np.testing.assert_array_equal(run.accepted[present], st.accepted[present])

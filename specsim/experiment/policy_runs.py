@@ -124,25 +124,18 @@ def trace_from_stats(stats) -> simulate.AcceptanceTrace:
     """The trace of a FixedK run under the policy loop. A model drafter proposes every
     slot (`AcceptanceTrace.from_stats`); an n-gram lookup leaves slots empty where its
     match runs out: those hold confidence 0 (what its one-hot draft reports), which no
-    replayed policy proposes (`policies.n_proposed`, as the engine). The free drafts
-    judged in iterations with speculation off (``stats.off_judged``, slot
-    ``stats.off_judged_slot``, see `policy_engine.judge_off`) are each held in the
-    iteration that looked the draft up, as a FixedK iteration holds its draft: slot j
-    judged in iteration i at [i − j, b, j], confidence 1 (one-hot), accepted where it
-    matched the step's token, so a replay with ``free_drafts`` (which judges the draft
-    of iteration i − j there, see `simulate.simulate_policy`) sees what the engine saw."""
+    replayed policy proposes (`policies.n_proposed`, as the engine). Iterations with
+    speculation off whose free first draft was judged (``stats.off_judged``, see
+    `policy_engine.judge_off`) hold it in slot 0: confidence 1 (one-hot), accepted where
+    it matched the step's token, so a replay with ``free_drafts`` sees what the engine saw."""
     present = np.asarray(stats.drafted) >= 0
     conf = np.clip(np.nan_to_num(np.asarray(stats.confidence, float), nan=0.0), 0.0, 1.0)
     accept = np.asarray(stats.accept_mask, bool).copy()
     judged = getattr(stats, "off_judged", None)
     if judged is not None:
         judged = np.asarray(judged)
-        slot = getattr(stats, "off_judged_slot", None)
-        slot = np.where(judged >= 0, 0, -1) if slot is None else np.asarray(slot)
-        i, b = np.nonzero(judged >= 0)
-        j = slot[i, b]
-        conf[i - j, b, j] = 1.0
-        accept[i - j, b, j] = judged[i, b] == 1
+        conf[..., 0] = np.where(judged >= 0, 1.0, conf[..., 0])
+        accept[..., 0] |= judged == 1
     return simulate.AcceptanceTrace(accept, conf, present)
 
 
