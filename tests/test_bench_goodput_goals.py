@@ -1,0 +1,33 @@
+"""`benchmarks/bench_goodput_goals.py` refuses bad arguments before it loads a model (the
+benchmark itself runs by command: it decodes with the real model)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_goodput_goals.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_goodput_goals", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--new-tokens", "1"], "--new-tokens must be >= 2"),
+    (["--ks", "0", "2"], "--ks positive"),
+    (["--ks", "2", "--ratios-1", "1", "1.5"], "--ratios-1 must give k_max + 1 = 3"),
+    (["--ratios-4", "2", "2", "2", "2", "2"], "--ratios-4 must give"),
+    (["--ratios-1", "1", "1.5", "nan", "2", "2"], "--ratios-1 must give"),
+    (["--shipped", "99"], "--shipped must lie in 0.."),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _bench().main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
