@@ -3,10 +3,18 @@ come from real engine runs (greedy, so deterministic given the costs Goodput pla
 and each run's target passes by width are charged fixed pass-time ratios t(n)/t(1).
 
     PYTHONPATH=. python benchmarks/bench_goodput_goals.py [--new-tokens 80] [--ks 1 2 3 4]
+        [--drafter ngram|feature-head|layer-skip] [--draft-ratio C]
         [--ratios-1 1 1.65 1.76 1.94 1.94] [--ratios-4 1 1.23 1.42 1.64 1.75]
         [--shipped 0 1 2]
 
-Cells: n-gram lookup (n = 3) at batch 1 on the evaluation prompt of each kind of work and
+``--drafter``: n-gram lookup (n = 3, free drafts), the committed feature head or the
+layer-skip draft (the demo's); ``--draft-ratio``: a draft step's time over a target
+step's, charged per draft pass the run counts (its prefill over the prompt excluded, in
+every run alike); by default 0 for n-gram lookup, 0.035 for the feature head (README:
+its draft costs 3.5% of a step) and 0.86 for layer-skip (session 20,
+`data/auto-widths-cpu/`).
+
+Cells: at batch 1 the evaluation prompt of each kind of work and
 on the ``--shipped``-th prompts of each kind in data/prompts/ (none of them an evaluation
 prompt), and the mixed batch of 4 (one evaluation prompt of each kind). Per cell: fixed K
 for each of ``--ks`` (the fixed-K program: every iteration verifies K + 1 tokens), Goodput
@@ -33,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 GOAL_VS_AR, GOAL_VS_BEST = 0.98, 0.97
+DRAFT_RATIOS = {"ngram": 0.0, "feature-head": 0.035, "layer-skip": 0.86}
 
 
 def _ratios(ap, name, values, k_max):
@@ -50,7 +59,12 @@ def main(argv=None) -> None:
     ap.add_argument("--ratios-1", type=float, nargs="+", default=[1.0, 1.65, 1.76, 1.94, 1.94])
     ap.add_argument("--ratios-4", type=float, nargs="+", default=[1.0, 1.23, 1.42, 1.64, 1.75])
     ap.add_argument("--shipped", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--drafter", choices=tuple(DRAFT_RATIOS), default="ngram")
+    ap.add_argument("--draft-ratio", type=float, default=None)
     args = ap.parse_args(argv)
+    c = DRAFT_RATIOS[args.drafter] if args.draft_ratio is None else args.draft_ratio
+    if not (np.isfinite(c) and c >= 0):
+        ap.error(f"--draft-ratio must be a finite number >= 0 (got {args.draft_ratio})")
     if args.new_tokens < 2 or min(args.ks) < 1:
         ap.error(f"--new-tokens must be >= 2 and --ks positive (got {args.new_tokens}, {args.ks})")
     k_max = max(args.ks)
@@ -63,20 +77,27 @@ def main(argv=None) -> None:
     if any(not 0 <= i < n_shipped for i in args.shipped):
         ap.error(f"--shipped must lie in 0..{n_shipped - 1} (got {args.shipped})")
 
-    from specsim import decode, models, workloads
+    from specsim import decode, experiment, models, workloads
     from specsim import policies as P
-    from specsim.drafters import NGramDrafter
+    from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
+    from specsim.experiment.drafter_study import find_feature_head
 
     t = models.load("smollm2-135m").with_layer_loop("scan")
-    d = NGramDrafter(t.cfg.vocab_size, n=3)
+    d = {"ngram": lambda: NGramDrafter(t.cfg.vocab_size, n=3),
+         "feature-head": lambda: feature_head_drafter(t, find_feature_head(t.cfg.name)),
+         "layer-skip": lambda: layer_skip_drafter(
+             t, experiment.default_layer_skip(t.cfg.n_layers))}[args.drafter]()
+    prefill = 0 if args.drafter == "ngram" else 1      # a model drafter's prompt pass
     enc = {k: t.tokenizer.encode(workloads.prompt_text(k, t.tokenizer)) for k in workloads.KINDS}
     cells = [(k, "eval", [enc[k]]) for k in workloads.KINDS]
     for idx in args.shipped:
         cells += [(k, f"shipped{idx}", [p]) for k, p in shipped_prompts(t, idx).items()]
     cells.append(("mixed", "eval", [enc[k] for k in workloads.KINDS]))
     kw = dict(eos_token_id=None, cache_len=512)
-    print(f"n-gram lookup, {args.new_tokens} new tokens, fixed K {args.ks}, Goodput K_max "
-          f"{k_max}; ratios batch 1 {tuple(ratios[1])}, batch 4 {tuple(ratios[4])}")
+    fmt = lambda r: ", ".join(f"{x:g}" for x in r)                     # noqa: E731
+    print(f"{args.drafter}, draft step {c:g} of a target step, {args.new_tokens} new tokens, "
+          f"fixed K {args.ks}, Goodput K_max {k_max}; t(n)/t(1) at batch 1 ({fmt(ratios[1])}), "
+          f"at batch 4 ({fmt(ratios[4])})")
     print("| kind | prompt | batch | best fixed K | its speedup | Goodput | Goodput / best "
           "| K = 0 |")
     print("|---|---|---|---|---|---|---|---|")
@@ -86,14 +107,15 @@ def main(argv=None) -> None:
         ar = decode.generate_autoregressive(t, prompts, args.new_tokens, **kw)
         t_ar = ar.n_iterations * r[0]
         fixed = {}
+        drafts = lambda res: c * max(res.draft_passes - prefill, 0)       # noqa: E731
         for k in args.ks:
             res = decode.generate_speculative(t, d, prompts, args.new_tokens, k=k, **kw)
             assert res.tokens == ar.tokens
-            fixed[k] = t_ar / (res.n_iterations * r[k])
+            fixed[k] = t_ar / (res.n_iterations * r[k] + drafts(res))
         g = decode.generate_speculative(t, d, prompts, args.new_tokens, policy=P.Goodput(
-            k_max=k_max, costs=P.Costs(t_draft=0.0, t_target=tuple(r))), **kw)
+            k_max=k_max, costs=P.Costs(t_draft=c, t_target=tuple(r))), **kw)
         assert g.tokens == ar.tokens
-        s_g = t_ar / float(np.dot(g.meta["target_passes_by_width"], r))
+        s_g = t_ar / (float(np.dot(g.meta["target_passes_by_width"], r)) + drafts(g))
         best = max(fixed, key=fixed.get)
         k0 = float(np.mean(g.stats.k_used[g.stats.active] == 0))
         out.append((s_g, s_g / fixed[best]))

@@ -31,3 +31,10 @@ def test_bad_arguments_are_named(argv, message, capsys):
         _bench().main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_negative_draft_ratio_is_named(capsys):
+    with pytest.raises(SystemExit) as exc:
+        _bench().main(["--drafter", "layer-skip", "--draft-ratio", "-0.5"])
+    assert exc.value.code == 2
+    assert "--draft-ratio must be a finite number >= 0 (got -0.5)" in capsys.readouterr().err
