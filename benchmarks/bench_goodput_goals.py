@@ -5,8 +5,9 @@ and each run's target passes by width are charged fixed pass-time ratios t(n)/t(
     PYTHONPATH=. python benchmarks/bench_goodput_goals.py [--new-tokens 80] [--ks 1 2 3 4]
         [--drafter ngram|feature-head|layer-skip] [--draft-ratio C]
         [--ratios-1 1 1.65 1.76 1.94 1.94] [--ratios-4 1 1.23 1.42 1.64 1.75]
-        [--shipped 0 1 2]
+        [--shipped 0 1 2] [--prior-alpha A] [--explore Z]
 
+``--prior-alpha``, ``--explore``: Goodput's (default: its defaults).
 ``--drafter``: n-gram lookup (n = 3, free drafts), the committed feature head or the
 layer-skip draft (the demo's); ``--draft-ratio``: a draft step's time over a target
 step's, charged per draft pass the run counts (its prefill over the prompt excluded, in
@@ -61,6 +62,8 @@ def main(argv=None) -> None:
     ap.add_argument("--shipped", type=int, nargs="*", default=[0, 1, 2])
     ap.add_argument("--drafter", choices=tuple(DRAFT_RATIOS), default="ngram")
     ap.add_argument("--draft-ratio", type=float, default=None)
+    ap.add_argument("--prior-alpha", type=float, default=None)
+    ap.add_argument("--explore", type=float, default=None)
     args = ap.parse_args(argv)
     c = DRAFT_RATIOS[args.drafter] if args.draft_ratio is None else args.draft_ratio
     if not (np.isfinite(c) and c >= 0):
@@ -68,6 +71,15 @@ def main(argv=None) -> None:
     if args.new_tokens < 2 or min(args.ks) < 1:
         ap.error(f"--new-tokens must be >= 2 and --ks positive (got {args.new_tokens}, {args.ks})")
     k_max = max(args.ks)
+    from specsim import policies as P
+    from specsim.errors import InvalidArgument
+
+    given = {n: v for n, v in (("prior_alpha", args.prior_alpha), ("explore", args.explore))
+             if v is not None}
+    try:
+        P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.0, k_max), **given)
+    except InvalidArgument as e:
+        ap.error(str(e))
     ratios = {1: _ratios(ap, "--ratios-1", args.ratios_1, k_max),
               4: _ratios(ap, "--ratios-4", args.ratios_4, k_max)}
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -78,7 +90,6 @@ def main(argv=None) -> None:
         ap.error(f"--shipped must lie in 0..{n_shipped - 1} (got {args.shipped})")
 
     from specsim import decode, experiment, models, workloads
-    from specsim import policies as P
     from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
     from specsim.experiment.drafter_study import find_feature_head
 
@@ -97,7 +108,7 @@ def main(argv=None) -> None:
     fmt = lambda r: ", ".join(f"{x:g}" for x in r)                     # noqa: E731
     print(f"{args.drafter}, draft step {c:g} of a target step, {args.new_tokens} new tokens, "
           f"fixed K {args.ks}, Goodput K_max {k_max}; t(n)/t(1) at batch 1 ({fmt(ratios[1])}), "
-          f"at batch 4 ({fmt(ratios[4])})")
+          f"at batch 4 ({fmt(ratios[4])}); Goodput {given or 'defaults'}")
     print("| kind | prompt | batch | best fixed K | its speedup | Goodput | Goodput / best "
           "| K = 0 |")
     print("|---|---|---|---|---|---|---|---|")
@@ -113,7 +124,7 @@ def main(argv=None) -> None:
             assert res.tokens == ar.tokens
             fixed[k] = t_ar / (res.n_iterations * r[k] + drafts(res))
         g = decode.generate_speculative(t, d, prompts, args.new_tokens, policy=P.Goodput(
-            k_max=k_max, costs=P.Costs(t_draft=c, t_target=tuple(r))), **kw)
+            k_max=k_max, costs=P.Costs(t_draft=c, t_target=tuple(r)), **given), **kw)
         assert g.tokens == ar.tokens
         s_g = t_ar / (float(np.dot(g.meta["target_passes_by_width"], r)) + drafts(g))
         best = max(fixed, key=fixed.get)

@@ -38,3 +38,10 @@ def test_a_negative_draft_ratio_is_named(capsys):
         _bench().main(["--drafter", "layer-skip", "--draft-ratio", "-0.5"])
     assert exc.value.code == 2
     assert "--draft-ratio must be a finite number >= 0 (got -0.5)" in capsys.readouterr().err
+
+
+def test_goodputs_own_settings_are_checked_by_goodput(capsys):
+    with pytest.raises(SystemExit) as exc:
+        _bench().main(["--prior-alpha", "1.5"])
+    assert exc.value.code == 2
+    assert "prior_alpha" in capsys.readouterr().err
