@@ -3,19 +3,12 @@ benchmark itself runs by command: it times compiles and decoding)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_auto_widths.py"
+from benchmark_script import load
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_auto_widths", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("bench_auto_widths")
 
 
 @pytest.mark.parametrize("argv, message", [

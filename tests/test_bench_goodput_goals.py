@@ -3,19 +3,12 @@ benchmark itself runs by command: it decodes with the real model)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_goodput_goals.py"
+from benchmark_script import load
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_goodput_goals", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("bench_goodput_goals")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -4,7 +4,6 @@ traces prints today (the README's Goodput numbers come from them)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from benchmark_script import load
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "sim_goodput_explore.py"
@@ -20,10 +20,7 @@ DATA = ROOT / "data" / "goodput-studies-cpu"
 
 
 def _study():
-    spec = importlib.util.spec_from_file_location("sim_goodput_explore", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load("sim_goodput_explore")
 
 
 def test_iterations_for_a_length_and_the_prefix_they_cut():
