@@ -484,13 +484,14 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
     width of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
     ``n_pass`` ([] int32, `_pass_width`: the narrowest width >= n_wide + 1), chosen by
     `_once_if`, not `lax.cond`, so the caches are not copied. The output head, a fifth
-    of the weights, is compiled per `_head_widths` (`_verify_head`): twice at batch 1. → (target_probs
-    [B, K+1, V], cache, the final-normed features [B, K+1, D]); positions past the
-    pass's width hold zeros, and positions past n_wide hold the target's distributions
-    after tokens no row proposed: the acceptance test rejects an unproposed slot
-    whatever the target says there, so the test, the residual and the drafter read only
-    positions up to n_wide (a row's stopping slot n_prop ≤ n_wide included), and the
-    cache slots written past them are reclaimed when `length` is reset."""
+    of the weights, is compiled per `_head_widths` (`_verify_head`; twice at batch 1).
+    → (target_probs [B, K+1, V], cache, the final-normed features [B, K+1, D]);
+    positions past the pass's width hold zeros, and positions past n_wide hold the
+    target's distributions after tokens no row proposed: the acceptance test rejects an
+    unproposed slot whatever the target says there, so the test, the residual and the
+    drafter read only positions up to n_wide (a row's stopping slot n_prop ≤ n_wide
+    included), and the cache slots written past them are reclaimed when `length` is
+    reset."""
     B, K = draft.tokens.shape
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
     tokens = jnp.concatenate([last, draft.tokens], 1)                            # [B, K+1]
@@ -539,7 +540,8 @@ def _verify_head(params, cfg, sp: SamplingParams, h, n_pass, widths: tuple):
     compiles K − 1 heads fewer (~0.2 s each); at batch 4, 8 rows padded to 20 would cost
     7 ms, so wider batches keep a head per width."""
     B, K1, _ = h.shape
-    probs = jnp.zeros((B, K1, cfg.vocab_size), jnp.float32)
+    out = jax.eval_shape(lambda x: sp.probs(project(params, cfg, x)), h)        # [B, K+1, V]
+    probs = jnp.zeros(out.shape, out.dtype)
     for hw, ws in _head_widths(widths, B).items():
         def head(_, hw=hw):
             return jnp.pad(sp.probs(project(params, cfg, h[:, :hw])),
