@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 
-GOAL_VS_AR, GOAL_VS_BEST = 0.98, 0.97
 DRAFT_RATIOS = {"ngram": 0.0, "feature-head": 0.035, "layer-skip": 0.86}
 
 
@@ -90,6 +89,7 @@ def main(argv=None) -> None:
         ap.error(f"--shipped must lie in 0..{n_shipped - 1} (got {args.shipped})")
 
     from specsim import decode, experiment, models, workloads
+    from specsim.experiment.parts.policies import GOAL_VS_AR, GOAL_VS_BEST
     from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
     from specsim.experiment.drafter_study import find_feature_head
 
@@ -112,13 +112,13 @@ def main(argv=None) -> None:
     print("| kind | prompt | batch | best fixed K | its speedup | Goodput | Goodput / best "
           "| K = 0 |")
     print("|---|---|---|---|---|---|---|---|")
+    drafts = lambda res: c * max(res.draft_passes - prefill, 0)           # noqa: E731
     out = []
     for kind, src, prompts in cells:
         r = ratios[len(prompts)]
         ar = decode.generate_autoregressive(t, prompts, args.new_tokens, **kw)
         t_ar = ar.n_iterations * r[0]
         fixed = {}
-        drafts = lambda res: c * max(res.draft_passes - prefill, 0)       # noqa: E731
         for k in args.ks:
             res = decode.generate_speculative(t, d, prompts, args.new_tokens, k=k, **kw)
             assert res.tokens == ar.tokens
