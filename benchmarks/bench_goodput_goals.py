@@ -5,9 +5,11 @@ and each run's target passes by width are charged fixed pass-time ratios t(n)/t(
     PYTHONPATH=. python benchmarks/bench_goodput_goals.py [--new-tokens 80] [--ks 1 2 3 4]
         [--drafter ngram|feature-head|layer-skip] [--draft-ratio C]
         [--ratios-1 1 1.65 1.76 1.94 1.94] [--ratios-4 1 1.23 1.42 1.64 1.75]
-        [--shipped 0 1 2] [--prior-alpha A] [--explore Z]
+        [--shipped 0 1 2] [--prior-alpha A] [--explore Z] [--budget E] [--judge-share S]
 
-``--prior-alpha``, ``--explore``: Goodput's (default: its defaults).
+``--prior-alpha``, ``--explore``, ``--budget``, ``--judge-share``: Goodput's (default:
+its defaults). A feature head's draft steps while speculation is off (judging it, every
+n-th off iteration) count among the run's draft passes and are charged like any other.
 ``--drafter``: n-gram lookup (n = 3, free drafts), the committed feature head or the
 layer-skip draft (the demo's); ``--draft-ratio``: a draft step's time over a target
 step's, charged per draft pass the run counts (its prefill over the prompt excluded, in
@@ -63,6 +65,8 @@ def main(argv=None) -> None:
     ap.add_argument("--draft-ratio", type=float, default=None)
     ap.add_argument("--prior-alpha", type=float, default=None)
     ap.add_argument("--explore", type=float, default=None)
+    ap.add_argument("--budget", type=float, default=None)
+    ap.add_argument("--judge-share", type=float, default=None)
     args = ap.parse_args(argv)
     c = DRAFT_RATIOS[args.drafter] if args.draft_ratio is None else args.draft_ratio
     if not (np.isfinite(c) and c >= 0):
@@ -73,7 +77,8 @@ def main(argv=None) -> None:
     from specsim import policies as P
     from specsim.errors import InvalidArgument
 
-    given = {n: v for n, v in (("prior_alpha", args.prior_alpha), ("explore", args.explore))
+    given = {n: v for n, v in (("prior_alpha", args.prior_alpha), ("explore", args.explore),
+                               ("budget", args.budget), ("judge_share", args.judge_share))
              if v is not None}
     try:
         P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.0, k_max), **given)

@@ -82,7 +82,7 @@ import numpy as np
 
 from specsim import decode, experiment, models, simulate
 from specsim import policies as P
-from specsim.drafters import (NGramDrafter, drafts_free, feature_head_drafter,
+from specsim.drafters import (NGramDrafter, off_draft, feature_head_drafter,
                               layer_skip_drafter)
 from specsim.experiment.drafter_study import find_feature_head
 from specsim.experiment.pipeline import encode_prompts
@@ -198,7 +198,7 @@ def cost_noise(target, prompts, draws: int = 40) -> None:
                             P.Goodput(k_max=K_MAX, costs=how(P.Costs(
                                 t_draft=0.0, t_target=np.asarray(true.t_target) * z))),
                             trace, costs=true, cost_model="engine",
-                            free_drafts=True).speedup / best
+                            off_draft="free").speedup / best
                             for z in noise[sigma]]
                         cells.append(f"{np.mean(got):.3f} / {np.min(got):.3f}")
                     print(f"| {kind} | {batch} | {curve} | {read} | {best:.2f} | "
@@ -314,7 +314,7 @@ def warm(target, prompts, drafters, costs_of, new_tokens: int) -> None:
     miss "never more than 2% slower than plain decoding" and "within 3% of the best
     fixed K or above it"."""
     priors = warm_priors(target, drafters, new_tokens)
-    free = {name: drafts_free(d) for name, d in drafters.items()}
+    free = {name: off_draft(d) for name, d in drafters.items()}
     mixed = mixed_rows(prompts)
     cells = all_cells(drafters)
     labels = ["goodput"] + [f"goodput warm {w}" for w in WARM_WEIGHTS]
@@ -329,7 +329,7 @@ def warm(target, prompts, drafters, costs_of, new_tokens: int) -> None:
 
         def replay(policy):
             return simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine",
-                                            free_drafts=free[name])
+                                            off_draft=free[name])
         fixed = {k: replay(P.FixedK(k=k)).speedup for k in range(1, K_MAX + 1)}
         best_k = max(fixed, key=fixed.get)
         policies = [P.Goodput(k_max=K_MAX, costs=costs)] + [
@@ -377,7 +377,7 @@ def lengths(target, prompts, drafters, costs_of, new_tokens: int, save=None) -> 
     """Record each cell's FixedK(K_MAX) trace at ``new_tokens``, then `replay_lengths`.
     ``save``: a .npz path for every cell's trace, its iterations per length and its pass
     times, so the replays can be run again without the model (``--from-traces``)."""
-    free = {name: drafts_free(d) for name, d in drafters.items()}
+    free = {name: off_draft(d) for name, d in drafters.items()}
     mixed = mixed_rows(prompts)
     cells = all_cells(drafters)
     lens = [n for n in LENGTHS if n <= new_tokens]
@@ -399,7 +399,7 @@ def replay_lengths(recorded: dict, lens: tuple) -> None:
     prefixes of each cell's trace (see --study lengths), then, per policy and length,
     the count of cells that miss "never more than 2% slower than plain decoding" and
     "within 3% of the best fixed K". ``recorded``: (drafter, kind, batch) -> (trace,
-    iterations per length, Costs, free drafts), as `load_traces` gives."""
+    iterations per length, Costs, off_draft), as `load_traces` gives."""
     labels = list(LENGTH_POLICIES)
     misses = {lab: {n: [0, 0] for n in lens} for lab in labels}
     print("Each entry: best fixed K (its K) / " + " / ".join(labels) + "; ! below 0.98x "
@@ -413,7 +413,7 @@ def replay_lengths(recorded: dict, lens: tuple) -> None:
 
             def replay(policy):
                 return simulate.simulate_policy(policy, trace, costs=costs,
-                                                cost_model="engine", free_drafts=free).speedup
+                                                cost_model="engine", off_draft=free).speedup
             fixed = {k: replay(P.FixedK(k=k)) for k in range(1, K_MAX + 1)}
             best_k = max(fixed, key=fixed.get)
             entry = f"{fixed[best_k]:.2f} (K {best_k})"
@@ -436,7 +436,7 @@ def save_traces(path, recorded: dict, lens) -> None:
     """Write what `replay_lengths` reads (see `load_traces`, its inverse) to ``path``."""
     arrays = {"lengths": np.asarray(lens)}
     for (name, kind, batch), (trace, cut, costs, free) in recorded.items():
-        cell = f"{name}|{kind}|{batch}|{int(free)}"
+        cell = f"{name}|{kind}|{batch}|{free}"
         arrays.update({f"{cell}|accept": trace.accept, f"{cell}|confidence": trace.confidence,
                        f"{cell}|present": trace.present, f"{cell}|cut": np.asarray(cut),
                        f"{cell}|t_target": np.asarray(costs.t_target),
@@ -445,8 +445,9 @@ def save_traces(path, recorded: dict, lens) -> None:
 
 
 def load_traces(path) -> dict:
-    """(drafter, kind, batch) -> (AcceptanceTrace, iterations per length, Costs, free
-    drafts) from a --save-traces file; the lengths under the key "lengths"."""
+    """(drafter, kind, batch) -> (AcceptanceTrace, iterations per length, Costs, the
+    drafter's `off_draft`) from a --save-traces file; the lengths under the key
+    "lengths". Files written before `off_draft` hold 1 / 0 (free drafts or not)."""
     z = np.load(path)
     out = {"lengths": tuple(int(n) for n in z["lengths"])}
     for key in z.files:
@@ -458,7 +459,7 @@ def load_traces(path) -> dict:
             costs = P.Costs(t_draft=float(z[f"{cell}|t_draft"]),
                             t_target=tuple(map(float, z[f"{cell}|t_target"])))
             out[(name, kind, int(batch))] = (trace, tuple(map(int, z[f"{cell}|cut"])), costs,
-                                             bool(int(free)))
+                                             {"0": "none", "1": "free"}.get(free, free))
     return out
 
 
@@ -507,7 +508,7 @@ def main(argv=None) -> None:
     if args.study == "lengths":
         return lengths(target, prompts, drafters, costs_of, args.new_tokens, args.save_traces)
     labels, make = STUDIES[args.study]
-    free = {name: drafts_free(d) for name, d in drafters.items()}
+    free = {name: off_draft(d) for name, d in drafters.items()}
     print("| drafter | kind | batch | fixed K 4 | " + " | ".join(labels) + " |")
     print("|---|---|---|---|" + "---|" * len(labels))
     for name, kind, batch in CELLS:
@@ -521,7 +522,7 @@ def main(argv=None) -> None:
         for policy in policies:       # a Goodput is charged the (padded) costs it plans with
             charged = policy.costs if isinstance(policy, P.Goodput) else costs
             r = simulate.simulate_policy(policy, trace, costs=charged, cost_model="engine",
-                                         free_drafts=free[name])
+                                         off_draft=free[name])
             cells.append(f"{r.speedup:.2f} / {np.mean(r.k_plan[r.present] == 0):.2f}")
         print(f"| {name} | {kind} | {batch} | " + " | ".join(cells) + " |", flush=True)
     if args.study not in ("explore", "judge-off", "budget"):
@@ -557,7 +558,7 @@ def main(argv=None) -> None:
             trace, costs = trace_from_stats(stats), costs_of[(name, 8)]
             cells = [simulate.simulate_policy(make_plan(costs), trace, costs=costs,
                                               cost_model="engine",
-                                              free_drafts=free[name]).speedup
+                                              off_draft=free[name]).speedup
                      for make_plan in plans.values()]
             print(f"| {name} | {new_tokens} | " + " | ".join(f"{c:.2f}" for c in cells) + " |",
                   flush=True)

@@ -46,7 +46,7 @@ QUICK = setup()   # display options; True in the headless test run (smaller grid
 from specsim import analytic, bench, decode, models, pass_costs, workloads
 from specsim import policies as P
 from specsim import simulate
-from specsim.drafters import drafts_free, layer_skip_drafter
+from specsim.drafters import layer_skip_drafter, off_draft
 from specsim.experiment import default_layer_skip
 from specsim.experiment.policy_runs import costs_from_passes
 
@@ -155,7 +155,7 @@ for name, pol in policies.items():
     c_pol = costs if pol.k_max == K_MAX else costs_from_passes(
         costs.t_target[0], dict(enumerate(costs.t_target)), costs.t_draft, pol.k_max)
     run = simulate.simulate_policy(pol, trace, costs=c_pol, cost_model="engine",
-                                   free_drafts=drafts_free(drafter))
+                                   off_draft=off_draft(drafter))
     rows.append(dict(policy=name, mean_k=run.k_plan[run.present].mean(),
                      k0_fraction=(run.k_plan[run.present] == 0).mean(),
                      tokens_per_iteration=run.tokens_per_iteration, speedup=run.speedup))

@@ -61,7 +61,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim import policies, policy_engine, sharding
-from specsim.drafters import Context, Draft, check_drafter, model_drafter
+from specsim.drafters import (Context, Draft, check_drafter, model_drafter, off_draft,
+                              reads_target_hidden)
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.errors import InvalidArgument
@@ -320,11 +321,6 @@ def _autoregressive_program(params, sp: SamplingParams, prompt_lens, max_new, eo
     common, cache = jax.lax.while_loop(lambda carry: _running(carry[0], I), body,
                                        (common, cache))
     return common, cache       # the cache returned so that it reuses the donated buffers
-
-
-def reads_target_hidden(drafter) -> bool:
-    """Whether ``drafter`` takes the target's features through ``observe`` (static)."""
-    return bool(getattr(drafter, "reads_target_hidden", False))
 
 
 class _SpecStatsBuf(NamedTuple):
@@ -603,7 +599,10 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     iteration's statistics (k_used 0, no proposals; the [I, B, K] buffers keep their
     NaN / False). The drafter is left out (`sync` catches it up when drafting resumes),
     except that a drafter reading the target's features is handed the one it would have
-    read (``dstate``; () for the others): the pass's feature, which produced the token."""
+    read (``dstate``; () for the others): the pass's feature, which produced the token.
+    On the off iterations `policy_engine.judges_off` names, the drafter's first draft is
+    judged against the step first (`policy_engine.judge_off`; a feature head's step
+    counts in ``draft_steps``)."""
     c, cache, pstate, stats, pstats, dstate = carry
     key, k_sample = jax.random.split(c.key)
     last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)       # [B, 1]
@@ -614,14 +613,25 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
     tok = run.sp.sample(k_sample, probs)                                         # [B]
     ok = ~c.done & finite
     none = jnp.zeros_like(c.length)
+    pstate = policy_engine.update(policy, pstate, none, none, none, ok)   # no row planned
+    period = policy_engine.judges_off(run.drafter, policy)
+    if period:       # the first draft from the state before this step's feature arrives
+        paid = jnp.int32(off_draft(run.drafter) == "paid")
+
+        def judge(s):
+            ps, judged, steps = s
+            ps, judged = policy_engine.judge_off(
+                run.drafter, policy, ps, dstate, Context(c.tokens, c.length), probs, tok,
+                ok, jax.random.fold_in(k_sample, 1), run.sp)
+            return ps, judged, steps + paid
+
+        s = (pstate, jnp.full_like(c.length, -1), pstats.draft_steps)
+        s = judge(s) if period == 1 else _once_if(c.it % period == 0, judge, s)
+        pstate, judged, steps = s
+        pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged),
+                                 draft_steps=steps)
     if reads_target_hidden(run.drafter):
         dstate = run.drafter.observe(dstate, h, none, ok)
-    pstate = policy_engine.update(policy, pstate, none, none, none, ok)   # no row planned
-    if policy_engine.judges_off(run.drafter, policy):
-        pstate, judged = policy_engine.judge_off(
-            run.drafter, policy, pstate, Context(c.tokens, c.length), tok, ok,
-            jax.random.fold_in(k_sample, 1), run.sp)
-        pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged))
     zero_or_absent = jnp.where(ok, 0, -1)                                        # [B]
     stats = stats._replace(accepted=stats.accepted.at[c.it].set(zero_or_absent),
                            drafted=stats.drafted.at[c.it].set(zero_or_absent))

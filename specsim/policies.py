@@ -14,10 +14,12 @@ loop), so the NumPy reference and the engine run the same arithmetic:
     state = policy.observe_off(state, proposed, matched, active, xp)   optional: see below
 
 ``observe_off`` (optional; `Goodput` has it) takes the evidence of an iteration in which
-no row drafted, from a drafter whose first draft is free (``drafts_free``, n-gram lookup):
-proposed [B] bool (the row had a draft), matched [B] bool (it equalled the token the
-step drew); the engine and `specsim.simulate.simulate_policy(free_drafts=True)` call it
-after ``update``.
+no row drafted, from a drafter whose first draft the loop can compute while speculation
+is off (`specsim.drafters.off_draft`: free for n-gram lookup, one draft step for the
+feature head): proposed [B] bool (the row had a draft), matched [B] bool (the draft
+passed the acceptance test against the step's distribution); the engine and
+`specsim.simulate.simulate_policy(off_draft=...)` call it after ``update``, on the off
+iterations `judge_period` names.
 
 ``plans_off`` (optional class attribute, True when absent): whether ``plan`` may give a
 running row K = 0. `FixedK`, `ConfidenceThreshold` and `Heuristic` never do (False), so
@@ -115,8 +117,15 @@ Policies:
   verify costs 1.42 steps at batch 1 (`benchmarks/sim_goodput_explore.py --study
   judge-off --new-tokens 80`): extraction at batch 1 1.08x -> 1.57x plain decoding
   (fixed K 4 1.65x), prose 0.95x -> 0.98x, JSON within 0.02; at 40 tokens JSON lost up to
-  0.03 (slot 0's evidence lifts the pooled rate later slots are shrunk to). Drafters
-  whose draft costs a pass are not judged.
+  0.03 (slot 0's evidence lifts the pooled rate later slots are shrunk to).
+  ``judge_share`` (default 0.01): a drafter whose first draft costs a draft step but can
+  be computed while off (the feature head: every off step hands it the target's feature;
+  `specsim.drafters.off_draft` "paid") is judged on every n-th off iteration, n =
+  ceil(t_draft / (judge_share · t_target(1))), so judging costs at most that share of
+  plain decoding's time (n = 4 for SmolLM2's feature head, whose step costs 0.035 of a
+  target step); 0 never judges it. Without it the feature head, which the prior starts
+  off at batch 1, never drafted (`benchmarks/bench_goodput_goals.py --drafter
+  feature-head`). A draft model's cache is left behind while off: it is not judged.
   ``budget`` (default None: off) ε makes Goodput a conservative bandit (Wu et al. 2016,
   "Conservative Bandits"): each row keeps a bank, the time it is ahead of (1 + ε) ×
   plain decoding by the policy's own cost model, and a K > 0 is planned only where the
@@ -170,9 +179,13 @@ AUTO_WIDTH_TOLERANCE = 0.05
 carries `Costs`): a verify pass padded to a kept width may cost at most 5% more than its
 own width (`Costs.fewest_widths`)."""
 
-__all__ = ["WIDTHS", "AUTO_WIDTH_TOLERANCE", "Policy", "FixedK", "ConfidenceThreshold",
-           "Heuristic", "Goodput", "Costs", "n_proposed", "draft_steps", "as_policy",
-           "verify_widths", "program_widths"]
+OFF_DRAFTS = ("none", "free", "paid")
+"""What a drafter's first draft costs in an iteration with speculation off
+(`specsim.drafters.off_draft`, `judge_period`)."""
+
+__all__ = ["WIDTHS", "AUTO_WIDTH_TOLERANCE", "OFF_DRAFTS", "Policy", "FixedK",
+           "ConfidenceThreshold", "Heuristic", "Goodput", "Costs", "n_proposed",
+           "draft_steps", "as_policy", "verify_widths", "program_widths", "judge_period"]
 
 
 # ---- validation ---------------------------------------------------------------------------
@@ -520,6 +533,7 @@ class Goodput:
     p_min: float = 0.0
     horizon: int | None = None
     judge_off: bool = True
+    judge_share: float = 0.01
     budget: float | None = None
     start: AcceptancePrior | None = None
     plans_off = True         # K = 0 where speculation cannot pay
@@ -549,6 +563,7 @@ class Goodput:
              prior_alpha=probability("prior_alpha", self.prior_alpha),
              prior_weight=positive_float("prior_weight", self.prior_weight),
              decay=_decay(self.decay), explore=nonnegative_float("explore", self.explore),
+             judge_share=nonnegative_float("judge_share", self.judge_share),
              p_min=probability("p_min", self.p_min))
         if self.width not in WIDTHS:
             raise InvalidArgument(f"width must be one of {WIDTHS} (got {self.width!r})")
@@ -675,15 +690,33 @@ class Goodput:
         return steps * self.costs.t_draft + xp.asarray(self.costs.t_target)[n_wide]
 
 
+    def off_judge_period(self, off_draft: str) -> int:
+        """Every how many off iterations to judge a drafter whose first draft costs
+        ``off_draft`` (`specsim.drafters.OFF_DRAFTS`): "free" every one, "paid" every
+        ceil(t_draft / (judge_share · t_target(1))) (1 when a draft step is modelled as
+        free), "none" never (0); 0 too without ``judge_off`` or, for "paid", with
+        ``judge_share`` 0."""
+        if off_draft not in OFF_DRAFTS:
+            raise InvalidArgument(f"off_draft must be one of {OFF_DRAFTS} (got {off_draft!r})")
+        if not self.judge_off or off_draft == "none":
+            return 0
+        t_draft = float(self.costs.t_draft)
+        if off_draft == "free" or t_draft <= 0:
+            return 1
+        if self.judge_share == 0:
+            return 0
+        return max(1, int(np.ceil(t_draft / (self.judge_share * float(self.costs.t_target[0]))
+                                  - 1e-9)))
+
     def observe_off(self, state, proposed, matched, active, xp=np) -> tuple:
-        """Evidence gathered in an iteration where no row drafted, from a drafter whose
-        first draft is free (n-gram lookup; `specsim.policy_engine.judge_off`): slot 0
-        of each ``active`` row with a draft (``proposed`` [B] bool) was reached, and
-        accepted where the draft matched the step's token (``matched`` [B] bool). A row
+        """Evidence gathered in an iteration where no row drafted (`judge_period`;
+        `specsim.policy_engine.judge_off`): slot 0 of each ``active`` row with a draft
+        (``proposed`` [B] bool) was reached, and accepted where the draft passed the
+        acceptance test against the step's distribution (``matched`` [B] bool). A row
         that turned itself off so goes on learning whether drafting would pay, at no
-        cost, instead of waiting for its evidence to decay (``judge_off`` False: the
-        state is returned unchanged). Called after `update`, which has already decayed
-        the counts."""
+        cost or a draft step's, instead of waiting for its evidence to decay and
+        re-probing at a verify's price (``judge_off`` False: the state is returned
+        unchanged). Called after `update`, which has already decayed the counts."""
         if not self.judge_off:
             return state
         seen = (active & proposed).astype(state[1].dtype)                      # [B]
@@ -691,6 +724,23 @@ class Goodput:
         first = (xp.arange(self.k_max) == 0)[None].astype(state[1].dtype)      # [1, K]
         return (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
             tuple(state[2:])
+
+
+def judge_period(policy, off_draft: str) -> int:
+    """Every how many iterations with speculation off the engine judges the drafter's
+    first draft under ``policy`` (0: never), given what that draft costs there
+    (`specsim.drafters.off_draft`): the iterations with index i % n == 0. Only a policy
+    with ``observe_off`` takes the evidence; one without ``off_judge_period`` (a user's
+    policy) takes it from free drafts only. `specsim.simulate.simulate_policy` replays
+    the same iterations."""
+    if off_draft not in OFF_DRAFTS:
+        raise InvalidArgument(f"off_draft must be one of {OFF_DRAFTS} (got {off_draft!r})")
+    if not callable(getattr(policy, "observe_off", None)):
+        return 0
+    period = getattr(policy, "off_judge_period", None)
+    if callable(period):
+        return int(period(off_draft))
+    return 1 if off_draft == "free" else 0
 
 
 def _expected_tokens(alpha, xp=np):

@@ -38,7 +38,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from specsim.drafters.base import drafts_free
+from specsim import policies as P
+from specsim.drafters.base import off_draft
 
 __all__ = ["PolicyDraft", "confidence", "slot", "masked_draft", "stepwise_draft", "skippable",
            "draft", "plan", "update", "judges_off", "judge_off",
@@ -70,27 +71,35 @@ def switches_off(policy) -> bool:
     return bool(getattr(policy, "plans_off", True))
 
 
-def judges_off(drafter, policy) -> bool:
-    """Whether an off iteration (no row plans a draft) still judges the drafter's first
-    draft: the drafter says its proposal is free (``drafts_free``: no model pass, no
-    state, a one-hot draft from the context alone, as n-gram lookup) and the policy
-    takes the evidence (``observe_off``, e.g. `specsim.policies.Goodput`). Static."""
-    return drafts_free(drafter) and callable(getattr(policy, "observe_off", None))
+def judges_off(drafter, policy) -> int:
+    """Every how many off iterations (no row plans a draft) the loop judges the
+    drafter's first draft (0: never; `specsim.policies.judge_period` of the drafter's
+    `specsim.drafters.off_draft`): a free draft (n-gram lookup) on every one, a draft
+    that costs a step but whose state the off steps keep current (the feature head) on
+    every n-th, where the policy takes the evidence (``observe_off``, e.g.
+    `specsim.policies.Goodput`). Static."""
+    return P.judge_period(policy, off_draft(drafter))
 
 
-def judge_off(drafter, policy, pstate, context, token, active, key, sampling):
-    """Evidence gathered while speculation is off: the free draft x of the next position
-    (``drafter.propose`` of one token on ``context``, before the step's token was
-    appended) against the token [B] the step sampled. For a one-hot draft the
-    acceptance test would pass with probability p(x), and P(token = x) = p(x) too (at
-    temperature 0 both are [x = argmax]), so "the token equals the draft" is an
-    outcome of the test with the right law, and the output is untouched (nothing was
-    proposed). A row with no draft (no n-gram match: a zero row) is not judged.
-    → (policy.observe_off(...) state, judged [B] int32: 1 matched, 0 not, −1 none)."""
-    _, d = drafter.propose((), context, 1, key, sampling)
+def judge_off(drafter, policy, pstate, dstate, context, probs, token, active, key, sampling):
+    """Evidence gathered while speculation is off: the first draft x ~ q of the next
+    position (``drafter.propose`` of one token from ``dstate`` on ``context``, before
+    the step's token was appended) put to the acceptance test against the step's
+    distribution ``probs`` [B, V], which drew ``token`` [B]. A one-hot draft (n-gram
+    lookup; every draft at temperature 0) passes when it equals the token: probability
+    p(x), the test's, and at temperature 0 exactly [x = argmax p]. Any other passes when
+    u · q(x) < p(x), u ~ U(0, 1): probability min(1, p(x)/q(x)), the test's. The output
+    is untouched (nothing was proposed). A row with no draft (no n-gram match: a zero
+    row) is not judged.
+    → (policy.observe_off(...) state, judged [B] int32: 1 passed, 0 not, −1 none)."""
+    k_draft, k_test = jax.random.split(key)
+    _, d = drafter.propose(dstate, context, 1, k_draft, sampling)
     x, q = d.tokens[:, 0], d.probs[:, 0]                                       # [B], [B, V]
-    has = active & (jnp.take_along_axis(q, x[:, None], axis=1)[:, 0] > 0)     # [B]
-    matched = has & (x == token)
+    qx = jnp.take_along_axis(q, x[:, None], axis=1)[:, 0]                      # [B]
+    px = jnp.take_along_axis(probs, x[:, None], axis=1)[:, 0]
+    u = jax.random.uniform(k_test, x.shape)
+    has = active & (qx > 0)
+    matched = has & jnp.where(qx >= 1.0, x == token, u * qx < px)
     pstate = policy.observe_off(pstate, has, matched, active, jnp)
     return pstate, jnp.where(has, matched.astype(jnp.int32), -1)
 

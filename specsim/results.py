@@ -109,8 +109,9 @@ class SpeculativeStats(_Readable):
     k_used: np.ndarray | None = None       # [I, B] int
     confidence: np.ndarray | None = None   # [I, B, K] float
     accept_mask: np.ndarray | None = None  # [I, B, K] bool
-    # off_judged[i, b]: in an iteration with speculation off, a free drafter's first draft
-    # (n-gram lookup) judged against the step's token: 1 matched, 0 not, −1 none judged
+    # off_judged[i, b]: in an iteration with speculation off, the drafter's first draft
+    # (n-gram lookup: free, every off iteration; the feature head: one draft step, every
+    # n-th) put to the acceptance test against the step: 1 passed, 0 not, −1 none judged
     # (`specsim.policy_engine.judge_off`).
     off_judged: np.ndarray | None = None   # [I, B] int
 

@@ -431,7 +431,7 @@ BATCHING = ("static", "continuous")
 
 def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                     cost_model: str = "theory", batching: str = "static",
-                    free_drafts: bool = False) -> PolicyRun:
+                    off_draft: str = "none") -> PolicyRun:
     """Replay ``policy`` (a `specsim.policies` policy) on ``trace``, one batched
     iteration at a time, with the same NumPy semantics the engine traces: plan, propose
     while kept, accept the leading accepted run, update. ``costs``: a
@@ -455,19 +455,21 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     kinds of work, batch 8: rows at 1.95, 1.70, 1.14 and 1.08 tokens per iteration, 36
     iterations against 21 for the fastest row).
 
-    ``free_drafts``: the trace's drafter drafts for free (n-gram lookup, ``drafts_free``),
-    so in an iteration where no running row plans a draft the engine still judges each
-    row's first draft against the step's token and hands the outcome to the policy's
-    ``observe_off`` (`specsim.policy_engine.judge_off`); the replay does the same with
-    the trace's slot 0 (proposed where its confidence is > 0, accepted as recorded)."""
+    ``off_draft``: what the trace's drafter's first draft costs while speculation is off
+    (`specsim.drafters.off_draft`): "none" (a draft model: not judged), "free" (n-gram
+    lookup) or "paid" (the feature head: one draft step). On the iterations i with no
+    running row planning a draft and i % n == 0, n = `specsim.policies.judge_period`
+    (every one for "free"), the engine judges each row's first draft against the step
+    and hands the outcome to the policy's ``observe_off``
+    (`specsim.policy_engine.judge_off`); the replay does the same with the trace's slot
+    0 (proposed where its confidence is > 0, accepted as recorded) and, for "paid",
+    charges such an iteration one draft step (``draft_steps`` 1 in every running row)."""
     from specsim import policies as P                # NumPy only: theory side
 
     if batching not in BATCHING:
         raise InvalidArgument(f"batching must be one of {BATCHING} (got {batching!r})")
-    if not isinstance(free_drafts, (bool, np.bool_)):
-        raise InvalidArgument(f"free_drafts must be True or False (got {free_drafts!r})")
-
     policy = P.as_policy(policy)
+    period = P.judge_period(policy, off_draft)          # checks off_draft
     if policy.k_max > trace.k:
         raise InvalidArgument(f"policy.k_max ({policy.k_max}) must be <= the trace's k "
                          f"({trace.k}): slots past it were never drafted")
@@ -483,11 +485,13 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
         slot = np.arange(K)[None] < prop[:, None]
         acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
         state = policy.update(state, plan, acc, prop, act, np)
-        if free_drafts and hasattr(policy, "observe_off") and not (plan[act] > 0).any():
+        steps = P.draft_steps(plan, prop, np)
+        if period and i % period == 0 and not (plan[act] > 0).any():
             state = policy.observe_off(state, act & (trace.confidence[i, :, 0] > 0),
                                        trace.accept[i, :, 0], act, np)
+            steps = np.full_like(steps, int(off_draft == "paid"))
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
-                        ("draft_steps", P.draft_steps(plan, prop, np))):
+                        ("draft_steps", steps)):
             out[name][i] = np.where(act, v, 0)
     run = PolicyRun(present=trace.present, **out)
     if costs is None:
@@ -498,7 +502,7 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     steps, widest = run.draft_steps.max(1), run.proposed.max(1)            # [I]
     if cost_model == "engine":
         planned = run.k_plan.max(1) > 0                                    # [I]
-        steps = np.where(planned, np.maximum(steps, 1), 0)
+        steps = np.where(planned, np.maximum(steps, 1), steps)   # off: a judge's step
     elif cost_model != "theory":
         raise InvalidArgument(f"cost_model must be one of 'theory', 'engine' "
                               f"(got {cost_model!r})")

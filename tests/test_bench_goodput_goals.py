@@ -33,8 +33,11 @@ def test_a_negative_draft_ratio_is_named(capsys):
     assert "--draft-ratio must be a finite number >= 0 (got -0.5)" in capsys.readouterr().err
 
 
-def test_goodputs_own_settings_are_checked_by_goodput(capsys):
+@pytest.mark.parametrize("argv, name", [(["--prior-alpha", "1.5"], "prior_alpha"),
+                                        (["--budget", "1.5"], "budget"),
+                                        (["--judge-share", "-1"], "judge_share")])
+def test_goodputs_own_settings_are_checked_by_goodput(argv, name, capsys):
     with pytest.raises(SystemExit) as exc:
-        _bench().main(["--prior-alpha", "1.5"])
+        _bench().main(argv)
     assert exc.value.code == 2
-    assert "prior_alpha" in capsys.readouterr().err
+    assert name in capsys.readouterr().err

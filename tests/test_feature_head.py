@@ -325,3 +325,130 @@ def test_greedy_output_equals_target_under_policies(target, policy):
         reached = np.isfinite(st.confidence).sum(2).max(1)              # [I]
         assert res.draft_passes == 1 + np.maximum(reached, 1).sum() < 1 + 4 * res.n_iterations
 
+
+
+# ---- judged while speculation is off (policy_engine.judge_off, "paid") ----------------------
+def _never_drafting_goodput(period):
+    """Goodput that never plans a draft (a draft step costs two target steps, prior 0)
+    and judges the feature head on every ``period``-th off iteration."""
+    from specsim import policies as P
+    costs = P.Costs.from_ratio(2.0, 3)
+    share = 0.0 if period == 0 else costs.t_draft / (period * costs.t_target[0])
+    pol = P.Goodput(k_max=3, costs=costs, prior_alpha=0.0, judge_share=share)
+    assert P.judge_period(pol, "paid") == period
+    return pol
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_off_iterations_judge_the_first_draft_every_nth(target, temperature):
+    """Oracle: with speculation off throughout, iteration i % 3 == 0 judges the cell's
+    first draft from the feature before the last token (one full pass over the final
+    sequence, NumPy cell) against the token the step drew (greedy: equal or not), the
+    other iterations judge nothing; each judged iteration costs one draft step; the
+    output is the autoregressive one token for token (the same key stream)."""
+    cfg, period = target.cfg, 3
+    ids = np.arange(cfg.vocab_size)
+    cell = _cell(cfg, width=24, out_scale=0.05)
+    drafter = feature_head_drafter(target, (cell, ids))
+    want = generate_autoregressive(target, PROMPTS, MAX_NEW, temperature=temperature, seed=5)
+    got = generate_speculative(target, drafter, PROMPTS, MAX_NEW, temperature=temperature,
+                               seed=5, policy=_never_drafting_goodput(period))
+    blind = generate_speculative(target, drafter, PROMPTS, MAX_NEW, temperature=temperature,
+                                 seed=5, policy=_never_drafting_goodput(0))
+    assert got.tokens == want.tokens == blind.tokens
+    st = got.stats
+    assert (st.k_used[st.active] == 0).all() and (blind.stats.off_judged == -1).all()
+    judged_its = (st.off_judged >= 0).any(1)
+    assert list(np.flatnonzero(judged_its)) == list(range(0, got.n_iterations, period))
+    assert got.draft_passes - blind.draft_passes == judged_its.sum()
+    if temperature > 0:
+        assert set(np.unique(st.off_judged[judged_its])) <= {0, 1}
+        return
+    p = {name: np.asarray(v, np.float64) for name, v in cell.items()}
+    embed = np.asarray(target.params["embed"], np.float64)
+    head = np.asarray(target.params["lm_head"], np.float64).T \
+        if "lm_head" in target.params else embed
+    expect = np.full(st.off_judged.shape, -1)
+    for b, (prompt, out) in enumerate(zip(PROMPTS, got.tokens)):
+        seq = prompt + out
+        h, _ = forward_hidden(target.params, cfg, jnp.asarray([seq], jnp.int32),
+                              init_cache(cfg, 1, 64))
+        h = np.asarray(h[0], np.float64)
+        for i in range(0, len(out) - 1, period):      # iteration i draws out[i + 1]
+            n = len(prompt) + i + 1                   # tokens before the step
+            z = _np_cell(p, embed, h[n - 2], seq[n - 1], cfg.norm_eps)
+            expect[i, b] = int(int(np.argmax(head @ z)) == out[i + 1])
+    np.testing.assert_array_equal(st.off_judged, expect)
+    assert (expect == 1).any() and (expect == 0).any()
+
+
+def test_a_judged_sampled_draft_passes_at_the_acceptance_tests_rate(chi_models):
+    """Sampling: a judged first draft x ~ q passes with probability Σ_x min(p(x), q(x))
+    (the acceptance test's), p the step's distribution: over 20 000 rows, iteration 0
+    (the step drawing t2 after t1), grouped by t1, q from the eager cell on the prompt's
+    feature and t1, p by enumeration; the count lies within 4 standard deviations."""
+    from specsim.drafters import Context
+    from specsim.sampling import SamplingParams
+    t, _ = chi_models
+    cfg, temperature, n = t.cfg, 1.0, 20_000
+    ids = [0, 2, 3, 5, 7, 11]
+    drafter = feature_head_drafter(t, (_cell(cfg, width=8, out_scale=1.0), ids))
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * n, 2, temperature=temperature,
+                               seed=11, policy=_never_drafting_goodput(1))
+    toks = np.asarray(res.tokens)                                            # [N, 2]
+    judged = res.stats.off_judged[0]                                         # [N]
+    assert (judged >= 0).all()
+    p2 = _exact_joint(t, temperature).sum(2)                                 # [t1, t2]
+    p2 = p2 / p2.sum(1, keepdims=True)
+    sp = SamplingParams.make(temperature, 0, 1.0, vocab_size=cfg.vocab_size)
+    L = len(CHI_PROMPT)
+    h, _ = forward_hidden(t.params, cfg, jnp.asarray([CHI_PROMPT], jnp.int32),
+                          init_cache(cfg, 1, 16))
+    state = drafter.observe(drafter.init_state(jnp.zeros((1, L), jnp.int32), None, 16), h, jnp.asarray([L - 1]),
+                            jnp.asarray([True]))
+    mean = var = 0.0
+    for t1 in range(cfg.vocab_size):
+        rows = toks[:, 0] == t1
+        if not rows.any():
+            continue
+        ctx = Context(jnp.asarray([CHI_PROMPT + [t1, 0]], jnp.int32), jnp.asarray([L + 1]))
+        _, d = drafter.propose(state, ctx, 1, jax.random.PRNGKey(0), sp)
+        q = np.asarray(d.probs[0, 0], np.float64)
+        rate = np.minimum(p2[t1], q).sum()
+        mean += rows.sum() * rate
+        var += rows.sum() * rate * (1 - rate)
+    assert 0.05 < mean / n < 0.95
+    assert abs(judged.sum() - mean) < 4 * np.sqrt(var), (judged.sum(), mean, var)
+
+
+def test_simulation_replays_goodput_judging_the_feature_head(target):
+    """Oracle for `simulate.simulate_policy(off_draft="paid")`: replayed on the trace of
+    its own run, Goodput judging the feature head on every other off iteration plans,
+    proposes and accepts what the engine did, and charges the draft steps the engine
+    counted; the run starts off (prior 0), is turned on by what it judged while off, and
+    matches plain decoding's tokens."""
+    from specsim import policies as P
+    from specsim import simulate as S
+    from specsim.experiment.policy_runs import trace_from_stats
+
+    cfg = target.cfg
+    drafter = feature_head_drafter(target, (_cell(cfg, width=24, out_scale=0.05),
+                                            np.arange(cfg.vocab_size)))
+    costs = P.Costs.from_ratio(0.05, 3)
+    pol = P.Goodput(k_max=3, costs=costs, prior_alpha=0.0,
+                    judge_share=costs.t_draft / (2 * costs.t_target[0]))
+    prompts = [PROMPTS[1]]
+    res = generate_speculative(target, drafter, prompts, 48, policy=pol)
+    assert res.tokens == generate_autoregressive(target, prompts, 48).tokens
+    st = res.stats
+    present = st.k_used >= 0
+    assert (st.k_used[present][:1] == 0).all() and (st.k_used[present] > 0).any()
+    run = S.simulate_policy(pol, trace_from_stats(st), costs=costs, cost_model="engine",
+                            off_draft="paid")
+    np.testing.assert_array_equal(run.k_plan[present], st.k_used[present])
+    np.testing.assert_array_equal(run.proposed[present], st.drafted[present])
+    np.testing.assert_array_equal(run.accepted[present], st.accepted[present])
+    judged = (st.off_judged >= 0).any(1)
+    assert judged.any() and (np.flatnonzero(judged) % 2 == 0).all()
+    # the engine's draft steps: the replay's (judging and drafting) and the prefill's one
+    assert res.draft_passes == run.draft_steps.max(1).sum() + 1

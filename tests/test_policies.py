@@ -63,8 +63,8 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: P.verify_widths(4, (0, 5)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.Goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), judge_off=1),
      r"judge_off must be True or False \(got 1\)"),
-    (lambda: S.simulate_policy(P.FixedK(k=2), _trace(n=8, k=2), free_drafts="yes"),
-     r"free_drafts must be True or False"),
+    (lambda: S.simulate_policy(P.FixedK(k=2), _trace(n=8, k=2), off_draft="yes"),
+     r"off_draft must be one of"),
     (lambda: P.verify_widths(4, (1, 6)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, ()), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
@@ -982,11 +982,11 @@ def test_evidence_while_off_turns_goodput_back_on():
     pol = P.Goodput(k_max=4, costs=costs, prior_alpha=0.0)
     blind = S.simulate_policy(pol, tr, costs=costs)
     assert (blind.k_plan == 0).all()
-    judged = S.simulate_policy(pol, tr, costs=costs, free_drafts=True)
+    judged = S.simulate_policy(pol, tr, costs=costs, off_draft="free")
     assert judged.k_plan[0, 0] == 0 and (judged.k_plan[-10:] > 0).all()
     assert judged.speedup > 2 * blind.speedup
     no_judge = S.simulate_policy(P.Goodput(k_max=4, costs=costs, prior_alpha=0.0,
-                                           judge_off=False), tr, costs=costs, free_drafts=True)
+                                           judge_off=False), tr, costs=costs, off_draft="free")
     np.testing.assert_array_equal(no_judge.k_plan, blind.k_plan)
 
 
@@ -1041,7 +1041,7 @@ def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
     prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
     st = generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2), prompts, 24,
                               policy=policy).stats
-    run = S.simulate_policy(policy, trace_from_stats(st), free_drafts=True)
+    run = S.simulate_policy(policy, trace_from_stats(st), off_draft="free")
     present = st.k_used >= 0
     assert (st.drafted[present] < st.k_used[present]).any()    # lookups ran out: exercised
     # Goodput judges the free first draft in its off iterations (and nothing else does)
@@ -1490,3 +1490,48 @@ def test_a_carried_prior_keeps_goodput_off_where_drafting_never_pays_and_on_wher
         else:
             assert warm.k_plan[0, 0] > 0
             assert warm.speedup >= 0.99 * best and warm.speedup >= cold.speedup - 1e-9
+
+
+def test_the_judging_period_follows_the_price_of_a_draft():
+    """`judge_period`: a free draft every off iteration, a paid one every
+    ceil(t_draft / (judge_share · t(1))), none never; 0 without judge_off, for a paid
+    draft with judge_share 0, and for a policy without observe_off."""
+    costs = P.Costs(t_draft=0.035, t_target=(1.0, 1.65, 1.76))
+    g = lambda **kw: P.Goodput(k_max=2, costs=costs, **kw)          # noqa: E731
+    assert [P.judge_period(g(), d) for d in P.OFF_DRAFTS] == [0, 1, 4]
+    assert P.judge_period(g(judge_share=0.035), "paid") == 1
+    assert P.judge_period(g(judge_share=0.0175), "paid") == 2
+    assert P.judge_period(g(judge_share=0.0), "paid") == 0
+    assert P.judge_period(g(judge_share=0.0), "free") == 1
+    assert P.judge_period(g(judge_off=False), "free") == 0
+    free_draft = P.Goodput(k_max=2, costs=P.Costs(t_draft=0.0, t_target=(1.0, 1.5, 1.6)))
+    assert P.judge_period(free_draft, "paid") == 1
+    for pol in (P.FixedK(k=2), P.Heuristic(k_init=1, k_max=2)):
+        assert [P.judge_period(pol, d) for d in P.OFF_DRAFTS] == [0, 0, 0]
+    with pytest.raises(ValueError, match="off_draft must be one of"):
+        P.judge_period(g(), "cheap")
+    with pytest.raises(ValueError, match="judge_share"):
+        g(judge_share=-0.1)
+
+
+def test_a_replay_judges_a_paid_draft_on_every_nth_off_iteration_at_a_draft_step():
+    """A trace of rejections at slots 2+ and acceptances at slot 1: Goodput (prior 0)
+    starts off; judging a paid draft every 3rd off iteration, it observes only those
+    (i % 3 == 0) until the evidence turns it on, and each costs one draft step; with
+    "none" it never turns on, with "free" it turns on sooner."""
+    I, K = 40, 3
+    accept = np.zeros((I, 1, K), bool)
+    accept[:, :, 0] = True
+    tr = S.AcceptanceTrace(accept, np.ones((I, 1, K)), np.ones((I, 1), bool))
+    costs = P.Costs(t_draft=0.03, t_target=(1.0, 1.5, 1.6, 1.7))
+    pol = P.Goodput(k_max=K, costs=costs, prior_alpha=0.0, judge_share=0.01)
+    runs = {d: S.simulate_policy(pol, tr, costs=costs, cost_model="engine", off_draft=d)
+            for d in P.OFF_DRAFTS}
+    assert (runs["none"].k_plan == 0).all()
+    on = {d: int(np.argmax(runs[d].k_plan[:, 0] > 0)) for d in ("free", "paid")}
+    assert 0 < on["free"] < on["paid"]
+    paid = runs["paid"]
+    off = np.arange(on["paid"])
+    np.testing.assert_array_equal(paid.draft_steps[off, 0], (off % 3 == 0).astype(int))
+    np.testing.assert_allclose(paid.time[off], 1.0 + 0.03 * (off % 3 == 0))
+    assert (runs["free"].draft_steps[:on["free"], 0] == 0).all()

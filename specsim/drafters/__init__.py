@@ -42,8 +42,8 @@ its own in this package (`base` holds the interface, `model`, `ngram` one drafte
 
 from __future__ import annotations
 
-from specsim.drafters.base import (Context, Draft, Drafter, check_drafter, drafts_free,
-                                   gather_last)
+from specsim.drafters.base import (OFF_DRAFTS, Context, Draft, Drafter, check_drafter,
+                                   drafts_free, gather_last, off_draft, reads_target_hidden)
 from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_drafter
 from specsim.drafters.ngram import NGramDrafter
 from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
@@ -51,7 +51,8 @@ from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter, r
 from specsim.drafters.quantized import quantized_self_drafter
 from specsim.drafters.feature_head import FeatureHeadDrafter, feature_head_drafter
 
-__all__ = ["Context", "Draft", "Drafter", "drafts_free", "ModelDrafter", "NGramDrafter", "model_drafter",
+__all__ = ["Context", "Draft", "Drafter", "drafts_free", "off_draft", "OFF_DRAFTS",
+           "reads_target_hidden", "ModelDrafter", "NGramDrafter", "model_drafter",
            "layer_skip_drafter", "check_drafter", "gather_last",
            "InstrumentDrafter", "instrument_drafter", "reference_tokens",
            "DistilledDrafter", "distilled_drafter", "quantized_self_drafter",

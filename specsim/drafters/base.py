@@ -9,8 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from specsim.sampling import SamplingParams
+from specsim.policies import OFF_DRAFTS
 
-__all__ = ["Context", "Draft", "Drafter", "check_drafter", "drafts_free", "gather_last"]
+__all__ = ["Context", "Draft", "Drafter", "check_drafter", "drafts_free", "gather_last",
+           "OFF_DRAFTS", "off_draft", "reads_target_hidden"]
 
 
 class Context(NamedTuple):
@@ -52,9 +54,25 @@ class Drafter(Protocol):
 
 
 def drafts_free(drafter) -> bool:
-    """Whether ``drafter`` says its draft is free (``drafts_free``, see `Drafter`):
-    what `specsim.simulate.simulate_policy`'s ``free_drafts`` should be for its traces."""
+    """Whether ``drafter`` says its draft is free (``drafts_free``, see `Drafter`)."""
     return bool(getattr(drafter, "drafts_free", False))
+
+
+def reads_target_hidden(drafter) -> bool:
+    """Whether ``drafter`` takes the target's features through ``observe`` (static)."""
+    return bool(getattr(drafter, "reads_target_hidden", False))
+
+
+def off_draft(drafter) -> str:
+    """Whether the policy loop can judge ``drafter``'s first draft in an iteration where
+    no row drafts (`specsim.policy_engine.judge_off`), and at what price: "free" (its
+    draft is free, ``drafts_free``: n-gram lookup), "paid" (it reads the target's
+    features, which every off step hands it, so its state is current and one draft step
+    computes the draft: the feature head), "none" (any other: a draft model's cache is
+    left behind while speculation is off). What `specsim.simulate.simulate_policy`'s
+    ``off_draft`` should be for its traces."""
+    return "free" if drafts_free(drafter) else "paid" if reads_target_hidden(drafter) \
+        else "none"
 
 
 def gather_last(tokens: jax.Array, length: jax.Array, back: int) -> jax.Array:

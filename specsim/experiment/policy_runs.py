@@ -125,9 +125,9 @@ def trace_from_stats(stats) -> simulate.AcceptanceTrace:
     slot (`AcceptanceTrace.from_stats`); an n-gram lookup leaves slots empty where its
     match runs out: those hold confidence 0 (what its one-hot draft reports), which no
     replayed policy proposes (`policies.n_proposed`, as the engine). Iterations with
-    speculation off whose free first draft was judged (``stats.off_judged``, see
-    `policy_engine.judge_off`) hold it in slot 0: confidence 1 (one-hot), accepted where
-    it matched the step's token, so a replay with ``free_drafts`` sees what the engine saw."""
+    speculation off whose first draft was judged (``stats.off_judged``, see
+    `policy_engine.judge_off`) hold it in slot 0: confidence 1 (only > 0 is read), accepted
+    where it passed, so a replay with the drafter's ``off_draft`` sees what the engine saw."""
     present = np.asarray(stats.drafted) >= 0
     conf = np.clip(np.nan_to_num(np.asarray(stats.confidence, float), nan=0.0), 0.0, 1.0)
     accept = np.asarray(stats.accept_mask, bool).copy()
@@ -146,11 +146,11 @@ def fixed_costs(t_target_1: float, t_verify_by_k: dict, t_draft: float, k: int) 
 
 
 def simulated_speedup(policy, trace, costs: P.Costs,
-                      free_drafts: bool = False) -> tuple[float, float]:
+                      off_draft: str = "none") -> tuple[float, float]:
     """(speedup against autoregressive decoding, fraction of row-iterations at K = 0) of
-    ``policy`` replayed on ``trace`` with the engine's cost model (``free_drafts``: see
-    `simulate.simulate_policy`; the drafter's ``drafts_free``)."""
+    ``policy`` replayed on ``trace`` with the engine's cost model (``off_draft``: see
+    `simulate.simulate_policy`; the drafter's `specsim.drafters.off_draft`)."""
     run = simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine",
-                                   free_drafts=free_drafts)
+                                   off_draft=off_draft)
     off = float(np.mean(run.k_plan[run.present] == 0)) if run.present.any() else float("nan")
     return float(run.speedup), off

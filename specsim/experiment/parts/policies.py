@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from specsim import schema
-from specsim.drafters import drafts_free
+from specsim.drafters import off_draft
 from specsim.experiment import policy_runs as R
 from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
@@ -206,7 +206,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
     k_max = max(s.ks)
     name, batch = cell[schema.DRAFTER].iloc[0], int(cell[schema.BATCH].iloc[0])
     t1, verify, td = _cell_costs(per_pass, name, batch, k_max)
-    free = drafts_free(state.drafters[name].drafter)
+    judged = off_draft(state.drafters[name].drafter)
     sim, off = [], []
     for _, r in cell.iterrows():
         if r[schema.POLICY] == R.FIXED:
@@ -215,7 +215,7 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
         else:
             pol = pols[(name, batch, r[schema.POLICY])]
             costs = R.costs_from_passes(t1, verify, td, k_max)
-        a, b = R.simulated_speedup(pol, trace, costs, free_drafts=free)
+        a, b = R.simulated_speedup(pol, trace, costs, off_draft=judged)
         sim.append(a)
         off.append(b)
     return cell.assign(**{schema.SIM_SPEEDUP_VS_AR: sim, schema.SIM_K0_FRACTION: off})
