@@ -11,13 +11,14 @@ loop), so the NumPy reference and the engine run the same arithmetic:
     keep = policy.keep(j, confidence, xp)          [B] bool: is draft j (0-based) kept, given
                                                    the draft's probability of its own token
     state = policy.update(state, k_plan, n_accepted, n_proposed, active, xp)
-    state = policy.observe_off(state, proposed, matched, active, xp)   optional: see below
+    state = policy.observe_off(state, proposed, matched, active, xp, paid)   optional: below
 
 ``observe_off`` (optional; `Goodput` has it) takes the evidence of an iteration in which
 no row drafted, from a drafter whose first draft the loop can compute while speculation
 is off (`specsim.drafters.off_draft`: free for n-gram lookup, one draft step for the
 feature head): proposed [B] bool (the row had a draft), matched [B] bool (the draft
-passed the acceptance test against the step's distribution); the engine and
+passed the acceptance test against the step's distribution), paid (a draft step
+judged it); the engine and
 `specsim.simulate.simulate_policy(off_draft=...)` call it after ``update``, on the off
 iterations `judge_period` names.
 
@@ -708,7 +709,7 @@ class Goodput:
         return max(1, int(np.ceil(t_draft / (self.judge_share * float(self.costs.t_target[0]))
                                   - 1e-9)))
 
-    def observe_off(self, state, proposed, matched, active, xp=np) -> tuple:
+    def observe_off(self, state, proposed, matched, active, xp=np, paid=False) -> tuple:
         """Evidence gathered in an iteration where no row drafted (`judge_period`;
         `specsim.policy_engine.judge_off`): slot 0 of each ``active`` row with a draft
         (``proposed`` [B] bool) was reached, and accepted where the draft passed the
@@ -716,14 +717,20 @@ class Goodput:
         that turned itself off so goes on learning whether drafting would pay, at no
         cost or a draft step's, instead of waiting for its evidence to decay and
         re-probing at a verify's price (``judge_off`` False: the state is returned
-        unchanged). Called after `update`, which has already decayed the counts."""
+        unchanged). Called after `update`, which has already decayed the counts. ``paid``
+        (a draft step judged it: the feature head) charges that step, t_draft, to each
+        active row's bank (with a ``budget``), so the budget covers the judging too."""
         if not self.judge_off:
             return state
         seen = (active & proposed).astype(state[1].dtype)                      # [B]
         hit = (active & proposed & matched).astype(state[0].dtype)
         first = (xp.arange(self.k_max) == 0)[None].astype(state[1].dtype)      # [1, K]
-        return (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
+        out = (state[0] + hit[:, None] * first, state[1] + seen[:, None] * first) + \
             tuple(state[2:])
+        if paid and self.budget is not None:
+            bank = out[-1]
+            out = out[:-1] + (xp.where(active, bank - float(self.costs.t_draft), bank),)
+        return out
 
 
 def judge_period(policy, off_draft: str) -> int:

@@ -100,7 +100,8 @@ def judge_off(drafter, policy, pstate, dstate, context, probs, token, active, ke
     u = jax.random.uniform(k_test, x.shape)
     has = active & (qx > 0)
     matched = has & jnp.where(qx >= 1.0, x == token, u * qx < px)
-    pstate = policy.observe_off(pstate, has, matched, active, jnp)
+    pstate = policy.observe_off(pstate, has, matched, active, jnp,
+                                paid=off_draft(drafter) == "paid")
     return pstate, jnp.where(has, matched.astype(jnp.int32), -1)
 
 

@@ -488,7 +488,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
         steps = P.draft_steps(plan, prop, np)
         if period and i % period == 0 and not (plan[act] > 0).any():
             state = policy.observe_off(state, act & (trace.confidence[i, :, 0] > 0),
-                                       trace.accept[i, :, 0], act, np)
+                                       trace.accept[i, :, 0], act, np,
+                                       paid=off_draft == "paid")
             steps = np.full_like(steps, int(off_draft == "paid"))
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
                         ("draft_steps", steps)):

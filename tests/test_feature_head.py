@@ -421,12 +421,14 @@ def test_a_judged_sampled_draft_passes_at_the_acceptance_tests_rate(chi_models):
     assert abs(judged.sum() - mean) < 4 * np.sqrt(var), (judged.sum(), mean, var)
 
 
-def test_simulation_replays_goodput_judging_the_feature_head(target):
+@pytest.mark.parametrize("budget", [None, 0.05])
+def test_simulation_replays_goodput_judging_the_feature_head(target, budget):
     """Oracle for `simulate.simulate_policy(off_draft="paid")`: replayed on the trace of
     its own run, Goodput judging the feature head on every other off iteration plans,
     proposes and accepts what the engine did, and charges the draft steps the engine
     counted; the run starts off (prior 0), is turned on by what it judged while off, and
-    matches plain decoding's tokens."""
+    matches plain decoding's tokens. With a budget the judging is charged to the bank,
+    in the replay as in the engine."""
     from specsim import policies as P
     from specsim import simulate as S
     from specsim.experiment.policy_runs import trace_from_stats
@@ -436,7 +438,7 @@ def test_simulation_replays_goodput_judging_the_feature_head(target):
                                             np.arange(cfg.vocab_size)))
     costs = P.Costs.from_ratio(0.05, 3)
     pol = P.Goodput(k_max=3, costs=costs, prior_alpha=0.0,
-                    judge_share=costs.t_draft / (2 * costs.t_target[0]))
+                    judge_share=costs.t_draft / (2 * costs.t_target[0]), budget=budget)
     prompts = [PROMPTS[1]]
     res = generate_speculative(target, drafter, prompts, 48, policy=pol)
     assert res.tokens == generate_autoregressive(target, prompts, 48).tokens

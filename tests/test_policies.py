@@ -973,6 +973,21 @@ def test_goodput_observe_off_by_hand():
     assert off.observe_off((acc, reached), proposed, matched, active) == (acc, reached)
 
 
+def test_a_paid_judgement_is_charged_to_the_budgets_bank():
+    """With a ``budget``, a judgement that cost a draft step (paid) takes t_draft from
+    each active row's bank; a free one, or one without a budget, leaves it."""
+    costs = P.Costs(t_draft=0.25, t_target=(1.0, 1.5, 1.6))
+    pol = P.Goodput(k_max=2, costs=costs, budget=0.01)
+    state = pol.init(3)
+    state = state[:-1] + (np.array([0.5, 0.0, 1.0], np.float32),)
+    args = (np.ones(3, bool), np.ones(3, bool), np.array([True, True, False]))
+    np.testing.assert_allclose(pol.observe_off(state, *args, paid=True)[-1], [0.25, -0.25, 1.0])
+    np.testing.assert_array_equal(pol.observe_off(state, *args)[-1], state[-1])
+    plain = P.Goodput(k_max=2, costs=costs)
+    s0 = plain.init(3)
+    assert len(plain.observe_off(s0, *args, paid=True)) == len(s0) == 2
+
+
 def test_evidence_while_off_turns_goodput_back_on():
     """A row whose prior says drafting never pays (prior_alpha 0: estimate 0, no
     exploration bonus) stays off for good unless its free first draft is judged while
