@@ -1,6 +1,6 @@
 """Goodput's exploration bonus (`policies.Goodput(explore=...)`) and its confidence
 threshold (`Goodput(p_min=...)`), replayed on recorded traces: the studies behind their
-defaults (explore 0.5 until session 16, 0 since: see --study lengths; p_min 0, off).
+defaults (explore 0.5 until session 16, 0 since: see --study lengths; p_min 0 until session 24, 0.2 since: benchmarks/goodput_positions.py).
 
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py                     # explore
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study confidence  # p_min

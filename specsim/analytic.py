@@ -617,7 +617,7 @@ def optimal_fixed_vs_dynamic(confidence, p_accept=None, weights=None, *, c, k_ma
                 gain=best_dyn[0] / best_fixed[0])
 
 
-def goodput_k(alphas, t_draft, t_target, *, shared: bool = False):
+def goodput_k(alphas, t_draft, t_target, *, shared: bool = False, hurdle: float = 0.0):
     """The draft length K in 0..len(alphas) maximising expected tokens per unit time,
 
         E(K) / (K t_draft + t_target(K + 1)),   E(K) = 1 + Σ_{k≤K} Π_{j≤k} α_j,
@@ -631,7 +631,12 @@ def goodput_k(alphas, t_draft, t_target, *, shared: bool = False):
     t(K) for its widest row (a batched engine drafts and verifies as wide as the widest
     proposal), so every row drafts the same K, the one maximising Σ_b E_b(K) / t(K);
     returns (k [...], the batch's goodput [...]).
+
+    ``hurdle`` >= 0: a K > 0 is chosen only where its rate beats K = 0's by more than a
+    factor 1 + hurdle (its rate divided by 1 + hurdle enters the argmax; the goodput
+    returned is the chosen K's own), as `specsim.policies.Goodput` plans.
     """
+    hurdle = float(check_nonnegative("hurdle", hurdle))
     alphas = check_probability("alphas", alphas)
     if alphas.ndim == 0 or alphas.shape[-1] < 1:
         raise InvalidArgument(f"alphas must have a last axis of length K_max >= 1 "
@@ -650,5 +655,5 @@ def goodput_k(alphas, t_draft, t_target, *, shared: bool = False):
     if shared:
         e = e.sum(-2)                                                  # [..., K_max + 1]
     rate = e / (np.arange(k_max + 1) * t_draft + t_target[:k_max + 1])
-    k = np.argmax(rate, -1)
+    k = np.argmax(np.where(np.arange(k_max + 1) > 0, rate / (1.0 + hurdle), rate), -1)
     return _out(k.astype(np.int64)), _out(np.take_along_axis(rate, k[..., None], -1)[..., 0])

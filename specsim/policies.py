@@ -46,8 +46,8 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, horizon,
-  judge_off, budget, start)`: each
+- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, hurdle,
+  horizon, judge_off, judge_share, budget, start)`: each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``
@@ -98,10 +98,30 @@ Policies:
   goals (never below 0.98x plain decoding; within 3% of the best fixed K) 6 times in
   the 84 goal checks (42 cell-lengths at 80–320 tokens, two goals each) of each set,
   where prior 0.6 with explore 0.5 missed 20 and 18 times; the bonus stays for a user
-  who wants it (``explore``). ``p_min`` (default 0: off) reads the draft's confidence
+  who wants it (``explore``). ``p_min`` (default 0.2) reads the draft's confidence
   as `ConfidenceThreshold` does: the plan is an upper bound and a draft of confidence
   <= p_min ends the row's proposal (llama.cpp's --draft-max with
-  --draft-p-min, plus Goodput's K = 0). A planned slot the row did not propose (cut by
+  --draft-p-min, plus Goodput's K = 0). ``hurdle`` (default 0: off): a K > 0 is
+  planned only where its E(K) / t(K) beats K = 0's by more than a factor 1 + hurdle,
+  against the optimiser's curse (the K that maximises noisy estimates is on average
+  worse than its estimate, so a row whose estimate barely clears plain decoding's loses
+  more often than it wins). Both were judged in session 24 by exact replays of batch-1
+  greedy runs of 309 prompts (`specsim.simulate.replay_positions`,
+  `benchmarks/goodput_positions.py`, data/goodput-positions-s24/). The feature head's
+  confidence is calibrated: a first draft below 0.2 was accepted 4–6% of the time,
+  above 0.8 73–76%; a later slot below 0.2 5–7%, above 0.9 98–99%. Cutting such drafts
+  makes a failed probe cost a draft step instead of a verify: on this CPU's pass times
+  (t(n)/t(1) = 1, 1.65, 1.76, 1.94, 1.94) p_min 0.2 took the feature head from 68 to 57
+  prompts below 0.98x plain decoding at 80 tokens and from 37 to 24 below 0.97x the
+  best fixed K (38 to 32 and 12 to 7 at 160), and from 107 to 40 below the best fixed
+  K where a verify costs less (1, 1.23, 1.42, 1.64, 1.75); it does not touch n-gram
+  lookup (confidence 1). The hurdle 0.05 on top took those to 43 / 23 (15 / 8 at 160),
+  n-gram lookup from 27 / 2 to 20 / 0 at 80 tokens, but cost the feature head goal-2
+  cells where the verify is cheaper (40 -> 48), and the approximate replays of
+  `sim_goodput_explore.py --study lengths` (recorded FixedK traces, batch 1 and 8)
+  lost the best fixed K in 15 of 42 cell-lengths against 4 (n-gram extraction 1.77x ->
+  1.73x, code at batch 8 1.48x -> 1.40x): it stays off by default.
+  A planned slot the row did not propose (cut by
   p_min, or a drafter with nothing to propose: an n-gram lookup without a match) counts
   as a rejection when another row's proposal made the batch verify it (paid for, no
   token), and not at all when no row proposed it (the verify is as wide as the widest
@@ -531,7 +551,8 @@ class Goodput:
     decay: float = 0.98
     explore: float = 0.0
     width: str = "slowest"
-    p_min: float = 0.0
+    p_min: float = 0.2
+    hurdle: float = 0.0
     horizon: int | None = None
     judge_off: bool = True
     judge_share: float = 0.01
@@ -565,7 +586,8 @@ class Goodput:
              prior_weight=positive_float("prior_weight", self.prior_weight),
              decay=_decay(self.decay), explore=nonnegative_float("explore", self.explore),
              judge_share=nonnegative_float("judge_share", self.judge_share),
-             p_min=probability("p_min", self.p_min))
+             p_min=probability("p_min", self.p_min),
+             hurdle=nonnegative_float("hurdle", self.hurdle))
         if self.width not in WIDTHS:
             raise InvalidArgument(f"width must be one of {WIDTHS} (got {self.width!r})")
 
@@ -615,8 +637,9 @@ class Goodput:
 
     def plan(self, state, batch: int, xp=np, active=None):
         """[B] K per row; with width "shared" the batch's K, summed over the ``active``
-        rows ([B] bool; None: every row), so finished rows do not steer it. With a
-        ``budget`` only the K whose `margin` is >= 0 are candidates (K = 0 always is)."""
+        rows ([B] bool; None: every row), so finished rows do not steer it. A K > 0
+        counts E(K) / t(K) divided by 1 + ``hurdle``. With a ``budget`` only the K
+        whose `margin` is >= 0 are candidates (K = 0 always is)."""
         e = _expected_tokens(self.planning_alpha(state, xp), xp)               # [B, K+1]
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         m = self.margin(state, xp) if self.budget is not None else None       # [B, K+1]
@@ -627,8 +650,10 @@ class Goodput:
             on = (xp.ones((batch,), bool) if active is None else active)[:, None]
             g = over_rows(xp.where(on, e, ignore), axis=0) / t                 # [K+1]
             ok = None if m is None else over_rows(xp.where(on, m, ignore), axis=0) >= 0
+        drafts = xp.arange(self.k_max + 1) > 0                                 # [K+1]
+        g = xp.where(drafts, g / (1.0 + self.hurdle), g)
         if ok is not None:
-            g = xp.where(ok | (xp.arange(self.k_max + 1) == 0), g, -1.0)
+            g = xp.where(ok | ~drafts, g, -1.0)
         k = xp.argmax(g, axis=-1).astype(xp.int32)
         return k if self.width == "per-row" else xp.full((batch,), k, xp.int32)
 
@@ -648,8 +673,8 @@ class Goodput:
         return state[-1][:, None] - t[None] + t1 * e
 
     def keep(self, j, confidence, xp=np):
-        """A draft ends the row's proposal when its confidence is <= p_min (p_min 0:
-        every draft of nonzero confidence is kept, as `FixedK`)."""
+        """A draft ends the row's proposal when its confidence is <= p_min (default 0.2;
+        p_min 0: every draft of nonzero confidence is kept, as `FixedK`)."""
         return confidence > self.p_min
 
     def update(self, state, k_plan, n_accepted, n_proposed, active, xp=np) -> tuple:

@@ -53,6 +53,8 @@ __all__ = [
     "synthetic_trace",
     "PolicyRun",
     "simulate_policy",
+    "PositionTable",
+    "replay_positions",
 ]
 
 _CHUNK_ELEMENTS = 1 << 22  # uniforms drawn at once: bounds memory at 32 MiB per chunk
@@ -523,3 +525,104 @@ def _replayed_speedup(run: PolicyRun, time, t_1: float, batching: str) -> float:
     rows = present.any(0)                                                 # [B]
     rate = run.tokens.sum(0)[rows] / present.sum(0)[rows]                 # [B'] tokens/iter
     return float(t_1 * rate.min() / time[running].mean())
+
+
+@dataclass(frozen=True)
+class PositionTable:
+    """What a deterministic drafter would propose from every state of one greedy run
+    (batch 1), so that any policy can be replayed on it exactly: greedy output does not
+    depend on the policy, and neither does the draft a drafter proposes from a given
+    prefix (n-gram lookup reads the context; the feature head the target's feature
+    there). Row g − 1 is the state with g tokens generated (g = 1..N − 1; the first
+    token comes from the prefill): ok [N − 1, K] bool, draft j from there equals output
+    token g + j (the leading run of them is what a verify accepts); confidence
+    [N − 1, K], the draft's probability of its own token (0: nothing proposed, an
+    n-gram lookup without a match). A table recorded at N tokens replays any run of
+    2..N tokens (`replay_positions`' ``new_tokens``). `specsim.experiment.position_tables`
+    records one with the engine's drafters; a trace recorded from a FixedK run
+    (`AcceptanceTrace`) is indexed by iteration instead, so its replays of other
+    policies are approximate."""
+    ok: np.ndarray
+    confidence: np.ndarray
+
+    def __post_init__(self):
+        ok = np.asarray(self.ok)
+        conf = np.asarray(self.confidence, np.float64)
+        if ok.ndim != 2 or ok.shape != conf.shape or ok.shape[0] < 1 or ok.shape[1] < 1:
+            raise InvalidArgument(f"ok and confidence must be [N - 1, K] arrays of one shape, "
+                                  f"N >= 2, K >= 1 (got {ok.shape} and {conf.shape})")
+        if ok.dtype != bool:
+            raise InvalidArgument(f"ok must be a bool array (got {ok.dtype})")
+        if not (np.isfinite(conf).all() and (conf >= 0).all() and (conf <= 1).all()):
+            raise InvalidArgument("confidence must hold probabilities in [0, 1]")
+        object.__setattr__(self, "ok", ok)
+        object.__setattr__(self, "confidence", conf)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.ok.shape[0]) + 1
+
+    @property
+    def k(self) -> int:
+        return int(self.ok.shape[1])
+
+
+def replay_positions(policy, table: PositionTable, costs, *, new_tokens: int | None = None,
+                     off_draft: str = "none") -> PolicyRun:
+    """Replay ``policy`` on ``table`` exactly as the engine runs it at batch 1, greedy:
+    from g tokens, plan K; propose the drafts the policy keeps (`policies.n_proposed`
+    on the table's confidences); accept their leading run of ``ok``; update; move to
+    g + accepted + 1. An iteration with K = 0 is the autoregressive step (g + 1); on the
+    off iterations i with i % `policies.judge_period` == 0 the policy's ``observe_off``
+    takes the first draft from g, as `specsim.policy_engine.judge_off` does, charged a
+    draft step for ``off_draft`` "paid". The time of an iteration is the engine's: its
+    draft steps (at least one when it drafts) times t_draft plus t_target over the
+    proposals + 1 tokens. Returns a `PolicyRun` of [I, 1] arrays whose speedup is
+    (new_tokens − 1)·t_target(1) / Σ time: plain decoding's steps after the prefill over
+    the run's time. ``new_tokens`` (default: the table's N) in 2..N."""
+    from specsim import policies as P                # NumPy only: theory side
+
+    policy = P.as_policy(policy)
+    period = P.judge_period(policy, off_draft)          # checks off_draft
+    if not isinstance(table, PositionTable):
+        raise InvalidArgument(f"table must be a PositionTable (got {type(table).__name__})")
+    K = policy.k_max
+    if K > table.k:
+        raise InvalidArgument(f"policy.k_max ({K}) must be <= the table's k ({table.k})")
+    n = table.n_tokens if new_tokens is None else new_tokens
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= table.n_tokens:
+        raise InvalidArgument(f"new_tokens must be an integer in 2..{table.n_tokens} (the "
+                              f"table's N; got {new_tokens!r})")
+    if len(costs.t_target) < K + 1:
+        raise InvalidArgument(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
+    t_target = np.asarray(costs.t_target, np.float64)
+    state, act, zero = policy.init(1, np), np.ones(1, bool), np.zeros(1, np.int64)
+    rows = {name: [] for name in ("k_plan", "proposed", "draft_steps", "accepted")}
+    time, g, i = [], 1, 0
+    while g < n:
+        conf, ok = table.confidence[g - 1:g, :K], table.ok[g - 1:g, :K]          # [1, K]
+        plan = np.asarray(policy.plan(state, 1, np, act))
+        if plan[0] > 0:
+            prop = P.n_proposed(policy, plan, conf, np)
+            acc = np.sum(np.cumprod(ok & (np.arange(K)[None] < prop[:, None]), axis=1), axis=1)
+            state = policy.update(state, plan, acc, prop, act, np)
+            steps = max(int(P.draft_steps(plan, prop, np)[0]), 1)
+            time.append(steps * costs.t_draft + t_target[int(prop[0])])
+        else:
+            prop, acc, steps = zero, zero, 0
+            state = policy.update(state, plan, zero, zero, act, np)
+            time.append(t_target[0])
+            if period and i % period == 0:
+                state = policy.observe_off(state, act & (conf[:, 0] > 0), ok[:, 0], act, np,
+                                           paid=off_draft == "paid")
+                steps = int(off_draft == "paid")
+                time[-1] += steps * costs.t_draft
+        for name, v in (("k_plan", plan[0]), ("proposed", prop[0]), ("draft_steps", steps),
+                        ("accepted", acc[0])):
+            rows[name].append(int(v))
+        g += int(acc[0]) + 1
+        i += 1
+    time = np.asarray(time)
+    out = {name: np.asarray(v, np.int64)[:, None] for name, v in rows.items()}
+    return PolicyRun(present=np.ones((i, 1), bool), time=time,
+                     speedup=float((n - 1) * t_target[0] / time.sum()), **out)

@@ -202,25 +202,26 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
         # the plan reads each rate raised by explore standard errors (w = prior_weight)
         ucb = np.minimum(alpha + 0.5 * np.sqrt(alpha * (1 - alpha) / (reached + 4.0)), 1.0)
         np.testing.assert_allclose(pol.planning_alpha((acc, reached)), ucb, rtol=1e-6)
-        k_ref, _ = A.goodput_k(ucb, costs.t_draft, costs.t_target)
+        k_ref, _ = A.goodput_k(ucb, costs.t_draft, costs.t_target, hurdle=pol.hurdle)
         np.testing.assert_array_equal(pol.plan((acc, reached), 64), k_ref)
         plain = P.Goodput(k_max=5, costs=costs, explore=0.0, width="per-row")
-        k_plain, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
+        k_plain, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target, hurdle=plain.hurdle)
         np.testing.assert_array_equal(plain.plan((acc, reached), 64), k_plain)
         # shared width: one K for the batch, the best of Σ_rows E(K) / t(K) by enumeration
         t = np.arange(6) * costs.t_draft + np.asarray(costs.t_target)
         e = [sum(1 + np.cumprod(row)[:k].sum() for row in ucb.astype(float)) for k in range(6)]
-        k_batch = int(np.argmax(np.asarray(e) / t))
+        hurdle = np.where(np.arange(6) > 0, 1.0 + pol.hurdle, 1.0)       # K > 0 must beat K 0
+        k_batch = int(np.argmax(np.asarray(e) / t / hurdle))
         shared = P.Goodput(k_max=5, costs=costs, width="shared", explore=0.5).plan(
             (acc, reached), 64)
         np.testing.assert_array_equal(shared, np.full(64, k_batch))
-        assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True)[0] == k_batch
+        assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True, hurdle=pol.hurdle)[0] == k_batch
     off = P.Goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
     assert (off.plan((acc, reached), 64) == 0).all()
     # replayed: a large cost ratio never speculates, a cheap drafter always does
     tr = _trace(500, 5)
     assert (S.simulate_policy(off, tr).proposed == 0).all()
-    cheap = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5)), tr)
+    cheap = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5), p_min=0.0), tr)
     assert (cheap.proposed[tr.present] == 5).all()
     # with p_min, a Goodput that plans K_max is the confidence threshold at K_max
     cheap_cut = S.simulate_policy(P.Goodput(k_max=5, costs=P.Costs.from_ratio(0.0, 5),
@@ -316,7 +317,7 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     # the policy plans the same from its running counts, and a finished row (inactive)
     # does not steer the batch: the plan equals the plan of the running rows alone
     costs = P.Costs(t_draft=0.05, t_target=tuple(t_target))
-    pol = P.Goodput(k_max=4, costs=costs, width="shared")
+    pol = P.Goodput(k_max=4, costs=costs, width="shared", hurdle=0.0)     # as goodput_k above
     reached = np.full((8, 4), 200.0)
     state = (alphas * reached, reached)
     assert (pol.plan(state, 8) == k).all() and k > 0
@@ -325,7 +326,7 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     assert (pol.plan(state, 8, np, active) == alone[0]).all() and alone[0] == 4
     # a static batch (the default, "slowest") runs at its slowest row's pace: the weak
     # rows' best, K 0, while they run; the eager row alone plans its own K 4
-    slowest = P.Goodput(k_max=4, costs=costs)
+    slowest = P.Goodput(k_max=4, costs=costs, hurdle=0.0)
     assert slowest.width == "slowest" and (slowest.plan(state, 8) == 0).all()
     assert (slowest.plan(state, 8, np, active) == 4).all()
 
@@ -342,7 +343,7 @@ def test_goodput_slowest_plan_against_enumeration():
         a = pol.alpha_estimate(state)
         e = np.array([[1 + np.cumprod(row)[:k].sum() for k in range(6)] for row in a])
         run = e[active] if active.any() else np.full((1, 6), np.inf)
-        want = int(np.argmax(run.min(0) / t))
+        want = int(np.argmax(run.min(0) / t / np.where(np.arange(6) > 0, 1 + pol.hurdle, 1)))
         np.testing.assert_array_equal(pol.plan(state, 6, np, active), np.full(6, want))
 
 
@@ -359,8 +360,10 @@ def test_goodput_finds_the_best_fixed_k_on_iid_trace():
     k_star, best = A.optimal_k(alpha, c, k_max=6)
     tr = _trace(20000, 6, batch=1, seed=1)
     costs = P.Costs.from_ratio(c, 6)
-    run = S.simulate_policy(P.Goodput(k_max=6, costs=costs), tr, costs=costs)
-    plain = S.simulate_policy(P.Goodput(k_max=6, costs=costs, explore=0.0), tr, costs=costs)
+    # every draft proposed (the trace's confidences are synthetic: no p_min cut)
+    run = S.simulate_policy(P.Goodput(k_max=6, costs=costs, p_min=0.0), tr, costs=costs)
+    plain = S.simulate_policy(P.Goodput(k_max=6, costs=costs, explore=0.0, p_min=0.0), tr,
+                              costs=costs)
     fixed = S.simulate_policy(P.FixedK(k=int(k_star)), tr, costs=costs)
     assert fixed.speedup == pytest.approx(best, rel=0.02)
     assert run.speedup > 0.98 * fixed.speedup and plain.speedup > 0.98 * fixed.speedup
@@ -576,7 +579,10 @@ GREEDY_POLICIES = {
     "fixed": P.FixedK(k=4),
     "threshold": P.ConfidenceThreshold(p_min=0.3, k_max=5, k_min=1),
     "heuristic": P.Heuristic(k_init=2, k_max=5),
-    "goodput": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05)),
+    # every draft proposed (no p_min cut), no hurdle: the tiny drafter's confidence is low
+    "goodput": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05),
+                         p_min=0.0, hurdle=0.0),
+    "goodput-defaults": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05)),
     "goodput-p_min": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
                                p_min=0.3),
     "goodput-horizon": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
@@ -1328,12 +1334,13 @@ def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
     16): without a budget Goodput's exploration (prior, bonus, decay) costs it well over
     3% of plain decoding; with budget ε its replayed time stays within (1 + ε) of plain
     decoding's, plus at most one iteration's overdraft (the bound the bank keeps). The
-    defaults since (prior 0.5, no bonus) lose less, and still more than the budget."""
+    defaults since (prior 0.5, no bonus; since session 24 a hurdle of 5%) lose less, and
+    still more than the budget."""
     n = 400
     tr = S.AcceptanceTrace(np.zeros((n, 1, 4), bool), np.full((n, 1, 4), 0.9),
                            np.ones((n, 1), bool))
     costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
-    eager = dict(prior_alpha=0.6, explore=0.5)
+    eager = dict(prior_alpha=0.6, explore=0.5, hurdle=0.0)
     loose = S.simulate_policy(P.Goodput(k_max=4, costs=costs, **eager), tr, costs=costs)
     safe = S.simulate_policy(P.Goodput(k_max=4, costs=costs, budget=budget, **eager), tr,
                              costs=costs)
@@ -1495,8 +1502,11 @@ def test_a_carried_prior_keeps_goodput_off_where_drafting_never_pays_and_on_wher
         calib = (lambda a: lambda s: np.full_like(s, a))(alpha)
         past, now = (_trace(80, 4, batch=1, seed=s, calibration=calib) for s in seeds)
         prior = P.AcceptancePrior.from_trace(past, 4)
-        cold = S.simulate_policy(P.Goodput(k_max=4, costs=costs), now, costs=costs)
-        warm = S.simulate_policy(P.Goodput(k_max=4, costs=costs, start=prior), now, costs=costs)
+        # confidence = α here, so p_min would cut every weak draft: off; no hurdle either
+        old = dict(p_min=0.0, hurdle=0.0)
+        cold = S.simulate_policy(P.Goodput(k_max=4, costs=costs, **old), now, costs=costs)
+        warm = S.simulate_policy(P.Goodput(k_max=4, costs=costs, start=prior, **old), now,
+                                 costs=costs)
         best = max(S.simulate_policy(P.FixedK(k=k), now, costs=costs).speedup
                    for k in range(1, 5))
         if alpha < 0.5:
@@ -1550,3 +1560,33 @@ def test_a_replay_judges_a_paid_draft_on_every_nth_off_iteration_at_a_draft_step
     np.testing.assert_array_equal(paid.draft_steps[off, 0], (off % 3 == 0).astype(int))
     np.testing.assert_allclose(paid.time[off], 1.0 + 0.03 * (off % 3 == 0))
     assert (runs["free"].draft_steps[:on["free"], 0] == 0).all()
+
+
+def test_goodput_hurdle_holds_off_a_marginal_draft():
+    """hurdle h: a K > 0 is planned only where E(K) / t(K) beats K = 0's by more than a
+    factor 1 + h (the reference: `analytic.goodput_k(..., hurdle=h)`); h = 0 is the plan
+    without it, and a clear win is planned through any small hurdle."""
+    costs = P.Costs(t_draft=0.0, t_target=(1.0, 1.45, 1.9, 2.35, 2.8))
+    reached = np.full((1, 4), 1000.0)
+    for alpha, want in ((0.48, (1, 0)), (0.9, (3, 3))):    # K 1: 1.021x plain; K 3: 1.463x
+        state = (reached * alpha, reached)
+        got = tuple(int(P.Goodput(k_max=4, costs=costs, hurdle=h, width="per-row")
+                        .plan(state, 1)[0]) for h in (0.0, 0.05))
+        k_ref = tuple(int(A.goodput_k(np.full(4, alpha), 0.0, costs.t_target, hurdle=h)[0])
+                      for h in (0.0, 0.05))
+        assert got == k_ref
+        e = [1 + sum(alpha ** j for j in range(1, k + 1)) for k in range(5)]
+        rate = np.asarray(e) / np.asarray(costs.t_target)
+        assert got[0] == int(np.argmax(rate))
+        assert got == want
+    rng = np.random.default_rng(5)
+    reached = rng.uniform(5, 60, (32, 4))
+    state = (reached * rng.uniform(0.3, 0.95, (32, 4)), reached)
+    for h in (0.0, 0.1, 0.3):
+        pol = P.Goodput(k_max=4, costs=costs, hurdle=h, width="per-row")
+        k_ref, rate = A.goodput_k(pol.alpha_estimate(state), 0.0, costs.t_target, hurdle=h)
+        np.testing.assert_array_equal(pol.plan(state, 32), k_ref)
+    with pytest.raises(ValueError, match="hurdle"):
+        P.Goodput(k_max=4, costs=costs, hurdle=-0.1)
+    with pytest.raises(ValueError, match="hurdle"):
+        A.goodput_k(np.full(4, 0.5), 0.0, costs.t_target, hurdle=float("nan"))
