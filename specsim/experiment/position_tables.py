@@ -14,6 +14,8 @@ Shapes: P prompt tokens, N output tokens, K drafts, D model width.
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,46 +61,52 @@ def record(target, drafter, prompt, output, k: int) -> PositionTable:
 
 def _ngram(drafter, full, lengths, k):
     """Drafts and confidences (1 proposed, 0 not) from each context length."""
-    size = _bucket(len(full) + k)
-    tokens = np.zeros((len(lengths), size), np.int32)
+    tokens = np.zeros((len(lengths), _bucket(len(full) + k)), np.int32)
     tokens[:, :len(full)] = full
+    lengths = np.asarray(lengths, np.int32)
+    rows = _bucket(len(lengths))                  # pad the states too: one program per size
+    length = np.concatenate([lengths, np.full(rows - len(lengths), lengths[-1], np.int32)])
+    tokens = np.concatenate([tokens, np.repeat(tokens[-1:], rows - len(tokens), 0)])
+    drafts, conf = _ngram_propose(drafter, jnp.asarray(tokens), jnp.asarray(length), k)
+    return np.asarray(drafts)[:len(lengths)], np.asarray(conf, np.float64)[:len(lengths)]
 
-    @jax.jit
-    def run(toks, length):
-        _, d = drafter.propose((), Context(toks, length), k, jax.random.PRNGKey(0),
-                               SamplingParams.make())
-        return d.tokens, d.probs.max(-1)
 
-    drafts, conf = run(jnp.asarray(tokens), jnp.asarray(lengths, jnp.int32))
-    return np.asarray(drafts), np.asarray(conf, np.float64)
+@partial(jax.jit, static_argnames="k")
+def _ngram_propose(drafter, tokens, length, k):
+    _, d = drafter.propose((), Context(tokens, length), k, jax.random.PRNGKey(0),
+                           SamplingParams.make())
+    return d.tokens, d.probs.max(-1)
 
 
 def _feature_head(target, drafter, full, P, g, k):
     """The head's greedy chain from the feature that produced output token g − 1."""
-    from specsim.models.transformer import forward_hidden, init_cache
-
-    cfg = target.cfg
-    size = _bucket(len(full))
-    toks = np.zeros((1, size), np.int32)
+    toks = np.zeros((1, _bucket(len(full))), np.int32)
     toks[0, :len(full)] = full
-    feats = jax.jit(lambda p, t: forward_hidden(p, cfg, t, init_cache(cfg, 1, t.shape[1]))[0])(
-        target.params, jnp.asarray(toks))[0]                                # [T, D]
+    feats = _features(target.params, jnp.asarray(toks), target.cfg)[0]      # [T, D]
+    rows = _bucket(len(g))
+    pick = np.concatenate([g, np.full(rows - len(g), g[-1])])
+    drafts, conf = _chain(drafter, feats[P + pick - 2], jnp.asarray(full[P + pick - 1]), k)
+    return np.asarray(drafts)[:len(g)], np.asarray(conf, np.float64)[:len(g)]
 
-    @jax.jit
-    def chain(z0, x):                                       # [G, D], [G] -> [G, K] twice
-        def step(carry, _):
-            z, tok = carry
-            z = cell(drafter.cell, drafter.embed, z, tok, drafter.eps)
-            logits = z @ drafter.head.T                                     # [G, Vh]
-            i = jnp.argmax(logits, -1)
-            p = jnp.take_along_axis(jax.nn.softmax(logits, -1), i[:, None], 1)[:, 0]
-            nxt = drafter.head_ids[i].astype(jnp.int32)
-            return (z, nxt), (nxt, p)
-        _, (d, c) = jax.lax.scan(step, (z0, x), None, length=k)
-        return d.T, c.T
 
-    drafts, conf = chain(feats[P + g - 2], jnp.asarray(full[P + g - 1]))
-    return np.asarray(drafts), np.asarray(conf, np.float64)
+@partial(jax.jit, static_argnames="cfg")
+def _features(params, tokens, cfg):
+    from specsim.models.transformer import forward_hidden, init_cache
+    return forward_hidden(params, cfg, tokens, init_cache(cfg, 1, tokens.shape[1]))[0]
+
+
+@partial(jax.jit, static_argnames="k")
+def _chain(drafter, z0, x, k):                           # [G, D], [G] -> [G, K] twice
+    def step(carry, _):
+        z, tok = carry
+        z = cell(drafter.cell, drafter.embed, z, tok, drafter.eps)
+        logits = z @ drafter.head.T                                         # [G, Vh]
+        i = jnp.argmax(logits, -1)
+        p = jnp.take_along_axis(jax.nn.softmax(logits, -1), i[:, None], 1)[:, 0]
+        nxt = drafter.head_ids[i].astype(jnp.int32)
+        return (z, nxt), (nxt, p)
+    _, (d, c) = jax.lax.scan(step, (z0, x), None, length=k)
+    return d.T, c.T
 
 
 def _bucket(n: int) -> int:
