@@ -108,16 +108,17 @@ Policies:
   more often than it wins). Both were judged in session 24 by exact replays of batch-1
   greedy runs of 309 prompts (`specsim.simulate.replay_positions`,
   `benchmarks/goodput_positions.py`, data/goodput-positions-s24/). The feature head's
-  confidence is calibrated: a first draft below 0.2 was accepted 4–6% of the time,
-  above 0.8 73–76%; a later slot below 0.2 5–7%, above 0.9 98–99%. Cutting such drafts
+  confidence is calibrated: a first draft of confidence 0.1–0.2 was accepted 12% of
+  the time, 0.9–1.0 83%; a later slot, reached, 7–18% and 97–99%. Cutting such drafts
   makes a failed probe cost a draft step instead of a verify: on this CPU's pass times
   (t(n)/t(1) = 1, 1.65, 1.76, 1.94, 1.94) p_min 0.2 took the feature head from 68 to 57
   prompts below 0.98x plain decoding at 80 tokens and from 37 to 24 below 0.97x the
   best fixed K (38 to 32 and 12 to 7 at 160), and from 107 to 40 below the best fixed
   K where a verify costs less (1, 1.23, 1.42, 1.64, 1.75); it does not touch n-gram
-  lookup (confidence 1). The hurdle 0.05 on top took those to 43 / 23 (15 / 8 at 160),
-  n-gram lookup from 27 / 2 to 20 / 0 at 80 tokens, but cost the feature head goal-2
-  cells where the verify is cheaper (40 -> 48), and the approximate replays of
+  lookup (confidence 1). The hurdle 0.05 on top took those to 43 / 23 (16 / 8 at 160)
+  and n-gram lookup's goal-1 misses from 27 to 20 at 80 tokens, but cost goal-2 cells
+  in most settings (n-gram 11 -> 16; the feature head where the verify is cheaper
+  40 -> 48), and the approximate replays of
   `sim_goodput_explore.py --study lengths` (recorded FixedK traces, batch 1 and 8)
   lost the best fixed K in 15 of 42 cell-lengths against 4 (n-gram extraction 1.77x ->
   1.73x, code at batch 8 1.48x -> 1.40x): it stays off by default.
