@@ -1334,8 +1334,8 @@ def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
     16): without a budget Goodput's exploration (prior, bonus, decay) costs it well over
     3% of plain decoding; with budget ε its replayed time stays within (1 + ε) of plain
     decoding's, plus at most one iteration's overdraft (the bound the bank keeps). The
-    defaults since (prior 0.5, no bonus; since session 24 a hurdle of 5%) lose less, and
-    still more than the budget."""
+    defaults since (prior 0.5, no bonus; since session 24 p_min 0.2, which these drafts of
+    confidence 0.9 pass) lose less, and still more than the budget."""
     n = 400
     tr = S.AcceptanceTrace(np.zeros((n, 1, 4), bool), np.full((n, 1, 4), 0.9),
                            np.ones((n, 1), bool))
