@@ -482,17 +482,9 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                                                    "accepted")}
     for i in range(I):
         act = trace.present[i]
-        plan = np.asarray(policy.plan(state, B, np, act))
-        prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
-        slot = np.arange(K)[None] < prop[:, None]
-        acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
-        state = policy.update(state, plan, acc, prop, act, np)
-        steps = P.draft_steps(plan, prop, np)
-        if period and i % period == 0 and not (plan[act] > 0).any():
-            state = policy.observe_off(state, act & (trace.confidence[i, :, 0] > 0),
-                                       trace.accept[i, :, 0], act, np,
-                                       paid=off_draft == "paid")
-            steps = np.full_like(steps, int(off_draft == "paid"))
+        state, plan, prop, acc, steps = _iteration(
+            policy, state, trace.confidence[i, :, :K], trace.accept[i, :, :K], act,
+            bool(period) and i % period == 0, off_draft)
         for name, v in (("k_plan", plan), ("proposed", prop), ("accepted", acc),
                         ("draft_steps", steps)):
             out[name][i] = np.where(act, v, 0)
@@ -512,6 +504,27 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     time = steps * costs.t_draft + t_target[widest]
     return PolicyRun(present=trace.present, time=time,
                      speedup=_replayed_speedup(run, time, t_target[0], batching), **out)
+
+
+def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft: str):
+    """One batched iteration as the engine runs it, shared by both replays: plan, propose
+    while kept (confidence [B, K]), accept the leading accepted run (accept [B, K]),
+    update; when ``judge`` and no active row planned a draft, the policy's
+    ``observe_off`` takes slot 0 (proposed where its confidence is > 0), a draft step
+    for ``off_draft`` "paid". → (state, plan, proposed, accepted, draft_steps), [B] each."""
+    from specsim import policies as P
+
+    B, K = confidence.shape
+    plan = np.asarray(policy.plan(state, B, np, active))
+    prop = P.n_proposed(policy, plan, confidence, np)
+    acc = np.sum(np.cumprod(accept & (np.arange(K)[None] < prop[:, None]), axis=1), axis=1)
+    state = policy.update(state, plan, acc, prop, active, np)
+    steps = P.draft_steps(plan, prop, np)
+    if judge and not (plan[active] > 0).any():
+        state = policy.observe_off(state, active & (confidence[:, 0] > 0), accept[:, 0],
+                                   active, np, paid=off_draft == "paid")
+        steps = np.full_like(steps, int(off_draft == "paid"))
+    return state, plan, prop, acc, steps
 
 
 def _replayed_speedup(run: PolicyRun, time, t_1: float, batching: str) -> float:
@@ -596,31 +609,21 @@ def replay_positions(policy, table: PositionTable, costs, *, new_tokens: int | N
     if len(costs.t_target) < K + 1:
         raise InvalidArgument(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
     t_target = np.asarray(costs.t_target, np.float64)
-    state, act, zero = policy.init(1, np), np.ones(1, bool), np.zeros(1, np.int64)
+    state, act = policy.init(1, np), np.ones(1, bool)
     rows = {name: [] for name in ("k_plan", "proposed", "draft_steps", "accepted")}
     time, g, i = [], 1, 0
     while g < n:
-        conf, ok = table.confidence[g - 1:g, :K], table.ok[g - 1:g, :K]          # [1, K]
-        plan = np.asarray(policy.plan(state, 1, np, act))
-        if plan[0] > 0:
-            prop = P.n_proposed(policy, plan, conf, np)
-            acc = np.sum(np.cumprod(ok & (np.arange(K)[None] < prop[:, None]), axis=1), axis=1)
-            state = policy.update(state, plan, acc, prop, act, np)
-            steps = max(int(P.draft_steps(plan, prop, np)[0]), 1)
-            time.append(steps * costs.t_draft + t_target[int(prop[0])])
-        else:
-            prop, acc, steps = zero, zero, 0
-            state = policy.update(state, plan, zero, zero, act, np)
-            time.append(t_target[0])
-            if period and i % period == 0:
-                state = policy.observe_off(state, act & (conf[:, 0] > 0), ok[:, 0], act, np,
-                                           paid=off_draft == "paid")
-                steps = int(off_draft == "paid")
-                time[-1] += steps * costs.t_draft
-        for name, v in (("k_plan", plan[0]), ("proposed", prop[0]), ("draft_steps", steps),
-                        ("accepted", acc[0])):
-            rows[name].append(int(v))
-        g += int(acc[0]) + 1
+        state, plan, prop, acc, steps = _iteration(
+            policy, state, table.confidence[g - 1:g, :K], table.ok[g - 1:g, :K], act,
+            bool(period) and i % period == 0, off_draft)
+        plan, prop, acc, steps = int(plan[0]), int(prop[0]), int(acc[0]), int(steps[0])
+        if plan > 0:
+            steps = max(steps, 1)           # the engine runs a draft pass when it plans one
+        time.append(steps * costs.t_draft + t_target[prop])
+        for name, v in (("k_plan", plan), ("proposed", prop), ("draft_steps", steps),
+                        ("accepted", acc)):
+            rows[name].append(v)
+        g += acc + 1
         i += 1
     time = np.asarray(time)
     out = {name: np.asarray(v, np.int64)[:, None] for name, v in rows.items()}
