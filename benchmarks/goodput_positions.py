@@ -7,7 +7,8 @@ fixed K of 1..4, counting issue 12's goals per prompt.
     PYTHONPATH=. python benchmarks/goodput_positions.py record [--drafters feature-head ngram] \
         [--new-tokens 160] --out-dir data/goodput-positions-s24     # ~13 min: DRAFTER_160.npz
     PYTHONPATH=. python benchmarks/goodput_positions.py replay TABLE.npz [--new-tokens 80 160] \
-        [--ratios 1 1.65 1.76 1.94 1.94] [--draft-ratio C] [--p-min 0 0.2] [--hurdle 0 0.05]
+        [--ratios 1 1.65 1.76 1.94 1.94] [--draft-ratio C] [--p-min 0 0.2] [--hurdle 0 0.05] \
+        [--budget none 0.015] [--judge-share 0.01]
     PYTHONPATH=. python benchmarks/goodput_positions.py calibration TABLE.npz
 
 Prompts: the evaluation prompt of each kind of work and every shipped prompt
@@ -104,20 +105,23 @@ def replay(args) -> None:
     off = OFF_DRAFTS[drafter]
     print(f"{drafter}, {len(tables)} prompts at batch 1, greedy; t(n)/t(1) = {r}, draft step "
           f"{c:g}; goals: >= 0.98x plain decoding (1), >= 0.97x the best fixed K of 1-{K} (2)\n")
-    print("| new tokens | p_min | hurdle | geomean vs plain | vs best fixed K | goal-1 misses "
-          "(worst) | goal-2 misses (worst) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| new tokens | p_min | hurdle | budget | judge_share | geomean vs plain | vs best "
+          "fixed K | goal-1 misses (worst) | goal-2 misses (worst) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in args.new_tokens:
         n = min(n, tables[0].n_tokens)
         best = np.asarray([max(replay_positions(P.FixedK(k=k), tb, costs, new_tokens=n).speedup
                                for k in range(1, K + 1)) for tb in tables])
-        for p_min, hurdle in itertools.product(args.p_min, args.hurdle):
-            pol = P.Goodput(k_max=K, costs=costs, p_min=p_min, hurdle=hurdle)
+        for p_min, hurdle, budget, share in itertools.product(args.p_min, args.hurdle,
+                                                              args.budget, args.judge_share):
+            pol = P.Goodput(k_max=K, costs=costs, p_min=p_min, hurdle=hurdle, budget=budget,
+                            judge_share=share)
             s = np.asarray([replay_positions(pol, tb, costs, new_tokens=n, off_draft=off).speedup
                             for tb in tables])
             rel = s / best
             gm = np.exp(np.log([s, rel]).mean(1))
-            print(f"| {n} | {p_min:g} | {hurdle:g} | {gm[0]:.3f} | {gm[1]:.3f} | "
+            print(f"| {n} | {p_min:g} | {hurdle:g} | {'off' if budget is None else f'{budget:g}'}"
+                  f" | {share:g} | {gm[0]:.3f} | {gm[1]:.3f} | "
                   f"{int((s < 0.98).sum())} ({s.min():.3f}) | {int((rel < 0.97).sum())} "
                   f"({rel.min():.3f}) |", flush=True)
 
@@ -141,6 +145,19 @@ def calibration(args) -> None:
         print(f"| {j} | " + " | ".join(cells) + " |")
 
 
+def _budget(text: str):
+    """--budget: 'none' (off) or a number in [0, 1)."""
+    if text.lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be 'none' or a number in [0, 1) (got {text!r})")
+    return value
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -155,7 +172,10 @@ def main(argv=None) -> None:
     rep.add_argument("--ratios", type=float, nargs="+", default=[1.0, 1.65, 1.76, 1.94, 1.94])
     rep.add_argument("--draft-ratio", type=float, default=None)
     rep.add_argument("--p-min", type=float, nargs="+", default=[0.0, 0.2])
-    rep.add_argument("--hurdle", type=float, nargs="+", default=[0.0, 0.05])
+    rep.add_argument("--hurdle", type=float, nargs="+", default=[0.0])
+    rep.add_argument("--budget", type=_budget, nargs="+", default=[None, 0.015],
+                     help="Goodput's loss budget ε, or 'none' (off)")
+    rep.add_argument("--judge-share", type=float, nargs="+", default=[0.01])
     cal = sub.add_parser("calibration")
     cal.add_argument("table")
     args = ap.parse_args(argv)

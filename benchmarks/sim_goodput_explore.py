@@ -1,6 +1,6 @@
 """Goodput's exploration bonus (`policies.Goodput(explore=...)`) and its confidence
 threshold (`Goodput(p_min=...)`), replayed on recorded traces: the studies behind their
-defaults (explore 0.5 until session 16, 0 since: see --study lengths; p_min 0 until session 24, 0.2 since: benchmarks/goodput_positions.py).
+defaults (explore 0.5 until session 16, 0 since: see --study lengths; p_min 0 until session 24, 0.2 since: benchmarks/goodput_positions.py; the loss budget off until session 25, 0.015 since).
 
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py                     # explore
     PYTHONPATH=. python benchmarks/sim_goodput_explore.py --study confidence  # p_min
@@ -56,9 +56,12 @@ non-decreasing (`Costs.nondecreasing`, the policies part's) and fitted to a line
 bonus fading over the run's 40 tokens (`Goodput(horizon=...)`). ``--study judge-off``
 replays Goodput with and without judging the n-gram lookup's free first draft in the
 iterations it turned itself off (`Goodput(judge_off=...)`). ``--study budget`` replays
-Goodput with and without a loss budget ε of 0.01 and 0.02 (`Goodput(budget=...)`: a
-conservative bandit that plans a draft only where, at the rates' lower bound, the row
-stays within (1 + ε) × plain decoding's time by the cost model). ``--study warm``
+Goodput without its loss budget, with the default ε 0.015 and with 0.02
+(`Goodput(budget=...)`: a conservative bandit that plans a draft only where the row's
+bank, ε of the run's plain-decoding time plus what speculation won, covers the draft's
+worst outcome; until session 24 the study compared the bank of the earlier design, see
+`specsim.policies`). On a recorded trace the allowance is ε of the trace's iterations
+(`simulate_policy`), fewer than the run's tokens, so these replays understate it. ``--study warm``
 replays Goodput starting from an acceptance prior carried from earlier runs
 (`policies.AcceptancePrior`, ``Goodput(start=...)``), learned from a FixedK(4) run of the
 same drafter on WARM_PROMPTS other prompts of the same kind of work (the shipped prompt
@@ -150,9 +153,9 @@ STUDIES = {
     "judge-off": (["goodput", "goodput judge_off False"],
                   lambda costs: [P.Goodput(k_max=K_MAX, costs=costs),
                                  P.Goodput(k_max=K_MAX, costs=costs, judge_off=False)]),
-    "budget": (["goodput", "goodput budget 0.01", "goodput budget 0.02"],
-               lambda costs: [P.Goodput(k_max=K_MAX, costs=costs)] + [
-                   P.Goodput(k_max=K_MAX, costs=costs, budget=b) for b in (0.01, 0.02)]),
+    "budget": (["goodput budget off", "goodput (budget 0.015)", "goodput budget 0.02"],
+               lambda costs: [P.Goodput(k_max=K_MAX, costs=costs, budget=b)
+                              for b in (None, 0.015, 0.02)]),
     "widths": (["goodput", "goodput widths (1, 5)", "goodput widths (1, 3, 5)"],
                lambda costs: [P.Goodput(k_max=K_MAX, costs=costs.bucketed(w))
                               for w in (None, (1, K_MAX + 1), (1, 3, K_MAX + 1))]),
@@ -367,10 +370,13 @@ def iterations_for(stats, new_tokens: int) -> int:
 
 LENGTH_POLICIES = {
     "goodput": lambda costs: P.Goodput(k_max=K_MAX, costs=costs),
+    "goodput budget off": lambda costs: P.Goodput(k_max=K_MAX, costs=costs, budget=None),
     "goodput prior 0.6 explore 0.5": lambda costs: P.Goodput(k_max=K_MAX, costs=costs,
-                                                             prior_alpha=0.6, explore=0.5),
+                                                             prior_alpha=0.6, explore=0.5,
+                                                             budget=None),
 }
-"""--study lengths: Goodput with today's defaults and with those before session 16."""
+"""--study lengths: Goodput with today's defaults, without its loss budget (the default
+before session 25), and with the defaults before session 16."""
 
 
 def lengths(target, prompts, drafters, costs_of, new_tokens: int, save=None) -> None:
@@ -411,9 +417,9 @@ def replay_lengths(recorded: dict, lens: tuple) -> None:
         for n, i in zip(lens, cut):
             trace = prefix(whole, i)
 
-            def replay(policy):
-                return simulate.simulate_policy(policy, trace, costs=costs,
-                                                cost_model="engine", off_draft=free).speedup
+            def replay(policy):     # a budget's allowance: the prefix's iterations (the
+                return simulate.simulate_policy(    # replay's fewest tokens; see simulate)
+                    policy, trace, costs=costs, cost_model="engine", off_draft=free).speedup
             fixed = {k: replay(P.FixedK(k=k)) for k in range(1, K_MAX + 1)}
             best_k = max(fixed, key=fixed.get)
             entry = f"{fixed[best_k]:.2f} (K {best_k})"
@@ -540,8 +546,8 @@ def main(argv=None) -> None:
              "slowest explore 0": lambda c: P.Goodput(k_max=K_MAX, costs=c, explore=0.0)}
     if args.study == "budget":
         plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),
-                 "goodput": lambda c: P.Goodput(k_max=K_MAX, costs=c),
-                 "goodput budget 0.01": lambda c: P.Goodput(k_max=K_MAX, costs=c, budget=0.01),
+                 "goodput budget off": lambda c: P.Goodput(k_max=K_MAX, costs=c, budget=None),
+                 "goodput (budget 0.015)": lambda c: P.Goodput(k_max=K_MAX, costs=c),
                  "goodput budget 0.02": lambda c: P.Goodput(k_max=K_MAX, costs=c, budget=0.02)}
     if args.study == "judge-off":
         plans = {"fixed K 4": lambda c: P.FixedK(k=K_MAX),

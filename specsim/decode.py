@@ -626,7 +626,11 @@ def _policy_off_step(run: _PolicyRun, cfg, policy, carry):
             return ps, judged, steps + paid
 
         s = (pstate, jnp.full_like(c.length, -1), pstats.draft_steps)
-        s = judge(s) if period == 1 else _once_if(c.it % period == 0, judge, s)
+        when = None if period == 1 else c.it % period == 0
+        if off_draft(run.drafter) == "paid":   # only where the policy can use it (its budget)
+            gate = policies.may_judge(policy, pstate, ok, jnp)
+            when = gate if when is None else (when if gate is None else when & gate)
+        s = judge(s) if when is None else _once_if(when, judge, s)
         pstate, judged, steps = s
         pstats = pstats._replace(off_judged=pstats.off_judged.at[c.it].set(judged),
                                  draft_steps=steps)
@@ -698,7 +702,7 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
                              jnp.zeros((K + 1,), jnp.int32), jnp.full((I, B), -1, jnp.int32))
     run = _PolicyRun(params, drafter, sp, prompt_lens, max_new, eos)
     step = partial(_policy_step, run, cfg, policy, widths)
-    pstate = policy.init(B, jnp)
+    pstate = policies.begin(policy, policy.init(B, jnp), max_new - 1, jnp)   # the prefill gave one token
     late = dstate is None        # the caller's `_primes_late`: the prefill runs in here
     passes = int(drafter.passes_per_iteration(K) > 0)   # the drafter's prefill, if it runs
     if not late:

@@ -207,7 +207,8 @@ OFF_DRAFTS = ("none", "free", "paid")
 
 __all__ = ["WIDTHS", "AUTO_WIDTH_TOLERANCE", "OFF_DRAFTS", "Policy", "FixedK",
            "ConfidenceThreshold", "Heuristic", "Goodput", "Costs", "n_proposed",
-           "draft_steps", "as_policy", "verify_widths", "program_widths", "judge_period"]
+           "draft_steps", "as_policy", "verify_widths", "program_widths", "judge_period",
+           "begin", "may_judge"]
 
 
 # ---- validation ---------------------------------------------------------------------------
@@ -557,7 +558,7 @@ class Goodput:
     horizon: int | None = None
     judge_off: bool = True
     judge_share: float = 0.01
-    budget: float | None = None
+    budget: float | None = 0.015
     start: AcceptancePrior | None = None
     plans_off = True         # K = 0 where speculation cannot pay
 
@@ -594,8 +595,8 @@ class Goodput:
 
     def init(self, batch: int, xp=np) -> tuple:
         """(accepted [B, K], reached [B, K]), then tokens so far [B] with a ``horizon``,
-        then the bank [B] (time ahead of (1 + budget) × plain decoding) with a ``budget``.
-        With a ``start`` (`AcceptancePrior`) every row begins with its counts."""
+        then the bank [B] with a ``budget`` (empty until `begin` fills it with the run's
+        allowance). With a ``start`` (`AcceptancePrior`) every row begins with its counts."""
         zeros = xp.zeros((batch, self.k_max), xp.float32)
         row = xp.zeros((batch,), xp.float32)
         acc, reached = zeros, zeros
@@ -605,6 +606,20 @@ class Goodput:
             reached = zeros + xp.asarray(self.start.reached[:k], xp.float32)[None]
         return (acc, reached) + ((row,) if self.horizon is not None else ()) + \
             ((row,) if self.budget is not None else ())
+
+    def begin(self, state, new_tokens, xp=np) -> tuple:
+        """The run's start: with a ``budget`` ε each row's bank receives the run's
+        allowance, ε · t_target(1) · ``new_tokens`` (the tokens the run decodes after the
+        prefill's: [] or [B]), the time the run may lose against plain decoding by the
+        cost model (`update`, `margin`); without one the state is returned unchanged.
+        The engine calls it once, after `init`, inside the compiled program (runs of any
+        length share one program), and so do `specsim.simulate.simulate_policy` (with
+        the trace's iterations) and `replay_positions` (with ``new_tokens`` − 1)."""
+        if self.budget is None:
+            return state
+        allowance = self.budget * float(self.costs.t_target[0]) * \
+            xp.asarray(new_tokens, xp.float32)
+        return tuple(state[:-1]) + (state[-1] + allowance,)
 
     def alpha_estimate(self, state, xp=np):
         """[B, K] per-position rates, each shrunk towards the row's pooled rate (itself
@@ -626,12 +641,6 @@ class Goodput:
             z = z * xp.clip(1.0 - state[2] / self.horizon, 0.0, 1.0)[:, None]   # [B, 1]
         return xp.minimum(a + z * self._standard_error(a, state, xp), 1.0)
 
-    def safe_alpha(self, state, xp=np):
-        """[B, K]: the lower confidence bound the ``budget`` reads, each estimate less
-        ``explore`` standard errors (floored at 0): the bonus's mirror image, unfaded."""
-        a = self.alpha_estimate(state, xp)
-        return xp.maximum(a - self.explore * self._standard_error(a, state, xp), 0.0)
-
     def _standard_error(self, a, state, xp=np):
         """[B, K]: sqrt(α̂(1 − α̂) / (n + w)), n the decayed count of reached slots."""
         return xp.sqrt(a * (1 - a) / (state[1] + self.prior_weight))
@@ -643,14 +652,12 @@ class Goodput:
         whose `margin` is >= 0 are candidates (K = 0 always is)."""
         e = _expected_tokens(self.planning_alpha(state, xp), xp)               # [B, K+1]
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
-        m = self.margin(state, xp) if self.budget is not None else None       # [B, K+1]
+        ok = None if self.budget is None else self._affordable(self.margin(state, xp),
+                                                               batch, active, xp)
         if self.width == "per-row":
-            g, ok = e / t[None], (None if m is None else m >= 0)              # [B, K+1]
+            g = e / t[None]                                                    # [B, K+1]
         else:   # one K for the batch: E over the running rows, their min ("slowest") or sum
-            ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
-            on = (xp.ones((batch,), bool) if active is None else active)[:, None]
-            g = over_rows(xp.where(on, e, ignore), axis=0) / t                 # [K+1]
-            ok = None if m is None else over_rows(xp.where(on, m, ignore), axis=0) >= 0
+            g = self._over_rows(e, batch, active, xp) / t                      # [K+1]
         drafts = xp.arange(self.k_max + 1) > 0                                 # [K+1]
         g = xp.where(drafts, g / (1.0 + self.hurdle), g)
         if ok is not None:
@@ -658,20 +665,50 @@ class Goodput:
         k = xp.argmax(g, axis=-1).astype(xp.int32)
         return k if self.width == "per-row" else xp.full((batch,), k, xp.int32)
 
+    def _over_rows(self, x, batch, active, xp=np):
+        """[K+1]: a [B, K+1] row quantity over the running rows as the batch plan reads
+        it: their min ("slowest") or their sum ("shared")."""
+        ignore, over_rows = (xp.inf, xp.min) if self.width == "slowest" else (0.0, xp.sum)
+        on = (xp.ones((batch,), bool) if active is None else active)[:, None]
+        return over_rows(xp.where(on, x, ignore), axis=0)
+
+    def _affordable(self, m, batch, active, xp=np):
+        """Which K the budget allows, from margins m [B, K+1]: [B, K+1] per row
+        ("per-row"), else [K+1] read over the running rows as the plan reads them."""
+        return m >= 0 if self.width == "per-row" else self._over_rows(m, batch, active, xp) >= 0
+
+    def may_judge(self, state, active, xp=np):
+        """[] bool: whether an off iteration's paid judgement (`observe_off` with paid:
+        the feature head's draft step) is worth its step. Always without a ``budget``;
+        with one, only while the banks, less that step, could still afford some K > 0 as
+        `plan` reads them (``active`` [B] bool: the running rows). A bank that cannot
+        never drafts again (off iterations neither fill nor drain it), so judging would
+        buy nothing, and with this gate the judging too stays inside the budget."""
+        if self.budget is None:
+            return xp.asarray(True)
+        m = self.margin(state, xp) - float(self.costs.t_draft)                 # [B, K+1]
+        ok = self._affordable(m, state[0].shape[0], active, xp)[..., 1:]
+        if self.width == "per-row":
+            ok = xp.any(ok & active[:, None], axis=0)
+        return xp.any(ok)
+
     def margin(self, state, xp=np):
-        """[B, K+1]: the row's bank after an iteration at each K that yields the tokens
-        of the lower confidence bound (`safe_alpha`): bank − t(K) + (1 + budget)·t(1)·E_lcb(K).
-        ``budget`` ε makes Goodput a conservative bandit (Wu et al. 2016): the bank is
-        the time the row is ahead of (1 + ε) × plain decoding by the policy's own cost
-        model (`update`), and a K is planned only where, read pessimistically, it keeps
-        the bank non-negative, so the exploration that the prior and the bonus buy is
-        paid from what speculation has won or from ε of the elapsed plain-decoding time,
-        and a row where speculation does not pay probes at most every ~t(K)/(ε·t(1))
-        tokens instead of whenever its evidence decays."""
-        e = _expected_tokens(self.safe_alpha(state, xp), xp)                   # [B, K+1]
+        """[B, K+1]: the row's bank after an iteration at each K that yields the fewest
+        tokens it can, one (every draft rejected): bank − t(K) + t_target(1). ``budget`` ε
+        makes Goodput a conservative bandit (Wu et al. 2016) over the run: the bank
+        starts at ε of the run's plain-decoding time (`begin`), gains t_target(1) per
+        token, pays each iteration's time by the cost model (`update`) and each paid
+        judgement's draft step (`observe_off`), so it is what the run may still lose
+        against plain decoding; a K > 0 is planned only where even its worst outcome
+        leaves the bank non-negative. So, by the cost model, a run of its max_new_tokens
+        loses at most ε against plain decoding, plus the judging the bank could not pay
+        (at most ``judge_share``; none, as the engine and the replays run it, which
+        judge only while the bank can pay for it: `may_judge`): the bound holds whatever
+        the drafter does, not on average. What speculation wins refills the bank, so a row where drafting pays
+        drafts on; a row whose first probes failed cannot draft again until it could
+        afford another failure, which is the price (see the class notes)."""
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
-        t1 = (1.0 + self.budget) * self.costs.t_target[0]
-        return state[-1][:, None] - t[None] + t1 * e
+        return state[-1][:, None] - t[None] + float(self.costs.t_target[0])
 
     def keep(self, j, confidence, xp=np):
         """A draft ends the row's proposal when its confidence is <= p_min (default 0.2;
@@ -701,9 +738,9 @@ class Goodput:
         out = (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
         if self.horizon is not None:    # tokens so far: the accepted drafts and one more
             out += (xp.where(active, state[2] + n_accepted + 1, state[2]),)
-        if self.budget is not None:     # the bank: (1 + ε)·t(1) per token less what was paid
+        if self.budget is not None:     # the bank: t(1) per token less what was paid
             paid = self._paid(k_plan, n_proposed, active, xp)
-            earned = (1.0 + self.budget) * self.costs.t_target[0] * (n_accepted + 1)
+            earned = float(self.costs.t_target[0]) * (n_accepted + 1)
             out += (xp.where(active, state[-1] + earned - paid, state[-1]),)
         return out
 
@@ -774,6 +811,23 @@ def judge_period(policy, off_draft: str) -> int:
     if callable(period):
         return int(period(off_draft))
     return 1 if off_draft == "free" else 0
+
+
+def begin(policy, state, new_tokens, xp=np) -> tuple:
+    """``policy.begin(state, new_tokens, xp)`` where the policy has one (`Goodput`: its
+    budget's allowance for a run of ``new_tokens`` after the prefill's); the state
+    unchanged otherwise. The engine and both replays call it once, after ``init``."""
+    fn = getattr(policy, "begin", None)
+    return fn(state, new_tokens, xp) if callable(fn) else state
+
+
+def may_judge(policy, state, active, xp=np):
+    """[] bool, or None where nothing gates it: whether an off iteration's paid
+    judgement runs, beyond `judge_period` (`Goodput.may_judge`: only while its budget
+    could still use the evidence). The engine and both replays ask it before a paid
+    judgement, with the state after ``update``."""
+    fn = getattr(policy, "may_judge", None)
+    return fn(state, active, xp) if callable(fn) else None
 
 
 def _expected_tokens(alpha, xp=np):

@@ -30,6 +30,7 @@ import numpy as np
 
 from specsim.errors import InvalidArgument
 from specsim.validation import (
+    positive_int,
     check_draft_length,
     check_nonnegative,
     check_positive,
@@ -433,7 +434,7 @@ BATCHING = ("static", "continuous")
 
 def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                     cost_model: str = "theory", batching: str = "static",
-                    off_draft: str = "none") -> PolicyRun:
+                    off_draft: str = "none", new_tokens: int | None = None) -> PolicyRun:
     """Replay ``policy`` (a `specsim.policies` policy) on ``trace``, one batched
     iteration at a time, with the same NumPy semantics the engine traces: plan, propose
     while kept, accept the leading accepted run, update. ``costs``: a
@@ -465,7 +466,12 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     and hands the outcome to the policy's ``observe_off``
     (`specsim.policy_engine.judge_off`); the replay does the same with the trace's slot
     0 (proposed where its confidence is > 0, accepted as recorded) and, for "paid",
-    charges such an iteration one draft step (``draft_steps`` 1 in every running row)."""
+    charges such an iteration one draft step (``draft_steps`` 1 in every running row),
+    a paid one only where `policies.may_judge` allows it. A policy with a ``begin``
+    (`Goodput`'s loss budget) starts with the allowance of ``new_tokens`` tokens: the
+    engine's is the run's max_new_tokens − 1 (pass it to replay a run's own trace
+    exactly); default I, the fewest tokens the replay can yield, so the bound holds on
+    the replay."""
     from specsim import policies as P                # NumPy only: theory side
 
     if batching not in BATCHING:
@@ -477,7 +483,9 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                          f"({trace.k}): slots past it were never drafted")
     I, B, _ = trace.accept.shape
     K = policy.k_max
-    state = policy.init(B, np)
+    if new_tokens is not None:
+        new_tokens = positive_int("new_tokens", new_tokens)
+    state = P.begin(policy, policy.init(B, np), I if new_tokens is None else new_tokens, np)
     out = {n: np.zeros((I, B), np.int64) for n in ("k_plan", "proposed", "draft_steps",
                                                    "accepted")}
     for i in range(I):
@@ -509,7 +517,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
 def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft: str):
     """One batched iteration as the engine runs it, shared by both replays: plan, propose
     while kept (confidence [B, K]), accept the leading accepted run (accept [B, K]),
-    update; when ``judge`` and no active row planned a draft, the policy's
+    update; when ``judge`` (for a paid one, also `policies.may_judge`) and no active row
+    planned a draft, the policy's
     ``observe_off`` takes slot 0 (proposed where its confidence is > 0), a draft step
     for ``off_draft`` "paid". → (state, plan, proposed, accepted, draft_steps), [B] each."""
     from specsim import policies as P
@@ -520,6 +529,9 @@ def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft
     acc = np.sum(np.cumprod(accept & (np.arange(K)[None] < prop[:, None]), axis=1), axis=1)
     state = policy.update(state, plan, acc, prop, active, np)
     steps = P.draft_steps(plan, prop, np)
+    if off_draft == "paid" and judge:            # a paid judgement only where it is worth it
+        gate = P.may_judge(policy, state, active, np)
+        judge = gate is None or bool(gate)
     if judge and not (plan[active] > 0).any():
         state = policy.observe_off(state, active & (confidence[:, 0] > 0), accept[:, 0],
                                    active, np, paid=off_draft == "paid")
@@ -609,7 +621,7 @@ def replay_positions(policy, table: PositionTable, costs, *, new_tokens: int | N
     if len(costs.t_target) < K + 1:
         raise InvalidArgument(f"costs.t_target must give k_max + 1 = {K + 1} pass times")
     t_target = np.asarray(costs.t_target, np.float64)
-    state, act = policy.init(1, np), np.ones(1, bool)
+    state, act = P.begin(policy, policy.init(1, np), n - 1, np), np.ones(1, bool)
     rows = {name: [] for name in ("k_plan", "proposed", "draft_steps", "accepted")}
     time, g, i = [], 1, 0
     while g < n:

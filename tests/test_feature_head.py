@@ -330,11 +330,13 @@ def test_greedy_output_equals_target_under_policies(target, policy):
 # ---- judged while speculation is off (policy_engine.judge_off, "paid") ----------------------
 def _never_drafting_goodput(period):
     """Goodput that never plans a draft (a draft step costs two target steps, prior 0)
-    and judges the feature head on every ``period``-th off iteration."""
+    and judges the feature head on every ``period``-th off iteration (its loss budget
+    off: with one it judges only while the bank could still pay for a draft, which
+    these never could; that gate is tested in test_policies and test_position_replay)."""
     from specsim import policies as P
     costs = P.Costs.from_ratio(2.0, 3)
     share = 0.0 if period == 0 else costs.t_draft / (period * costs.t_target[0])
-    pol = P.Goodput(k_max=3, costs=costs, prior_alpha=0.0, judge_share=share)
+    pol = P.Goodput(k_max=3, costs=costs, prior_alpha=0.0, judge_share=share, budget=None)
     assert P.judge_period(pol, "paid") == period
     return pol
 
@@ -446,7 +448,7 @@ def test_simulation_replays_goodput_judging_the_feature_head(target, budget):
     present = st.k_used >= 0
     assert (st.k_used[present][:1] == 0).all() and (st.k_used[present] > 0).any()
     run = S.simulate_policy(pol, trace_from_stats(st), costs=costs, cost_model="engine",
-                            off_draft="paid")
+                            off_draft="paid", new_tokens=48 - 1)   # the engine's allowance
     np.testing.assert_array_equal(run.k_plan[present], st.k_used[present])
     np.testing.assert_array_equal(run.proposed[present], st.drafted[present])
     np.testing.assert_array_equal(run.accepted[present], st.accepted[present])

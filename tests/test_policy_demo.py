@@ -54,7 +54,8 @@ def test_goodput_with_a_costly_draft_turns_itself_off():
     assert goodput.plan(goodput.init(2), 2).tolist() == [0, 0]
     sure = (np.full((2, 3), 1e6, np.float32),) * 2                    # accepted = reached
     assert goodput.alpha_estimate(sure).min() > 0.999
-    assert goodput.plan(sure, 2).tolist() == [0, 0]
+    rich = tuple(np.full_like(x, 1e6) for x in goodput.init(2)[2:])     # not the budget
+    assert goodput.plan(sure + rich, 2).tolist() == [0, 0]
 
 
 def test_ngram_trace_replays_the_recorded_fixed_k_run(tiny):

@@ -46,7 +46,16 @@ def _policies(costs):
             "heuristic": P.Heuristic(k_init=2, k_max=4),
             "goodput": P.Goodput(k_max=4, costs=costs),
             "goodput-no-cut": P.Goodput(k_max=4, costs=costs, p_min=0.0, prior_alpha=0.7),
-            "goodput-hurdle": P.Goodput(k_max=4, costs=costs, hurdle=0.1, prior_alpha=0.7)}
+            "goodput-hurdle": P.Goodput(k_max=4, costs=costs, hurdle=0.1, prior_alpha=0.7),
+            # the budget's bank begins in the program (max_new_tokens − 1 tokens' allowance):
+            # a wide one lets the eager prior draft; none is the loss-unbounded policy
+            "goodput-budget": P.Goodput(k_max=4, costs=costs, budget=0.2, prior_alpha=0.7),
+            "goodput-no-budget": P.Goodput(k_max=4, costs=costs, budget=None),
+            # an allowance just short of a K = 1 probe's worst loss for N_NEW − 1 tokens
+            # (enough for N_NEW): the eager prior must not draft, in the engine as here
+            "goodput-budget-edge": P.Goodput(
+                k_max=4, costs=costs, prior_alpha=0.9,
+                budget=float(costs.iteration_time(1) - 1.0) / (N_NEW - 0.5))}
 
 
 @pytest.mark.parametrize("which", ["ngram", "feature-head"])
@@ -70,6 +79,8 @@ def test_replay_on_a_position_table_is_the_engine_run(target, which):
             got = np.zeros(5, int)
             got[:len(res.meta["target_passes_by_width"])] = res.meta["target_passes_by_width"]
             np.testing.assert_array_equal(by_width, got, err_msg=name)
+            if name == "goodput-budget-edge":
+                assert not run.k_plan.any()       # its allowance never covered a probe
             accepted += run.accepted.sum()
             rejected += (run.proposed > run.accepted).sum()
     assert accepted > 0 and rejected > 0             # both outcomes were replayed

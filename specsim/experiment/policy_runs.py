@@ -145,12 +145,13 @@ def fixed_costs(t_target_1: float, t_verify_by_k: dict, t_draft: float, k: int) 
                    t_target=(float(t_target_1),) + (float(t_verify_by_k[k]),) * int(k))
 
 
-def simulated_speedup(policy, trace, costs: P.Costs,
-                      off_draft: str = "none") -> tuple[float, float]:
+def simulated_speedup(policy, trace, costs: P.Costs, off_draft: str = "none",
+                      new_tokens: int | None = None) -> tuple[float, float]:
     """(speedup against autoregressive decoding, fraction of row-iterations at K = 0) of
-    ``policy`` replayed on ``trace`` with the engine's cost model (``off_draft``: see
-    `simulate.simulate_policy`; the drafter's `specsim.drafters.off_draft`)."""
+    ``policy`` replayed on ``trace`` with the engine's cost model (``off_draft``,
+    ``new_tokens``: see `simulate.simulate_policy`; the drafter's
+    `specsim.drafters.off_draft`, the run's max_new_tokens − 1)."""
     run = simulate.simulate_policy(policy, trace, costs=costs, cost_model="engine",
-                                   off_draft=off_draft)
+                                   off_draft=off_draft, new_tokens=new_tokens)
     off = float(np.mean(run.k_plan[run.present] == 0)) if run.present.any() else float("nan")
     return float(run.speedup), off

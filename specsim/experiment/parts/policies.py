@@ -215,7 +215,8 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
         else:
             pol = pols[(name, batch, r[schema.POLICY])]
             costs = R.costs_from_passes(t1, verify, td, k_max)
-        a, b = R.simulated_speedup(pol, trace, costs, off_draft=judged)
+        a, b = R.simulated_speedup(pol, trace, costs, off_draft=judged,
+                                   new_tokens=s.max_new_tokens - 1)
         sim.append(a)
         off.append(b)
     return cell.assign(**{schema.SIM_SPEEDUP_VS_AR: sim, schema.SIM_K0_FRACTION: off})
