@@ -140,7 +140,11 @@ ax.set_title(f"confidence threshold on the recorded trace ({drafter.name}, c = {
 # policy loop), the transformers heuristic, and goodput, which plans each iteration's K from its running
 # per-position estimate and the costs above and turns itself off (K = 0) where no K pays;
 # with p_min its plan is an upper bound and a draft of confidence <= p_min ends the row's
-# proposal, as the threshold does.
+# proposal, as the threshold does. By default goodput also keeps a loss budget (1.5% of
+# plain decoding's time): it drafts only where what it has won, plus that allowance,
+# covers a draft's worst outcome, so it never falls more than 1.5% behind plain decoding
+# by its cost model; "goodput budget off" is the same policy without it. (On a recorded
+# trace the allowance is that of the trace's iterations, fewer than the run's tokens.)
 # `analytic.optimal_fixed_vs_dynamic` is the i.i.d. bound on what a threshold can gain
 # over the best fixed K.
 
@@ -149,7 +153,8 @@ policies = {f"fixed K={k}": P.FixedK(k=k) for k in range(1, K_MAX + 1)}
 policies.update({"threshold p_min=0.4": P.ConfidenceThreshold(p_min=0.4, k_max=K_MAX),
                  "heuristic": P.Heuristic(k_init=2, k_max=K_MAX),
                  "goodput": P.Goodput(k_max=K_MAX, costs=costs),
-                 "goodput p_min=0.4": P.Goodput(k_max=K_MAX, costs=costs, p_min=0.4)})
+                 "goodput p_min=0.4": P.Goodput(k_max=K_MAX, costs=costs, p_min=0.4),
+                 "goodput budget off": P.Goodput(k_max=K_MAX, costs=costs, budget=None)})
 rows = []
 for name, pol in policies.items():
     c_pol = costs if pol.k_max == K_MAX else costs_from_passes(
