@@ -7,8 +7,8 @@ and each run's target passes by width are charged fixed pass-time ratios t(n)/t(
         [--ratios-1 1 1.65 1.76 1.94 1.94] [--ratios-4 1 1.23 1.42 1.64 1.75]
         [--shipped 0 1 2] [--prior-alpha A] [--explore Z] [--budget E] [--judge-share S]
 
-``--prior-alpha``, ``--explore``, ``--budget``, ``--judge-share``: Goodput's (default:
-its defaults). A feature head's draft steps while speculation is off (judging it, every
+``--prior-alpha``, ``--explore``, ``--budget`` ('none': off), ``--judge-share``:
+Goodput's (default: its defaults). A feature head's draft steps while speculation is off (judging it, every
 n-th off iteration) count among the run's draft passes and are charged like any other.
 ``--drafter``: n-gram lookup (n = 3, free drafts), the committed feature head or the
 layer-skip draft (the demo's); ``--draft-ratio``: a draft step's time over a target
@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     ap.add_argument("--draft-ratio", type=float, default=None)
     ap.add_argument("--prior-alpha", type=float, default=None)
     ap.add_argument("--explore", type=float, default=None)
-    ap.add_argument("--budget", type=float, default=None)
+    ap.add_argument("--budget", default=None, help="Goodput's loss budget ε, or 'none' (off)")
     ap.add_argument("--judge-share", type=float, default=None)
     args = ap.parse_args(argv)
     c = DRAFT_RATIOS[args.drafter] if args.draft_ratio is None else args.draft_ratio
@@ -78,8 +78,15 @@ def main(argv=None) -> None:
     from specsim.errors import InvalidArgument
 
     given = {n: v for n, v in (("prior_alpha", args.prior_alpha), ("explore", args.explore),
-                               ("budget", args.budget), ("judge_share", args.judge_share))
+                               ("judge_share", args.judge_share))
              if v is not None}
+    if args.budget is not None and args.budget.strip().lower() == "none":
+        given["budget"] = None
+    elif args.budget is not None:
+        try:
+            given["budget"] = float(args.budget)
+        except ValueError:
+            ap.error(f"--budget must be 'none' or a number in [0, 1) (got {args.budget!r})")
     try:
         P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.0, k_max), **given)
     except InvalidArgument as e:

@@ -35,6 +35,7 @@ def test_a_negative_draft_ratio_is_named(capsys):
 
 @pytest.mark.parametrize("argv, name", [(["--prior-alpha", "1.5"], "prior_alpha"),
                                         (["--budget", "1.5"], "budget"),
+                                        (["--budget", "off"], "--budget must be 'none' or"),
                                         (["--judge-share", "-1"], "judge_share")])
 def test_goodputs_own_settings_are_checked_by_goodput(argv, name, capsys):
     with pytest.raises(SystemExit) as exc:
