@@ -73,6 +73,8 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"judge_off must be True or False \(got 1\)"),
     (lambda: S.simulate_policy(P.FixedK(k=2), _trace(n=8, k=2), off_draft="yes"),
      r"off_draft must be one of"),
+    (lambda: S.simulate_policy(P.FixedK(k=2), _trace(n=8, k=2), new_tokens=0),
+     r"new_tokens must be"),
     (lambda: P.verify_widths(4, (1, 6)), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, ()), r"verify_widths must be integers in 1..k_max \+ 1 = 5"),
     (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
