@@ -716,12 +716,13 @@ class Goodput:
         judgement's draft step (`observe_off`), so it is what the run may still lose
         against plain decoding; a K > 0 is planned only where even its worst outcome
         leaves the bank non-negative. So, by the cost model, a run of its max_new_tokens
-        loses at most ε against plain decoding, plus the judging the bank could not pay
-        (at most ``judge_share``; none, as the engine and the replays run it, which
-        judge only while the bank can pay for it: `may_judge`): the bound holds whatever
-        the drafter does, not on average. What speculation wins refills the bank, so a row where drafting pays
-        drafts on; a row whose first probes failed cannot draft again until it could
-        afford another failure, which is the price (see the class notes)."""
+        loses at most ε against plain decoding, judging included (a paid judgement runs
+        only while the bank could pay for it and still buy a draft: `may_judge`): the
+        bound holds whatever the drafter does, not on average. A row that stops early at
+        EOS may lose up to the whole allowance, a larger share of its shorter run. What
+        speculation wins refills the bank, so a row where drafting pays drafts on; a row
+        whose first probes failed cannot draft again until it could afford another
+        failure, which is the price (see the class notes)."""
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         return state[-1][:, None] - t[None] + float(self.costs.t_target[0])
 
