@@ -518,9 +518,9 @@ def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft
     """One batched iteration as the engine runs it, shared by both replays: plan, propose
     while kept (confidence [B, K]), accept the leading accepted run (accept [B, K]),
     update; when ``judge`` (for a paid one, also `policies.may_judge`) and no active row
-    planned a draft, the policy's
-    ``observe_off`` takes slot 0 (proposed where its confidence is > 0), a draft step
-    for ``off_draft`` "paid". → (state, plan, proposed, accepted, draft_steps), [B] each."""
+    planned a draft, the policy's ``observe_off`` takes slot 0 (proposed where its
+    confidence is > 0), a draft step for ``off_draft`` "paid".
+    → (state, plan, proposed, accepted, draft_steps), [B] each."""
     from specsim import policies as P
 
     B, K = confidence.shape
