@@ -80,20 +80,19 @@ def main(argv=None) -> None:
     given = {n: v for n, v in (("prior_alpha", args.prior_alpha), ("explore", args.explore),
                                ("judge_share", args.judge_share))
              if v is not None}
-    if args.budget is not None and args.budget.strip().lower() == "none":
-        given["budget"] = None
-    elif args.budget is not None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if args.budget is not None:
+        from goodput_positions import parse_budget
         try:
-            given["budget"] = float(args.budget)
-        except ValueError:
-            ap.error(f"--budget must be 'none' or a number in [0, 1) (got {args.budget!r})")
+            given["budget"] = parse_budget(args.budget)
+        except argparse.ArgumentTypeError as e:
+            ap.error(f"--budget {e}")
     try:
         P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.0, k_max), **given)
     except InvalidArgument as e:
         ap.error(str(e))
     ratios = {1: _ratios(ap, "--ratios-1", args.ratios_1, k_max),
               4: _ratios(ap, "--ratios-4", args.ratios_4, k_max)}
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from sim_goodput_explore import shipped_by_kind, shipped_prompts
 
     n_shipped = min(len(v) for v in shipped_by_kind().values())

@@ -145,9 +145,10 @@ def calibration(args) -> None:
         print(f"| {j} | " + " | ".join(cells) + " |")
 
 
-def _budget(text: str):
-    """--budget: 'none' (off) or a number in [0, 1)."""
-    if text.lower() == "none":
+def parse_budget(text: str):
+    """--budget (here and in bench_goodput_goals.py): 'none' (off) → None, or a number
+    in [0, 1); anything else raises argparse.ArgumentTypeError."""
+    if text.strip().lower() == "none":
         return None
     try:
         value = float(text)
@@ -173,7 +174,7 @@ def main(argv=None) -> None:
     rep.add_argument("--draft-ratio", type=float, default=None)
     rep.add_argument("--p-min", type=float, nargs="+", default=[0.0, 0.2])
     rep.add_argument("--hurdle", type=float, nargs="+", default=[0.0])
-    rep.add_argument("--budget", type=_budget, nargs="+", default=[None, 0.015],
+    rep.add_argument("--budget", type=parse_budget, nargs="+", default=[None, 0.015],
                      help="Goodput's loss budget ε, or 'none' (off)")
     rep.add_argument("--judge-share", type=float, nargs="+", default=[0.01])
     cal = sub.add_parser("calibration")

@@ -417,9 +417,9 @@ def replay_lengths(recorded: dict, lens: tuple) -> None:
         for n, i in zip(lens, cut):
             trace = prefix(whole, i)
 
-            def replay(policy):     # a budget's allowance: the prefix's iterations (the
-                return simulate.simulate_policy(    # replay's fewest tokens; see simulate)
-                    policy, trace, costs=costs, cost_model="engine", off_draft=free).speedup
+            def replay(policy):     # a budget's allowance: the prefix's iterations
+                return simulate.simulate_policy(policy, trace, costs=costs,
+                                                cost_model="engine", off_draft=free).speedup
             fixed = {k: replay(P.FixedK(k=k)) for k in range(1, K_MAX + 1)}
             best_k = max(fixed, key=fixed.get)
             entry = f"{fixed[best_k]:.2f} (K {best_k})"

@@ -702,10 +702,8 @@ class Goodput:
         if self.budget is None:
             return xp.asarray(True)
         m = self.margin(state, xp) - float(self.costs.t_draft)                 # [B, K+1]
-        ok = self._affordable(m, state[0].shape[0], active, xp)[..., 1:]
-        if self.width == "per-row":
-            ok = xp.any(ok & active[:, None], axis=0)
-        return xp.any(ok)
+        ok = self._affordable(m, state[0].shape[0], active, xp)[..., 1:]      # K > 0
+        return xp.any(ok & active[:, None] if self.width == "per-row" else ok)
 
     def margin(self, state, xp=np):
         """[B, K+1]: the row's bank after an iteration at each K that yields the fewest

@@ -529,10 +529,11 @@ def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft
     acc = np.sum(np.cumprod(accept & (np.arange(K)[None] < prop[:, None]), axis=1), axis=1)
     state = policy.update(state, plan, acc, prop, active, np)
     steps = P.draft_steps(plan, prop, np)
-    if off_draft == "paid" and judge:            # a paid judgement only where it is worth it
+    judge = judge and not (plan[active] > 0).any()
+    if judge and off_draft == "paid":            # a paid judgement only where it is worth it
         gate = P.may_judge(policy, state, active, np)
         judge = gate is None or bool(gate)
-    if judge and not (plan[active] > 0).any():
+    if judge:
         state = policy.observe_off(state, active & (confidence[:, 0] > 0), accept[:, 0],
                                    active, np, paid=off_draft == "paid")
         steps = np.full_like(steps, int(off_draft == "paid"))
