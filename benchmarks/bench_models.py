@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from specsim.models import (arrange_layers, forward, init_cache, load,  # noqa: E402
-                            stack_layers)
+from specsim.models import (arrange_layers, forward, init_cache, kernels,  # noqa: E402
+                            load, stack_layers)
 
 
 def median_time(fn, *args, repeats=7, warmup=1):
@@ -118,14 +118,13 @@ def read_fraction(params, cfg, step_bytes, context, max_len, rounds, n_bytes=512
     return float(np.median(ratios)), float(np.min(ratios)), float(np.max(ratios))
 
 
-def fused_vs_separate(model, cfg, n_new, context, max_len, rounds):
-    """Median seconds of one forward pass with fused projections (w_qkv, w_gate_up) and
-    with separate q/k/v and gate/up matrices, timed in interleaved rounds (the order
-    alternating) so both see the same machine: (fused, separate)."""
-    cfgs = [cfg.replace(fused_projections=f) for f in (True, False)]
+def interleaved_forward(model, cfgs, n_new, context, max_len, rounds):
+    """Median seconds of one forward pass of ``n_new`` tokens after ``context`` under each
+    config of ``cfgs`` (the model's params laid out for each), timed in interleaved rounds
+    (the order alternating) so all see the same machine: a list, one per config."""
     layouts = [arrange_layers(model.params, c) for c in cfgs]
     steps = [jax.jit(forward, static_argnums=1) for _ in cfgs]
-    ctx = jnp.asarray(np.random.default_rng(0).integers(3, cfg.vocab_size, (1, context)),
+    ctx = jnp.asarray(np.random.default_rng(0).integers(3, cfgs[0].vocab_size, (1, context)),
                       jnp.int32)
     tokens = jnp.ones((1, n_new), jnp.int32)
     caches = []
@@ -133,13 +132,13 @@ def fused_vs_separate(model, cfg, n_new, context, max_len, rounds):
         _, cache = step(params, c, ctx, init_cache(c, 1, max_len))
         jax.block_until_ready(step(params, c, tokens, cache))          # compile
         caches.append(cache)
-    times = ([], [])
+    times = [[] for _ in cfgs]
     for r in range(rounds):
-        for i in ((0, 1) if r % 2 else (1, 0)):
+        for i in (range(len(cfgs)) if r % 2 else reversed(range(len(cfgs)))):
             t0 = time.perf_counter()
             jax.block_until_ready(steps[i](layouts[i], cfgs[i], tokens, caches[i]))
             times[i].append(time.perf_counter() - t0)
-    return float(np.median(times[0])), float(np.median(times[1]))
+    return [float(np.median(t)) for t in times]
 
 
 def greedy_tokens_per_s(model, cfg, prompt_len, n_tokens, max_len, repeats=3):
@@ -219,19 +218,39 @@ def main(argv=None):
           f"{t1 * 1e3:.2f} ms = {achieved / 1e9:.1f} GB/s = {achieved / bw:.2f} of copy bandwidth, "
           f"{achieved / bw_read:.2f} of read bandwidth")
     rounds = 10 if args.quick else 30
-    med, lo, hi = read_fraction(arrange_layers(model.params, cfg0), cfg0,
-                                weight_bytes + kv_bytes, args.context, args.max_len, rounds)
-    print(f"decode step ({cfg0.layer_loop}) against the read bandwidth, both timed in each of "
-          f"{rounds} interleaved rounds: {med:.2f} (median of per-round ratios; range "
-          f"{lo:.2f}-{hi:.2f})")
+    for mm in (cfg0.matmul, "xla"):
+        cfg_mm = cfg0.replace(matmul=mm)
+        med, lo, hi = read_fraction(arrange_layers(model.params, cfg_mm), cfg_mm,
+                                    weight_bytes + kv_bytes, args.context, args.max_len, rounds)
+        print(f"decode step ({cfg0.layer_loop}, matmul={mm}) against the read bandwidth, both "
+              f"timed in each of {rounds} interleaved rounds: {med:.2f} (median of per-round "
+              f"ratios; range {lo:.2f}-{hi:.2f})")
     for n in (1, 16):
         print(f"scan/unroll latency ratio at n_new={n}: "
               f"{results['scan', n] / results['unroll', n]:.2f}")
+    rounds = 10 if args.quick else 30
     for n in (1, 5):
-        fused, separate = fused_vs_separate(model, cfg0, n, args.context, args.max_len,
-                                            10 if args.quick else 30)
+        fused, separate = interleaved_forward(
+            model, [cfg0.replace(fused_projections=f) for f in (True, False)], n,
+            args.context, args.max_len, rounds)
         print(f"fused projections ({cfg0.layer_loop}, n_new={n}): {fused * 1e3:.2f} ms vs "
               f"separate {separate * 1e3:.2f} ms = {fused / separate:.3f}x (interleaved)")
+    # specsim's CPU matmul kernel (cfg.matmul "auto") against XLA's dots, per layer loop
+    # and verify width; t(n)/t(1) is what a verify pass costs in decode steps.
+    if kernels.use_kernel(cfg0.matmul, 1, cfg0.dtype):
+        for loop in ("scan", "unroll"):
+            base = cfg0.replace(layer_loop=loop)
+            ts = {n: interleaved_forward(model, [base, base.replace(matmul="xla")], n,
+                                         args.context, args.max_len, rounds)
+                  for n in (1, 2, 5)}
+            for n, (k, x) in ts.items():
+                print(f"matmul kernel vs xla ({loop}, n_new={n}): {k * 1e3:.2f} ms vs "
+                      f"{x * 1e3:.2f} ms = {k / x:.3f}x (interleaved)")
+            print(f"  t(n)/t(1), n = 2, 5 ({loop}): kernel "
+                  f"{ts[2][0] / ts[1][0]:.2f} {ts[5][0] / ts[1][0]:.2f}, xla "
+                  f"{ts[2][1] / ts[1][1]:.2f} {ts[5][1] / ts[1][1]:.2f}")
+    else:
+        print(f"matmul kernel: not used here ({kernels.unavailable_reason() or 'cfg.matmul'})")
     tps, text = greedy_tokens_per_s(model, cfg0, 8, 32 if args.quick else 64, args.max_len)
     print(f"greedy batch-1 decoding: {tps:.1f} tokens/s  -> {text[:60]!r}")
 

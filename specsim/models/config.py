@@ -23,6 +23,7 @@ from specsim.validation import choice, positive_int
 ARCHS = ("llama", "gpt2")
 LAYER_LOOPS = ("scan", "unroll")
 DTYPES = ("float32", "bfloat16", "float16")
+MATMULS = ("auto", "kernel", "xla")   # as specsim.models.kernels.MATMULS (no JAX import here)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,9 +56,14 @@ class ModelConfig:
     # `specsim.models.transformer.fuse_projections` for the measurement). A layout, like
     # layer_loop: loaders and `arrange_layers` apply it, `forward` runs either.
     fused_projections: bool = True
+    # Who runs the few-row matmuls of a decode step or verify pass: "auto" specsim's CPU
+    # kernel where it applies (one CPU device, float32, few rows; else XLA), "kernel"
+    # insist on it, "xla" XLA's dots always. See `specsim.models.kernels`.
+    matmul: str = "auto"
 
     def __post_init__(self) -> None:
         choice("arch", self.arch, ARCHS)
+        choice("matmul", self.matmul, MATMULS)
         choice("layer_loop", self.layer_loop, LAYER_LOOPS)
         choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.fused_projections, bool):

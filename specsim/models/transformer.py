@@ -79,13 +79,14 @@ Attention reads the whole preallocated cache: at context 256 a 2048-slot cache c
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from specsim.errors import ConfigError, InvalidArgument
+from specsim.models import kernels
 from specsim.models.config import ModelConfig
 from specsim.models.quantize import QuantizedWeight, is_quantized, quantized_matmul
 from specsim.validation import positive_int
@@ -329,10 +330,38 @@ def select_layers(params: dict, cfg: ModelConfig, layer_ids) -> tuple[dict, Mode
 # ---- building blocks -------------------------------------------------------------------
 def _mm(x, w):
     """x [..., Din] @ w [Din, Dout]: a dense array as it is, a `QuantizedWeight`
-    dequantised inside the matmul (`specsim.models.quantize.quantized_matmul`)."""
-    if isinstance(w, QuantizedWeight):
+    dequantised inside the matmul (`specsim.models.quantize.quantized_matmul`), a
+    `_Kernel` weight by specsim's CPU kernel (`specsim.models.kernels`)."""
+    if isinstance(w, _Kernel):
+        return kernels.small_matmul(x, w.w, w.layer)
+    if is_quantized(w):
         return quantized_matmul(x, w)
     return x @ w
+
+
+# The layer weights `_mm` multiplies (every other leaf is a norm scale or a bias).
+_MATMUL_WEIGHTS = frozenset(("wq", "wk", "wv", "wo", "w_qkv", "w_gate", "w_up", "w_gate_up",
+                             "w_down", "w_fc", "w_proj"))
+
+
+class _Kernel(NamedTuple):
+    """A dense layer weight for the kernel: stacked [L, Din, Dout] and the layer to use
+    (the kernel reads it in place; under scan XLA would copy the slice first)."""
+    w: jax.Array
+    layer: Any
+
+
+def _kernel_layer(layers, layer):
+    """One layer's params for the kernel: its dense matmul weights as `_Kernel` views of
+    ``layers`` (stacked [L, ...] when ``layer`` is given; one layer's dict, made [1, ...],
+    when it is None), the other leaves as they are (sliced at ``layer``)."""
+    out = {}
+    for name, leaf in layers.items():
+        if name in _MATMUL_WEIGHTS and not is_quantized(leaf):
+            out[name] = _Kernel(leaf[None], 0) if layer is None else _Kernel(leaf, layer)
+        else:
+            out[name] = leaf if layer is None else jax.tree.map(lambda a: a[layer], leaf)
+    return out
 
 
 def _norm(x, scale, bias, cfg: ModelConfig):
@@ -523,9 +552,19 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
     layers = _check_layout(_check_layers(params["layers"], cfg), cfg)
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
+    kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype)
     if cfg.layer_loop == "unroll":
         for i, lp in enumerate(layers):
+            lp = _kernel_layer(lp, None) if kernel else lp
             x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg)
+    elif kernel:                              # scan over the layer index, weights in place
+        def body(carry, i):
+            x, k_all, v_all = carry
+            return _layer(x, _kernel_layer(layers, i), k_all, v_all, i, positions, inv_freq,
+                          cfg), None
+
+        idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+        (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), idx)
     else:
         stacked = layers
 
@@ -544,7 +583,11 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
 def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
     """The output head: final-normed hidden states [B, T, D] → logits [B, T, V] fp32."""
     # a quantised head (`quantize_params(head=True)`) is an lm_head even when tied
+    rows = x.shape[0] * x.shape[1]
     if cfg.tie_embeddings and "lm_head" not in params:
+        if not is_quantized(params["embed"]) and kernels.use_kernel(cfg.matmul, rows,
+                                                                    cfg.dtype):
+            return kernels.small_matmul(x, params["embed"], transposed=True)
         # the embedding [V, D] contracted along D as it lies: ``x @ embed.T`` compiled
         # to a loop fusion on XLA:CPU (a fifth of a SmolLM2 decode step, ~2x a dot's time)
         return jax.lax.dot_general(x, params["embed"], (((2,), (1,)), ((), ())),
@@ -552,6 +595,8 @@ def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
     head = params["lm_head"]                                          # [D, V]
     if is_quantized(head):
         return quantized_matmul(x, head, preferred_element_type=jnp.float32)
+    if kernels.use_kernel(cfg.matmul, rows, cfg.dtype):
+        return kernels.small_matmul(x, head)
     return jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
 
 

@@ -1,0 +1,224 @@
+"""A small-M matmul kernel for XLA:CPU: decode steps and verify passes at the memory bound.
+
+    from specsim.models import kernels
+    kernels.available()                     # built and registered here? (builds once)
+    y = kernels.small_matmul(x, w)          # x [..., K] @ w [K, N]
+    y = kernels.small_matmul(x, w, layer=i) # x @ w[i] for stacked w [L, K, N], no copy
+    y = kernels.small_matmul(x, e, transposed=True)   # x @ e.T, e [N, K] as it lies
+
+Why. A decode step reads every weight once; on this project's 2-core CPU XLA:CPU did so at
+0.45-0.68 of the machine's read bandwidth (issue 14): a one-row dot is a matrix-vector
+emitter on one core, a dot of 2 to 5 rows (a verify pass) goes to a GEMM library that
+reads small-M weights at 6-7 GB/s, and under ``lax.scan`` each layer's weights are first
+copied out of the stacked array. The kernel (``small_matmul.cc``, C++ through the XLA FFI)
+reads each weight byte once for all rows, takes the stacked array and the layer index as
+they are, and splits the columns over XLA's intra-op thread pool. Row m's result does not
+depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
+
+Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
+"auto" (the default) on a single-device CPU process for float32 dense weights and at most
+`MAX_ROWS` rows; "kernel" insists (a clear error if it cannot be built); "xla" never.
+``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. Quantised weights, GPUs, TPUs,
+meshes of several devices, prefill and training (many rows) run XLA's dots as before.
+
+Building: on first use the source is compiled with the machine's C++ compiler
+(``$CXX``, else ``c++`` or ``g++``; `_FLAGS`, about 2 s) into
+``kernels/`` under the specsim cache root (``$SPECSIM_CACHE``, default
+``~/.cache/specsim``), named by a hash of the source, the jaxlib version, the compiler and
+the CPU's flags, written to a temporary file and renamed, so concurrent builds are safe
+and a later process loads it at once. If there is no compiler, or the build fails,
+"auto" warns once and runs XLA's dots.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from functools import partial
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from specsim.errors import InvalidArgument
+from specsim.models.config import MATMULS
+
+__all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "available", "unavailable_reason",
+           "use_kernel", "small_matmul", "library_path"]
+
+# At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
+# does well (prefill, training). Measured on the 2-core AMD EPYC host: at 8 rows the
+# kernel and XLA's unrolled dots were even.
+MAX_ROWS = 8
+ENV_SWITCH = "SPECSIM_CPU_KERNEL"
+TARGET = "specsim_small_matmul"
+_SOURCE = Path(__file__).with_name("small_matmul.cc")
+_OFF = ("0", "false", "off", "no")
+# -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
+_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC", "-w")
+
+_state: dict = {}          # "ok": bool, "reason": str (why not), "path": Path
+
+
+def _compiler() -> str | None:
+    cxx = os.environ.get("CXX")
+    return cxx if cxx else (shutil.which("c++") or shutil.which("g++"))
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    import platform
+    return platform.machine() + platform.processor()
+
+
+def library_path(cxx: str | None = None) -> Path:
+    """Where the built kernel lives (or will): ``kernels/`` under the cache root, named by
+    the source, jaxlib, the compiler and this CPU."""
+    import jaxlib
+    from specsim.models.checkpoints import cache_root
+    key = "\n".join([_SOURCE.read_text(), " ".join(_FLAGS), jaxlib.__version__,
+                     cxx or _compiler() or "", _cpu_flags()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return cache_root() / "kernels" / f"small_matmul-{digest}.so"
+
+
+def _build(cxx: str, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    cmd = [cxx, *_FLAGS, f"-I{jax.ffi.include_dir()}", str(_SOURCE), "-o", tmp]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load() -> bool:
+    if "ok" in _state:
+        return _state["ok"]
+    try:
+        cxx = _compiler()
+        if cxx is None:
+            raise RuntimeError("no C++ compiler found ($CXX, c++, g++)")
+        path = library_path(cxx)
+        if not path.exists():
+            _build(cxx, path)
+        lib = ctypes.cdll.LoadLibrary(str(path))
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.SpecsimSmallMatmul),
+                                    platform="cpu")
+        _state.update(ok=True, reason="", path=path, lib=lib)
+    except Exception as e:                              # noqa: BLE001 - reported, not raised
+        _state.update(ok=False, reason=f"{type(e).__name__}: {e}")
+    return _state["ok"]
+
+
+def available() -> bool:
+    """True when the kernel is built (building it now if need be) and registered with
+    XLA:CPU in this process."""
+    return _load()
+
+
+def unavailable_reason() -> str:
+    """Why `available` is False ("" when it is True)."""
+    _load()
+    return _state["reason"]
+
+
+def _env_allows() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in _OFF
+
+
+def use_kernel(matmul: str, rows: int, dtype) -> bool:
+    """Whether a matmul of ``rows`` rows of ``dtype`` runs the kernel under ``matmul``
+    (a `ModelConfig.matmul`), decided while tracing. "kernel" raises where "auto" would
+    fall back: not a single CPU device, not float32, or the kernel unavailable."""
+    if matmul == "xla":
+        return False
+    if matmul not in MATMULS:
+        raise InvalidArgument(f"matmul must be one of {MATMULS}, got {matmul!r}")
+    forced = matmul == "kernel"
+    why = None
+    if jax.default_backend() != "cpu" or jax.device_count() != 1:
+        why = (f"it runs on one CPU device only (backend {jax.default_backend()!r}, "
+               f"{jax.device_count()} devices)")
+    elif jnp.dtype(dtype) != jnp.float32:
+        why = f"it takes float32 only, got {jnp.dtype(dtype).name}"
+    elif not forced and not _env_allows():
+        return False
+    elif not _load():
+        if not forced and not _state.get("warned"):
+            _state["warned"] = True
+            warnings.warn(f"specsim's CPU matmul kernel is unavailable ({_state['reason']}); "
+                          f"running XLA's dots", RuntimeWarning, stacklevel=3)
+        why = f"the kernel is unavailable: {_state['reason']}"
+    if why is not None:
+        if forced:
+            raise InvalidArgument(f"matmul='kernel' cannot run here: {why}; use 'auto' or 'xla'")
+        return False
+    return forced or rows <= MAX_ROWS
+
+
+def _call(x2, w3, layer, transposed: bool):
+    M = x2.shape[0]
+    N = w3.shape[1] if transposed else w3.shape[2]
+    return jax.ffi.ffi_call(TARGET, jax.ShapeDtypeStruct((M, N), jnp.float32),
+                            vmap_method="sequential")(x2, w3, layer, transposed=transposed)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _matmul(x2, w3, layer, transposed):
+    return _call(x2, w3, layer, transposed)
+
+
+@_matmul.defjvp
+def _matmul_jvp(transposed, primals, tangents):
+    """Derivatives by XLA's dots (the kernel is forward-only): y = x @ W_l."""
+    x2, w3, layer = primals
+    dx, dw, _ = tangents
+    y = _matmul(x2, w3, layer, transposed)
+    wl, dwl = w3[layer], dw[layer]
+    if transposed:
+        wl, dwl = wl.T, dwl.T
+    return y, dx @ wl + x2 @ dwl
+
+
+def small_matmul(x, w, layer=None, *, transposed: bool = False):
+    """x [..., K] @ w → [..., N] in float32 by the kernel (an error where `available`
+    is False).
+
+    w: [K, N], or stacked [L, K, N] with ``layer`` (a traced or Python int; clamped to
+    [0, L), as ``w[layer]`` under jit). ``transposed``: w is [N, K] ([L, N, K]) and the
+    product is x @ w.T (the tied head over the embedding as it lies)."""
+    if not _load():
+        raise InvalidArgument(f"specsim's CPU matmul kernel is unavailable: {_state['reason']}")
+    x = jnp.asarray(x)
+    w = jnp.asarray(w)
+    if layer is None:
+        if w.ndim != 2:
+            raise InvalidArgument(f"w must be [K, N] without a layer, got shape {w.shape}")
+        w, layer = w[None], 0
+    elif w.ndim != 3:
+        raise InvalidArgument(f"w must be stacked [L, K, N] with a layer, got shape {w.shape}")
+    K = w.shape[2] if transposed else w.shape[1]
+    if x.shape[-1] != K:
+        raise InvalidArgument(f"x's last axis ({x.shape[-1]}) must equal w's contraction "
+                              f"axis ({K}); w shape {w.shape}, transposed={transposed}")
+    if x.dtype != jnp.float32 or w.dtype != jnp.float32:
+        raise InvalidArgument(f"the kernel takes float32 x and w, got {x.dtype} and {w.dtype}")
+    lead = x.shape[:-1]
+    y = _matmul(x.reshape(-1, K), w, jnp.asarray(layer, jnp.int32).reshape(()), transposed)
+    return y.reshape(*lead, y.shape[-1])
