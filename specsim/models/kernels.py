@@ -48,8 +48,9 @@ import jax.numpy as jnp
 from specsim.errors import InvalidArgument
 from specsim.models.config import MATMULS
 
-__all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "available", "unavailable_reason",
-           "use_kernel", "small_matmul", "library_path"]
+__all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
+           "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
+           "takes_quantized", "library_path"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
 # does well (prefill, training). Measured on the 2-core AMD EPYC host: at 8 rows the
@@ -57,6 +58,7 @@ __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "available", "unavaila
 MAX_ROWS = 8
 ENV_SWITCH = "SPECSIM_CPU_KERNEL"
 TARGET = "specsim_small_matmul"
+TARGET_INT8 = "specsim_small_matmul_int8"
 _SOURCE = Path(__file__).with_name("small_matmul.cc")
 _OFF = ("0", "false", "off", "no")
 # -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
@@ -119,6 +121,9 @@ def _load() -> bool:
             _build(cxx, path)
         lib = ctypes.cdll.LoadLibrary(str(path))
         jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(lib.SpecsimSmallMatmul),
+                                    platform="cpu")
+        jax.ffi.register_ffi_target(TARGET_INT8,
+                                    jax.ffi.pycapsule(lib.SpecsimSmallMatmulInt8),
                                     platform="cpu")
         _state.update(ok=True, reason="", path=path, lib=lib)
     except Exception as e:                              # noqa: BLE001 - reported, not raised
@@ -221,4 +226,59 @@ def small_matmul(x, w, layer=None, *, transposed: bool = False):
         raise InvalidArgument(f"the kernel takes float32 x and w, got {x.dtype} and {w.dtype}")
     lead = x.shape[:-1]
     y = _matmul(x.reshape(-1, K), w, jnp.asarray(layer, jnp.int32).reshape(()), transposed)
+    return y.reshape(*lead, y.shape[-1])
+
+
+def takes_quantized(qw) -> bool:
+    """Whether `small_matmul_int8` takes this `QuantizedWeight`: int8 with one scale per
+    output column (the default int8 format; int4 and grouped int8 run XLA's dots)."""
+    return qw.bits == 8 and qw.group_size == qw.shape[-2]
+
+
+def _call_int8(x2, q3, s3, layer):
+    return jax.ffi.ffi_call(TARGET_INT8, jax.ShapeDtypeStruct((x2.shape[0], q3.shape[2]),
+                                                              jnp.float32),
+                            vmap_method="sequential")(x2, q3, s3, layer)
+
+
+@jax.custom_jvp
+def _matmul_int8(x2, q3, s3, layer):
+    return _call_int8(x2, q3, s3, layer)
+
+
+@_matmul_int8.defjvp
+def _matmul_int8_jvp(primals, tangents):
+    """Derivatives by XLA's dots, in x and in the scales (the int8 values have none)."""
+    x2, q3, s3, layer = primals
+    dx, _, ds, _ = tangents
+    y = _matmul_int8(x2, q3, s3, layer)
+    ql = q3[layer].astype(jnp.float32)                                 # [K, N]
+    return y, dx @ (ql * s3[layer]) + (x2 @ ql) * ds[layer]
+
+
+def small_matmul_int8(x, qw, layer=None):
+    """x [..., K] @ ŵ → [..., N] float32 for an int8 `QuantizedWeight` with one scale per
+    output column (`takes_quantized`), dequantised inside the kernel: (x @ q) * scale,
+    reading the int8 bytes. ``qw``: values [K, N] (scales [1, N]), or stacked [L, K, N]
+    ([L, 1, N]) with ``layer``."""
+    if not _load():
+        raise InvalidArgument(f"specsim's CPU matmul kernel is unavailable: {_state['reason']}")
+    if not takes_quantized(qw):
+        raise InvalidArgument(f"the int8 kernel takes int8 weights with one scale per output "
+                              f"column, got bits={qw.bits}, group_size={qw.group_size}")
+    q, sc = jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)
+    if layer is None:
+        if q.ndim != 2:
+            raise InvalidArgument(f"qw must be [K, N] without a layer, got shape {q.shape}")
+        q, sc, layer = q[None], sc[None], 0
+    elif q.ndim != 3:
+        raise InvalidArgument(f"qw must be stacked [L, K, N] with a layer, got shape {q.shape}")
+    x = jnp.asarray(x)
+    K = q.shape[1]
+    if x.shape[-1] != K:
+        raise InvalidArgument(f"x's last axis ({x.shape[-1]}) must equal qw's input axis ({K})")
+    if x.dtype != jnp.float32:
+        raise InvalidArgument(f"the kernel takes float32 x, got {x.dtype}")
+    lead = x.shape[:-1]
+    y = _matmul_int8(x.reshape(-1, K), q, sc, jnp.asarray(layer, jnp.int32).reshape(()))
     return y.reshape(*lead, y.shape[-1])

@@ -333,6 +333,8 @@ def _mm(x, w):
     dequantised inside the matmul (`specsim.models.quantize.quantized_matmul`), a
     `_Kernel` weight by specsim's CPU kernel (`specsim.models.kernels`)."""
     if isinstance(w, _Kernel):
+        if is_quantized(w.w):
+            return kernels.small_matmul_int8(x, w.w, w.layer)
         return kernels.small_matmul(x, w.w, w.layer)
     if is_quantized(w):
         return quantized_matmul(x, w)
@@ -345,8 +347,9 @@ _MATMUL_WEIGHTS = frozenset(("wq", "wk", "wv", "wo", "w_qkv", "w_gate", "w_up", 
 
 
 class _Kernel(NamedTuple):
-    """A dense layer weight for the kernel: stacked [L, Din, Dout] and the layer to use
-    (the kernel reads it in place; under scan XLA would copy the slice first)."""
+    """A layer weight for the kernel (dense fp32, or int8 per output channel): stacked
+    [L, Din, Dout] and the layer to use (the kernel reads it in place; under scan XLA
+    would copy the slice first)."""
     w: jax.Array
     layer: Any
 
@@ -357,8 +360,9 @@ def _kernel_layer(layers, layer):
     when it is None), the other leaves as they are (sliced at ``layer``)."""
     out = {}
     for name, leaf in layers.items():
-        if name in _MATMUL_WEIGHTS and not is_quantized(leaf):
-            out[name] = _Kernel(leaf[None], 0) if layer is None else _Kernel(leaf, layer)
+        if name in _MATMUL_WEIGHTS and (not is_quantized(leaf) or kernels.takes_quantized(leaf)):
+            one = jax.tree.map(lambda a: a[None], leaf)                 # [1, ...]
+            out[name] = _Kernel(one, 0) if layer is None else _Kernel(leaf, layer)
         else:
             out[name] = leaf if layer is None else jax.tree.map(lambda a: a[layer], leaf)
     return out
@@ -593,10 +597,13 @@ def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
         return jax.lax.dot_general(x, params["embed"], (((2,), (1,)), ((), ())),
                                    preferred_element_type=jnp.float32)
     head = params["lm_head"]                                          # [D, V]
+    if kernels.use_kernel(cfg.matmul, rows, cfg.dtype):
+        if not is_quantized(head):
+            return kernels.small_matmul(x, head)
+        if kernels.takes_quantized(head):
+            return kernels.small_matmul_int8(x, head)
     if is_quantized(head):
         return quantized_matmul(x, head, preferred_element_type=jnp.float32)
-    if kernels.use_kernel(cfg.matmul, rows, cfg.dtype):
-        return kernels.small_matmul(x, head)
     return jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)
 
 
