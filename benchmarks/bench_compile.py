@@ -3,7 +3,7 @@ fixed-K speculative program at each K for every built-in drafter, and the policy
 (K_max = the largest K), with XLA's share of it.
 
     PYTHONPATH=. python benchmarks/bench_compile.py [--layer-loop scan|unroll] [--k 2 4]
-        [--verify-widths 1 5] [--policies heuristic goodput]
+        [--verify-widths 1 5] [--policies heuristic goodput] [--matmul auto|kernel|xla]
 
 ``--policies``: `policies.Heuristic` (never plans K = 0, so its program holds no off
 iterations: the threshold's and fixed K's have the same structure) and `policies.Goodput`
@@ -39,6 +39,8 @@ def main(argv=None) -> None:
     ap.add_argument("--layer-loop", choices=("scan", "unroll"), default="scan")
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--new-tokens", type=int, default=40)
+    ap.add_argument("--matmul", choices=("auto", "kernel", "xla"), default="auto",
+                    help="ModelConfig.matmul: specsim's CPU kernel or XLA's dots")
     ap.add_argument("--verify-widths", type=int, nargs="+", default=None)
     ap.add_argument("--policies", nargs="+", choices=("heuristic", "goodput"),
                     default=["heuristic", "goodput"])
@@ -60,6 +62,7 @@ def main(argv=None) -> None:
     from specsim.experiment.drafter_study import find_feature_head
 
     target = models.load("smollm2-135m").with_layer_loop(args.layer_loop)
+    target = target.replace(cfg=target.cfg.replace(matmul=args.matmul))
     prompt = [target.tokenizer.encode("def fibonacci(n):")]
     kw = dict(eos_token_id=None, cache_len=256)
     drafters = {"ngram-3": NGramDrafter(target.cfg.vocab_size, n=3),
@@ -82,7 +85,7 @@ def main(argv=None) -> None:
             runs.append((label, lambda d=d, w=widths, p=policies[pname]:
                          decode.generate_speculative(target, d, prompt, args.new_tokens,
                                                      policy=p, verify_widths=w, **kw)))
-    print(f"layer loop {args.layer_loop}; cold compile per program (s)")
+    print(f"layer loop {args.layer_loop}, matmul {args.matmul}; cold compile per program (s)")
     print("| program | compile_s | of it XLA | XLA per program compiled |")
     print("|---|---|---|---|")
     for label, call in runs:
