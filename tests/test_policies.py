@@ -762,6 +762,14 @@ def test_fewest_verify_widths_against_enumeration():
     assert ws == (1, 2, 3, 5) and planned.costs.t_target == (24.0, 40.0, 52.0, 57.0, 57.0)
 
 
+def _matmuls(hlo_text: str) -> int:
+    """Matrix products in a lowered program: XLA dots and calls of specsim's CPU kernel
+    (`specsim.models.kernels`, which runs a decode step's and a verify pass's matmuls)."""
+    from specsim.models import kernels
+    return sum(hlo_text.count(op) for op in ("dot_general", f"@{kernels.TARGET}(",
+                                             f"@{kernels.TARGET_INT8}("))
+
+
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
     """The policy program holds one target layer stack per compiled verify width and
     two output heads whatever the widths (`decode._verify_head`: one row, and K + 1 rows
@@ -771,10 +779,7 @@ def test_each_verify_width_is_one_forward_in_the_program(tiny):
     target, drafter = tiny
     loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8,
                                    policy=P.ConfidenceThreshold(p_min=0.3, k_max=3))
-    from specsim.models.kernels import TARGET
-    # a matmul is an XLA dot, or a call of specsim's CPU kernel (`specsim.models.kernels`)
-    dots = {w: sum(loop.lower(widths=w).as_text().count(op) for op in ("dot_general",
-                                                                       f"@{TARGET}("))
+    dots = {w: _matmuls(loop.lower(widths=w).as_text())
             for w in [(1, 2, 3, 4), (1, 3, 4), (1, 4), (4,)]}
     per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
     assert per_width > 0
@@ -811,8 +816,8 @@ def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
         decode._policy_program.clear_cache()    # the constant is read while tracing
         for i, prompt in enumerate(PROMPTS):
             runs[rows, i] = decode.generate_speculative(target, drafter, [prompt], 24, policy=pol)
-        dots[rows] = decode.speculative_loop(target, drafter, PROMPTS[:1], 24, policy=pol
-                                             ).lower().as_text().count("dot_general")
+        dots[rows] = _matmuls(decode.speculative_loop(target, drafter, PROMPTS[:1], 24,
+                                                      policy=pol).lower().as_text())
     decode._policy_program.clear_cache()
     for i, prompt in enumerate(PROMPTS):
         shared, per_width = runs[shared_rows, i], runs[0, i]

@@ -123,8 +123,9 @@ def _xla_cost(cfg, B, T, S):
     from specsim.models.transformer import arrange_layers, forward, init_cache, init_params
 
     # the unrolled loop over per-layer arrays (cfg.layer_loop="unroll"): under a scan,
-    # cost_analysis counts the loop body once (the tiny presets run the scan)
-    cfg = cfg.replace(layer_loop="unroll")
+    # cost_analysis counts the loop body once (the tiny presets run the scan); XLA's own
+    # dots (matmul="xla"): it counts nothing inside specsim's CPU kernel, a custom call
+    cfg = cfg.replace(layer_loop="unroll", matmul="xla")
     params = jax.eval_shape(lambda: arrange_layers(init_params(jax.random.PRNGKey(0), cfg), cfg))
     cache = jax.eval_shape(lambda: init_cache(cfg, B, S))
     tokens = jax.ShapeDtypeStruct((B, T), jnp.int32)
