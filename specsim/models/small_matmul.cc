@@ -20,7 +20,7 @@
 #include <string>
 #include <thread>
 
-#if defined(__FMA__)
+#if defined(__FMA__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -54,8 +54,14 @@ constexpr int kLine = 64;    // bytes per cache line
 typedef signed char c8 __attribute__((vector_size(8), aligned(1)));
 static inline void load16(const float* p, v8& lo, v8& hi) { lo = load8(p); hi = load8(p + 8); }
 static inline void load16(const int8_t* p, v8& lo, v8& hi) {
+#if defined(__AVX2__)   // sign-extend 8 bytes to 8 int32 lanes, convert: 2 instructions per 8
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  lo = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  hi = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+#else                   // GCC converts element by element here: correct, compute-bound
   lo = __builtin_convertvector(*reinterpret_cast<const c8*>(p), v8);
   hi = __builtin_convertvector(*reinterpret_cast<const c8*>(p + 8), v8);
+#endif
 }
 
 // y[0:R, c:c+16] (+)= x[0:R, k0:k1] @ w[k0:k1, c:c+16]; on the last panel (scale given)
