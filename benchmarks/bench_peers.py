@@ -1,6 +1,7 @@
 """SmolLM2-135M decoded by specsim and by its peers, same prompts, one run.
 
     python benchmarks/bench_peers.py [--quick] [--max-new-tokens 64] [--repeats 3] [--k 4]
+        [--xla-too]
 
 Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens per prompt):
 
@@ -155,12 +156,20 @@ def report(rows, n_tokens):
                   f"llama.cpp's; per byte of weights read {r['tps'] * r['bytes'] / (other['tps'] * other['bytes']):.2f}x")
 
 
+def _xla_dots(model):
+    """``model`` run with XLA's dots instead of specsim's CPU kernel (`ModelConfig.matmul`)."""
+    return model.replace(cfg=model.cfg.replace(matmul="xla"))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one prompt, 32 tokens, 1 repeat")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--k", type=int, default=4, help="prompt-lookup drafts per iteration")
+    ap.add_argument("--xla-too", action="store_true",
+                    help="also specsim with XLA's dots (matmul='xla') where its CPU kernel "
+                         "runs (the engine before specsim.models.kernels), same run")
     args = ap.parse_args(argv)
     n_new, repeats = (32, 1) if args.quick else (args.max_new_tokens, args.repeats)
     fp32 = models.load("smollm2-135m")
@@ -169,10 +178,18 @@ def main(argv=None) -> int:
     results = {}                                     # engine -> (weight bytes, {method: ...})
     results["specsim-fp32"] = (weight_bytes(fp32.params),
                                run_specsim(fp32, prompts, n_new, args.k, repeats))
+    if args.xla_too:
+        results["specsim-fp32-xla"] = (weight_bytes(fp32.params),
+                                       run_specsim(_xla_dots(fp32), prompts, n_new, args.k,
+                                                   repeats))
     if "quantize" in inspect.signature(models.load).parameters:
         q8 = models.load("smollm2-135m", quantize="int8")
         results["specsim-int8"] = (weight_bytes(q8.params),
                                    run_specsim(q8, prompts, n_new, args.k, repeats))
+        if args.xla_too:
+            results["specsim-int8-xla"] = (weight_bytes(q8.params),
+                                           run_specsim(_xla_dots(q8), prompts, n_new, args.k,
+                                                       repeats))
     else:
         print("skipped specsim int8: models.load has no quantize= here")
     try:
