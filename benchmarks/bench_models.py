@@ -218,13 +218,16 @@ def main(argv=None):
           f"{t1 * 1e3:.2f} ms = {achieved / 1e9:.1f} GB/s = {achieved / bw:.2f} of copy bandwidth, "
           f"{achieved / bw_read:.2f} of read bandwidth")
     rounds = 10 if args.quick else 30
-    for mm in (cfg0.matmul, "xla"):
-        cfg_mm = cfg0.replace(matmul=mm)
-        med, lo, hi = read_fraction(arrange_layers(model.params, cfg_mm), cfg_mm,
-                                    weight_bytes + kv_bytes, args.context, args.max_len, rounds)
-        print(f"decode step ({cfg0.layer_loop}, matmul={mm}) against the read bandwidth, both "
-              f"timed in each of {rounds} interleaved rounds: {med:.2f} (median of per-round "
-              f"ratios; range {lo:.2f}-{hi:.2f})")
+    # per layer loop (the loaded model's first) and matmul (specsim's CPU kernel, XLA's dots)
+    for loop in (cfg0.layer_loop, "scan" if cfg0.layer_loop == "unroll" else "unroll"):
+        for mm in (cfg0.matmul, "xla"):
+            cfg_mm = cfg0.replace(layer_loop=loop, matmul=mm)
+            med, lo, hi = read_fraction(arrange_layers(model.params, cfg_mm), cfg_mm,
+                                        weight_bytes + kv_bytes, args.context, args.max_len,
+                                        rounds)
+            print(f"decode step ({loop}, matmul={mm}) against the read bandwidth, both timed "
+                  f"in each of {rounds} interleaved rounds: {med:.2f} (median of per-round "
+                  f"ratios; range {lo:.2f}-{hi:.2f})")
     for n in (1, 16):
         print(f"scan/unroll latency ratio at n_new={n}: "
               f"{results['scan', n] / results['unroll', n]:.2f}")
