@@ -4,13 +4,14 @@ fp32 and int8 weights and both layer loops, all timed in the same interleaved ro
 a read of 512 MB (jnp.sum) as the machine's own reference.
 
     PYTHONPATH=. python benchmarks/bench_kernel.py [--rounds 10] [--widths 1 2 5]
-        [--loops scan unroll] [--int8] [--context 256] [--max-len 512]
+        [--loops scan unroll] [--int8] [--context 256] [--max-len 512] [--force]
 
 Prints, per program: the median ms, t(n)/t(1) (what a verify pass costs in decode steps,
 the ratio the speedup's cost model reads), the bytes of weights a step reads over that
 time, and that rate over the reference's (the median of per-round ratios: a slow spell of
-the machine falls on both). `ModelConfig.matmul`: "auto" is the kernel here, "xla"
-XLA's dots; int8 is `quantize_model(model, 8)` (per output channel, head left fp32).
+the machine falls on both). `ModelConfig.matmul`: "auto" is the kernel here (up to
+`kernels.MAX_ROWS` tokens per pass; ``--force``: "kernel", at any width), "xla" XLA's
+dots; int8 is `quantize_model(model, 8)` (per output channel, head left fp32).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def main(argv=None):
     ap.add_argument("--int8", action="store_true", help="also the int8 model (scan only)")
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--max-len", type=int, default=512)
+    ap.add_argument("--force", action="store_true",
+                    help="matmul='kernel' (the kernel at any row count, for choosing "
+                         "kernels.MAX_ROWS) instead of 'auto'")
     args = ap.parse_args(argv)
     if args.rounds < 1 or min(args.widths) < 1 or 1 not in args.widths:
         ap.error("--rounds must be >= 1 and --widths positive, including 1")
@@ -61,7 +65,7 @@ def main(argv=None):
     kv = 2 * model.cfg.n_layers * args.context * model.cfg.kv_dim * 4
     calls, reads = {}, {}
     for (dtype, loop), m in models.items():
-        for mm in ("auto", "xla"):
+        for mm in ("kernel" if args.force else "auto", "xla"):
             cfg = m.cfg.replace(matmul=mm)
             for n in args.widths:
                 t0 = time.perf_counter()
