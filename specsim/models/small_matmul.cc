@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -213,8 +214,18 @@ static void run_parts(ffi::ThreadPool& pool, int parts, F&& body) {
   while (split->done.load(std::memory_order_acquire) < parts) std::this_thread::yield();
 }
 
+// Threads per call: XLA's intra-op pool, capped by $SPECSIM_KERNEL_THREADS when set (read
+// once per process; 1: the calling thread alone).
+static int64_t thread_cap() {
+  static const int64_t cap = [] {
+    const char* v = std::getenv("SPECSIM_KERNEL_THREADS");
+    return v && std::atoll(v) > 0 ? (int64_t)std::atoll(v) : (int64_t)1 << 30;
+  }();
+  return cap;
+}
+
 static int n_parts(ffi::ThreadPool& pool, int64_t units, int64_t min_units) {
-  int64_t t = std::max<int64_t>(1, pool.num_threads());
+  int64_t t = std::min(thread_cap(), std::max<int64_t>(1, pool.num_threads()));
   return (int)std::max<int64_t>(1, std::min<int64_t>(t, units / min_units));
 }
 
