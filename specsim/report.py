@@ -189,9 +189,13 @@ def _headline_section(result) -> list[str]:
         return []
     speeds = "; ".join(f"T = {p[S.TEMPERATURE]:g}: **{p['ms_per_token']:.1f} ms/token, "
                        f"{p['tokens_per_s']:.1f} tokens/s**" for p in h["plain"])
+    clock = result.runs[S.CLOCK].iloc[0] if S.CLOCK in result.runs else "wall"
+    # the CPU clock charges every thread: a step of a multi-threaded kernel (specsim's CPU
+    # matmul kernel splits its columns over the cores) costs more CPU time than wall time
+    clock_note = ", CPU time summed over threads" if clock == "cpu" else ""
     lines = ["## Headline", "",
              f"- Plain decode (autoregressive, batch {h['batch']}, prefill excluded, median "
-             f"of {h['baseline_runs']} runs): {speeds}."]
+             f"of {h['baseline_runs']} runs, clock: {clock}{clock_note}): {speeds}."]
     b = h["best"]
     if b is not None:
         verdict = "Best setting" if b["speedup"] > 1 else \

@@ -58,6 +58,8 @@ def test_report_md_opens_with_the_headline(tables):
     h = report.headline(tables[S.RUNS])
     assert f"{h['plain'][0]['ms_per_token']:.1f} ms/token" in head
     assert f"{h['best']['speedup']:.2f}× measured" in head and "Best setting" in head
+    clock = tables[S.RUNS][S.CLOCK].iloc[0] if S.CLOCK in tables[S.RUNS] else "wall"
+    assert f"clock: {clock}" in head                  # the CPU clock counts every thread
 
 
 def test_headline_when_nothing_pays_and_without_baseline(tables):
