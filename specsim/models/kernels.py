@@ -5,6 +5,7 @@
     y = kernels.small_matmul(x, w)          # x [..., K] @ w [K, N]
     y = kernels.small_matmul(x, w, layer=i) # x @ w[i] for stacked w [L, K, N], no copy
     y = kernels.small_matmul(x, e, transposed=True)   # x @ e.T, e [N, K] as it lies
+    y = kernels.small_matmul_int8(x, qw)    # x @ ŵ, int8 with one scale per column
 
 Why. A decode step reads every weight once; on this project's 2-core CPU XLA:CPU did so at
 0.45-0.68 of the machine's read bandwidth (issue 14): a one-row dot is a matrix-vector
@@ -12,14 +13,18 @@ emitter on one core, a dot of 2 to 5 rows (a verify pass) goes to a GEMM library
 reads small-M weights at 6-7 GB/s, and under ``lax.scan`` each layer's weights are first
 copied out of the stacked array. The kernel (``small_matmul.cc``, C++ through the XLA FFI)
 reads each weight byte once for all rows, takes the stacked array and the layer index as
-they are, and splits the columns over XLA's intra-op thread pool. Row m's result does not
-depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
+they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERNEL_THREADS``
+caps the threads per call; 1: the calling thread alone). int8 weights with one scale per
+output column are read as int8 bytes. Row m's result does not depend on the number of
+rows, so a verify pass agrees with a decode step bit for bit.
 
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
-"auto" (the default) on a single-device CPU process for float32 dense weights and at most
-`MAX_ROWS` rows; "kernel" insists (a clear error if it cannot be built); "xla" never.
-``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. Quantised weights, GPUs, TPUs,
-meshes of several devices, prefill and training (many rows) run XLA's dots as before.
+"auto" (the default) on a single-device CPU process for a float32 model and at most
+`MAX_ROWS` rows; "kernel" insists (a clear error if it cannot run); "xla" never.
+``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. int4 and grouped int8 weights,
+GPUs, TPUs, meshes of several devices, prefill and training (many rows) run XLA's dots
+as before. On the CPU clock (the demo's default) a step on two threads costs about twice
+its wall time: both threads count.
 
 Building: on first use the source is compiled with the machine's C++ compiler
 (``$CXX``, else ``c++`` or ``g++``; `_FLAGS`, about 2 s) into
