@@ -361,8 +361,8 @@ def _kernel_layer(layers, layer):
     out = {}
     for name, leaf in layers.items():
         if name in _MATMUL_WEIGHTS and (not is_quantized(leaf) or kernels.takes_quantized(leaf)):
-            one = jax.tree.map(lambda a: a[None], leaf)                 # [1, ...]
-            out[name] = _Kernel(one, 0) if layer is None else _Kernel(leaf, layer)
+            out[name] = (_Kernel(jax.tree.map(lambda a: a[None], leaf), 0) if layer is None
+                         else _Kernel(leaf, layer))                      # [1 or L, ...]
         else:
             out[name] = leaf if layer is None else jax.tree.map(lambda a: a[layer], leaf)
     return out
