@@ -139,8 +139,8 @@ def _header(result) -> list[str]:
             f"Command: `specsim demo{' --quick' if s.quick else ''}` · parts "
             f"{', '.join(s.parts)} · date {env['date']} · commit {env['git_commit']} · jax "
             f"{env['jax']} / jaxlib {env['jaxlib']} · CPU {env['cpu']} ({env['cpu_count']} "
-            f"cores) · dtype {env['dtype']} · layer loop {env.get('layer_loop')} · seed "
-            f"{env['seed']} · wall {env.get('wall_s')} s", ""]
+            f"cores) · dtype {env['dtype']} · layer loop {env.get('layer_loop')} · matmul "
+            f"{env.get('matmul', 'xla')} · seed {env['seed']} · wall {env.get('wall_s')} s", ""]
 
 
 def headline(result_or_runs) -> dict | None:

@@ -50,6 +50,13 @@ def runs_cache_len(target, prompts: dict, settings: DemoSettings) -> int:
     return min(S, target.cfg.max_seq_len)
 
 
+def _matmul_in_use(cfg) -> str:
+    """Who runs a decode step's matmuls: "kernel" (specsim's CPU kernel,
+    `specsim.models.kernels`) or "xla", as `forward` decides it for one row."""
+    from specsim.models import kernels
+    return "kernel" if kernels.use_kernel(cfg.matmul, 1, cfg.dtype) else "xla"
+
+
 def prepare(settings: DemoSettings, *, log: Callable[[str], None] = print,
             progress: bool = True, target=None, draft_model=None) -> DemoState:
     """The state every part runs with: models, drafters, prompts, cache size, environment."""
@@ -57,11 +64,13 @@ def prepare(settings: DemoSettings, *, log: Callable[[str], None] = print,
 
     target, draft_model = load_models(settings, target, draft_model)
     drafters = build_drafters(target, settings, draft_model)
+    matmul = _matmul_in_use(target.cfg)
     env = bench.environment(model=target.cfg.name, dtype=target.cfg.dtype, seed=settings.seed,
-                            layer_loop=target.cfg.layer_loop, demo=dataclasses.asdict(settings))
+                            layer_loop=target.cfg.layer_loop, matmul=matmul,
+                            demo=dataclasses.asdict(settings))
     log(f"specsim demo: target {target.cfg.name} ({target.cfg.n_params() / 1e6:.0f}M params, "
-        f"{target.cfg.dtype}, layer loop {target.cfg.layer_loop}) on {env['devices']}; "
-        f"drafters {list(drafters)}")
+        f"{target.cfg.dtype}, layer loop {target.cfg.layer_loop}, matmul {matmul}) on "
+        f"{env['devices']}; drafters {list(drafters)}")
     prompts = encode_prompts(target, settings.kinds)
     return DemoState(settings=settings, target=target, drafters=drafters, prompts=prompts,
                      cache_len=runs_cache_len(target, prompts, settings), environment=env,
