@@ -43,6 +43,10 @@ def test_writes_every_file(demo):
         assert name in demo.files
     text = open(f"{out}/report.md").read()
     assert "MAPE" in text and "tiny-llama" in text and "## 4." in text
+    from specsim.models import kernels
+    used = "kernel" if kernels.use_kernel("auto", 1, "float32") else "xla"
+    assert json.load(open(f"{out}/environment.json"))["matmul"] == used
+    assert f"matmul {used}" in text
     runs = schema.read_runs(f"{out}/runs.csv")
     # 1 temperature x (autoregressive + 2 drafters x 1 K) x 2 kinds
     assert len(runs) == 1 * 3 * 2
