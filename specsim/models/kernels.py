@@ -14,7 +14,8 @@ reads small-M weights at 6-7 GB/s, and under ``lax.scan`` each layer's weights a
 copied out of the stacked array. The kernel (``small_matmul.cc``, C++ through the XLA FFI)
 reads each weight byte once for all rows, takes the stacked array and the layer index as
 they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERNEL_THREADS``
-caps the threads per call; 1: the calling thread alone). int8 weights with one scale per
+caps the threads per call, a positive integer, anything else ignored; 1: the calling
+thread alone). int8 weights with one scale per
 output column are read as int8 bytes. Row m's result does not depend on the number of
 rows, so a verify pass agrees with a decode step bit for bit.
 
@@ -208,6 +209,34 @@ def _matmul_jvp(transposed, primals, tangents):
     return y, dx @ wl + x2 @ dwl
 
 
+def _require_kernel() -> None:
+    if not _load():
+        raise InvalidArgument(f"specsim's CPU matmul kernel is unavailable: {_state['reason']}")
+
+
+def _stacked(arrays: tuple, layer, name: str):
+    """(arrays as [L, ...], layer index as an int32 scalar): a per-layer matrix (layer None)
+    gains a leading axis of 1; a stacked one keeps its own."""
+    a = arrays[0]
+    if layer is None:
+        if a.ndim != 2:
+            raise InvalidArgument(f"{name} must be [K, N] without a layer, got shape {a.shape}")
+        return tuple(x[None] for x in arrays), jnp.int32(0)
+    if a.ndim != 3:
+        raise InvalidArgument(f"{name} must be stacked [L, K, N] with a layer, got shape "
+                              f"{a.shape}")
+    return arrays, jnp.asarray(layer, jnp.int32).reshape(())
+
+
+def _rows(x, K: int, what: str):
+    """x [..., K] float32 → (x as [M, K], its leading shape)."""
+    if x.shape[-1] != K:
+        raise InvalidArgument(f"x's last axis ({x.shape[-1]}) must equal {what} ({K})")
+    if x.dtype != jnp.float32:
+        raise InvalidArgument(f"the kernel takes float32 x, got {x.dtype}")
+    return x.reshape(-1, K), x.shape[:-1]
+
+
 def small_matmul(x, w, layer=None, *, transposed: bool = False):
     """x [..., K] @ w → [..., N] in float32 by the kernel (an error where `available`
     is False).
@@ -215,24 +244,14 @@ def small_matmul(x, w, layer=None, *, transposed: bool = False):
     w: [K, N], or stacked [L, K, N] with ``layer`` (a traced or Python int; clamped to
     [0, L), as ``w[layer]`` under jit). ``transposed``: w is [N, K] ([L, N, K]) and the
     product is x @ w.T (the tied head over the embedding as it lies)."""
-    if not _load():
-        raise InvalidArgument(f"specsim's CPU matmul kernel is unavailable: {_state['reason']}")
+    _require_kernel()
     x = jnp.asarray(x)
-    w = jnp.asarray(w)
-    if layer is None:
-        if w.ndim != 2:
-            raise InvalidArgument(f"w must be [K, N] without a layer, got shape {w.shape}")
-        w, layer = w[None], 0
-    elif w.ndim != 3:
-        raise InvalidArgument(f"w must be stacked [L, K, N] with a layer, got shape {w.shape}")
-    K = w.shape[2] if transposed else w.shape[1]
-    if x.shape[-1] != K:
-        raise InvalidArgument(f"x's last axis ({x.shape[-1]}) must equal w's contraction "
-                              f"axis ({K}); w shape {w.shape}, transposed={transposed}")
-    if x.dtype != jnp.float32 or w.dtype != jnp.float32:
+    (w,), layer = _stacked((jnp.asarray(w),), layer, "w")
+    if w.dtype != jnp.float32:
         raise InvalidArgument(f"the kernel takes float32 x and w, got {x.dtype} and {w.dtype}")
-    lead = x.shape[:-1]
-    y = _matmul(x.reshape(-1, K), w, jnp.asarray(layer, jnp.int32).reshape(()), transposed)
+    K = w.shape[2] if transposed else w.shape[1]
+    x2, lead = _rows(x, K, f"w's contraction axis; w shape {w.shape}, transposed={transposed}")
+    y = _matmul(x2, w, layer, transposed)
     return y.reshape(*lead, y.shape[-1])
 
 
@@ -268,24 +287,12 @@ def small_matmul_int8(x, qw, layer=None):
     output column (`takes_quantized`), dequantised inside the kernel: (x @ q) * scale,
     reading the int8 bytes. ``qw``: values [K, N] (scales [1, N]), or stacked [L, K, N]
     ([L, 1, N]) with ``layer``."""
-    if not _load():
-        raise InvalidArgument(f"specsim's CPU matmul kernel is unavailable: {_state['reason']}")
+    _require_kernel()
     if not takes_quantized(qw):
         raise InvalidArgument(f"the int8 kernel takes int8 weights with one scale per output "
                               f"column, got bits={qw.bits}, group_size={qw.group_size}")
-    q, sc = jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)
-    if layer is None:
-        if q.ndim != 2:
-            raise InvalidArgument(f"qw must be [K, N] without a layer, got shape {q.shape}")
-        q, sc, layer = q[None], sc[None], 0
-    elif q.ndim != 3:
-        raise InvalidArgument(f"qw must be stacked [L, K, N] with a layer, got shape {q.shape}")
-    x = jnp.asarray(x)
-    K = q.shape[1]
-    if x.shape[-1] != K:
-        raise InvalidArgument(f"x's last axis ({x.shape[-1]}) must equal qw's input axis ({K})")
-    if x.dtype != jnp.float32:
-        raise InvalidArgument(f"the kernel takes float32 x, got {x.dtype}")
-    lead = x.shape[:-1]
-    y = _matmul_int8(x.reshape(-1, K), q, sc, jnp.asarray(layer, jnp.int32).reshape(()))
+    (q, sc), layer = _stacked((jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)),
+                              layer, "qw")
+    x2, lead = _rows(jnp.asarray(x), q.shape[1], "qw's input axis")
+    y = _matmul_int8(x2, q, sc, layer)
     return y.reshape(*lead, y.shape[-1])
