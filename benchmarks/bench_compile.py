@@ -10,9 +10,12 @@ iterations: the threshold's and fixed K's have the same structure) and `policies
 (may plan K = 0: the off step, and with a draft model its in-loop prefill and catch-up
 pass, are compiled too); both by default.
 
-``--verify-widths``: the policy programs compile their verify pass at these widths only
-(`decode.generate_speculative(verify_widths=...)`; each width is one more forward pass in
-the program), besides every width 1..K_max + 1 (the default).
+Each policy program is compiled as `decode.generate_speculative` compiles it by default
+(``verify_widths="auto"``: every width 1..K_max + 1 for the heuristic, the fewest widths
+within 5% of its own pass costs for Goodput, here t(n)/t(1) = 1.01, 1.06, 1.16, 1.17 for
+n = 2..5, the kernel's on this CPU (data/kernel-cpu-s26/), so (1, 3, 5)), and Goodput
+also at every width. ``--verify-widths``: the policy programs also compile their verify
+pass at these widths only (each width is one more forward pass in the program).
 
 The persistent compilation cache is not turned on here (the CLI turns it on; see
 `specsim.compile_cache`), so every number is a cold compile in a fresh process: the time
@@ -32,6 +35,12 @@ import argparse
 import collections
 
 from jax import monitoring
+
+
+KERNEL_RATIOS = (1.0, 1.01, 1.06, 1.16, 1.17)
+"""t(n)/t(1), n = 1..5, of SmolLM2-135M's pass with specsim's CPU kernel on the 2-core
+host (`benchmarks/bench_kernel.py`, data/kernel-cpu-s26/); Goodput's costs here (a K_max
+above 4 extends them by 0.04 a token)."""
 
 
 def main(argv=None) -> None:
@@ -72,16 +81,21 @@ def main(argv=None) -> None:
     if head is not None:
         drafters["feature-head"] = feature_head_drafter(target, head)
     k_max = max(args.k)
+    ratios = KERNEL_RATIOS[:k_max + 1] + tuple(KERNEL_RATIOS[-1] + 0.04 * (n - 4)
+                                              for n in range(5, k_max + 1))
     policies = {"heuristic": P.Heuristic(k_init=1, k_max=k_max),
-                "goodput": P.Goodput(k_max=k_max, costs=P.Costs.from_ratio(0.3, k_max))}
+                "goodput": P.Goodput(k_max=k_max, costs=P.Costs(t_draft=0.3, t_target=ratios))}
     runs = [("autoregressive", lambda: decode.generate_autoregressive(
         target, prompt, args.new_tokens, **kw))]
     for name, d in drafters.items():
         runs += [(f"{name} K {k}", lambda d=d, k=k: decode.generate_speculative(
             target, d, prompt, args.new_tokens, k=k, **kw)) for k in args.k]
-        for pname, widths in ((p, w) for p in args.policies for w in [None] + (
+        for pname, widths in ((p, w) for p in args.policies for w in ["auto"] + (
+                [None] if p == "goodput" else []) + (
                 [tuple(args.verify_widths)] if args.verify_widths else [])):
-            label = f"{name} {pname} K_max {k_max}" + (f" widths {widths}" if widths else "")
+            label = f"{name} {pname} K_max {k_max}" + (
+                "" if widths == "auto" else " every width" if widths is None
+                else f" widths {widths}")
             runs.append((label, lambda d=d, w=widths, p=policies[pname]:
                          decode.generate_speculative(target, d, prompt, args.new_tokens,
                                                      policy=p, verify_widths=w, **kw)))

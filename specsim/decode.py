@@ -908,13 +908,14 @@ class _SpeculativeRun(NamedTuple):
 def _speculative_setup(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                        temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                        seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                       on_nonfinite: str = "raise", policy=None, verify_widths=None,
+                       on_nonfinite: str = "raise", policy=None, verify_widths="auto",
                        mesh=None) -> tuple[LoopCall, _SpeculativeRun]:
     """`generate_speculative` up to its loop program: the checks, the target's prefill
     and the drafter's (both run), and the loop program's call, not run."""
     cfg = target.cfg
     k, policy = _resolve_policy(k, policy)
-    if policy is None and verify_widths is not None:
+    if policy is None and not (verify_widths is None or (isinstance(verify_widths, str)
+                                                         and verify_widths == "auto")):
         raise InvalidArgument("verify_widths applies to a policy program only (the fixed-K "
                               f"program verifies k + 1 tokens every iteration; got "
                               f"{verify_widths!r} with policy None)")
@@ -971,7 +972,7 @@ def speculative_loop(target, drafter, prompts, max_new_tokens: int, **kwargs) ->
 def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int | None = None,
                          temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                          seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
-                         on_nonfinite: str = "raise", policy=None, verify_widths=None,
+                         on_nonfinite: str = "raise", policy=None, verify_widths="auto",
                          mesh=None) -> GenerationResult:
     """Speculative decoding of ``prompts`` with ``target`` (a `specsim.models.Model`) and
     ``drafter`` (see `specsim.drafters`; a plain `Model` is used as a small-model draft),
@@ -987,13 +988,18 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     drafter's loop stops when every row has stopped, and the stats also record each
     row's planned K, the draft confidences and the per-slot accept outcomes. None (the
     default) runs the fixed-K program unchanged. ``verify_widths`` (with a policy only):
-    the widths at which the policy program compiles its verify pass (None: each of
-    1..K+1; a subset holding K+1, e.g. (1, K+1), compiles fewer forward passes and pads
-    a verify to the narrowest width that covers the widest proposal; see
+    the widths at which the policy program compiles its verify pass. ``"auto"`` (the
+    default): with a policy that carries its pass costs (Goodput), the fewest widths
+    whose padding costs at most 5% per pass by those costs, which Goodput then plans
+    with bucketed (`policies.program_widths`); with any other policy every width. None:
+    each of 1..K+1. A subset holding K+1, e.g. (1, K+1), compiles fewer forward passes
+    and pads a verify to the narrowest width that covers the widest proposal (see
     `policies.verify_widths`, and `policies.Costs.bucketed` for the costs Goodput should
-    then plan with; ``"auto"``, with a policy that carries its pass costs (Goodput): the
-    fewest widths whose padding costs at most 5% per pass by those costs, which Goodput
-    then plans with bucketed, see `policies.program_widths`)."""
+    then plan with). Each width is one forward pass more to compile (0.2-0.35 s of XLA
+    for SmolLM2-135M on a 2-core CPU): with specsim's CPU kernel a verify pass costs
+    1.01-1.17 steps over 2-5 tokens, "auto" keeps (1, 3, 5) of K = 4, and Goodput's
+    program compiles in 2.5-3.1 s instead of 3.5-4.4 (`benchmarks/bench_compile.py`,
+    data/compile-cpu-s26/)."""
     loop, run = _speculative_setup(
         target, drafter, prompts, max_new_tokens, k, temperature, top_k, top_p, seed,
         eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite,

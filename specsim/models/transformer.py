@@ -62,8 +62,19 @@ context 256 in a 512-slot cache, XLA:CPU, jax 0.10.2, 2 cores shared with other 
 A decode step reads 550 MB (weights + the context's keys/values) at 20.8 GB/s: 0.58 of
 the measured read bandwidth (a sum, 35.9 GB/s), 0.38 of copy bandwidth counted as read
 plus write (54.8 GB/s). Greedy batch-1 decoding runs at 38 tokens/s. Hence the default
-``layer_loop="unroll"`` with per-layer arrays on CPU; on GPU/TPU, where scan is usually
-within a few percent and compiles in time flat in depth, measure with the same script.
+was ``layer_loop="unroll"`` with per-layer arrays on CPU until session 26.
+
+Since specsim's CPU matmul kernel (`specsim.models.kernels`, the default ``matmul="auto"``
+on one CPU device) the default is ``layer_loop="scan"``: the kernel reads a layer's
+weights in place from the stack (XLA's dots copied each layer's slice out first), so the
+scanned step is as fast as the unrolled one and compiles about twice as fast. Session 27,
+SmolLM2-135M fp32, the four prompts of `benchmarks/bench_peers.py`, 64 new tokens,
+interleaved, medians of 3 (2 cores, AMD EPYC): greedy 43.4 tokens/s scanned vs 43.6
+unrolled, prompt lookup K 4 99.4 vs 94.7; the first call (compile included) 6.2 s vs
+12.8 s greedy and 4.7 s vs 12.6 s prompt lookup; same tokens. Without the kernel
+(``matmul="xla"``, no C++ compiler) the unrolled step is about 15% faster on XLA:CPU
+(`benchmarks/bench_kernel.py`, data/kernel-cpu-s26/), so ``with_layer_loop("unroll")``
+is worth it for long runs there; on GPU/TPU scan is usually within a few percent.
 XLA's per-op profile of that step (jax.profiler, SmolLM2, unroll) showed the rest: the
 tied head compiled as a loop fusion over a transposed embedding (19% of thunk time) and
 each layer's keys/values copied into the grouped dot's [G, S, E] layout (17%); with the

@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from specsim import policies as P
 from specsim import schema
 from specsim.drafters import off_draft
 from specsim.experiment import policy_runs as R
@@ -212,9 +213,9 @@ def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataF
         if r[schema.POLICY] == R.FIXED:
             pol = R.make_policy(R.RECORD, int(r[schema.K]), None)
             costs = R.fixed_costs(t1, verify, td, int(r[schema.K]))
-        else:
-            pol = pols[(name, batch, r[schema.POLICY])]
-            costs = R.costs_from_passes(t1, verify, td, k_max)
+        else:   # as the engine runs it: Goodput at its "auto" widths (`program_widths`)
+            widths, pol = P.program_widths(pols[(name, batch, r[schema.POLICY])], k_max)
+            costs = R.costs_from_passes(t1, verify, td, k_max).bucketed(widths)
         a, b = R.simulated_speedup(pol, trace, costs, off_draft=judged,
                                    new_tokens=s.max_new_tokens - 1)
         sim.append(a)
