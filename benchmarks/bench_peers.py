@@ -6,7 +6,8 @@
 Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens per prompt):
 
 * specsim, fp32 weights (and int8 weight-only when `models.load(..., quantize="int8")`
-  exists): `generate_autoregressive`, and prompt lookup (`NGramDrafter`, K drafts) via
+  exists, with the tied head kept fp32 and, "specsim-int8-head", quantised too):
+  `generate_autoregressive`, and prompt lookup (`NGramDrafter`, K drafts) via
   `generate_speculative`; compiled before timing.
 * Hugging Face transformers (torch, CPU) on the same fp32 weights (written as an HF
   folder by `checkpoints.save_hf`): ``generate(do_sample=False)`` and
@@ -125,10 +126,13 @@ def run_llamacpp(gguf: Path, prompts, n_new, k, repeats):
 
 # ---- bookkeeping ------------------------------------------------------------------------------
 def weight_bytes(params) -> int:
-    """Bytes of every array leaf (quantised leaves count their stored bytes)."""
+    """Bytes a decode step reads: every array leaf (quantised leaves count their stored
+    bytes), less the embedding where a separate (quantised) head stands in for it: a step
+    then reads one row of the table, not the table."""
     import jax
-    return int(sum(np.asarray(x).nbytes if not hasattr(x, "nbytes") else x.nbytes
-                   for x in jax.tree_util.tree_leaves(params)))
+    size = lambda tree: int(sum(np.asarray(x).nbytes if not hasattr(x, "nbytes")  # noqa: E731
+                                else x.nbytes for x in jax.tree_util.tree_leaves(tree)))
+    return size(params) - (size(params["embed"]) if "lm_head" in params else 0)
 
 
 def gguf_tensor_bytes(path: Path) -> int:
@@ -141,11 +145,11 @@ def report(rows, n_tokens):
     ours = next((r["tps"] for r in rows if r["engine"] == "specsim-fp32"
                  and r["method"] == "greedy"), float("nan"))
     print(f"\n{n_tokens} new tokens in all per run; median of repeats; noisy shared machine")
-    print(f"{'engine':16s} {'method':14s} {'tokens/s':>9s} {'vs HF':>7s} {'vs specsim':>10s} "
+    print(f"{'engine':18s} {'method':14s} {'tokens/s':>9s} {'vs HF':>7s} {'vs specsim':>10s} "
           f"{'weights MB':>10s} {'GB/s of weights':>15s}  agrees with HF greedy")
     for r in rows:
         vs_hf = r["tps"] / base.get(r["method"], float("nan"))
-        print(f"{r['engine']:16s} {r['method']:14s} {r['tps']:9.1f} {vs_hf:7.2f} "
+        print(f"{r['engine']:18s} {r['method']:14s} {r['tps']:9.1f} {vs_hf:7.2f} "
               f"{r['tps'] / ours:10.2f} {r['bytes'] / 1e6:10.1f} "
               f"{r['tps'] * r['bytes'] / 1e9:15.2f}  {r['agree']}")
     llama = {r["method"]: r for r in rows if r["engine"] == "llama.cpp"}
@@ -186,6 +190,11 @@ def main(argv=None) -> int:
         q8 = models.load("smollm2-135m", quantize="int8")
         results["specsim-int8"] = (weight_bytes(q8.params),
                                    run_specsim(q8, prompts, n_new, args.k, repeats))
+        # the tied head quantised too (its own int8 lm_head; the embedding stays fp32
+        # for the lookup): llama.cpp's GGUF quantises token_embd, which is its head
+        q8h = models.load("smollm2-135m", quantize="int8", quantize_head=True)
+        results["specsim-int8-head"] = (weight_bytes(q8h.params),
+                                        run_specsim(q8h, prompts, n_new, args.k, repeats))
         if args.xla_too:
             results["specsim-int8-xla"] = (weight_bytes(q8.params),
                                            run_specsim(_xla_dots(q8), prompts, n_new, args.k,

@@ -139,6 +139,10 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
                                         k_max).nondecreasing()
             for label in R.POLICY_NAMES:
                 out[(name, batch, label)] = R.make_policy(label, k_max, costs)
+            t = np.asarray(costs.t_target)
+            state.log(f"    Goodput's costs for {name} at batch {batch}: t(n)/t(1) = "
+                      f"{', '.join(f'{v:.3f}' for v in t / t[0])} (n = 1..{k_max + 1}), "
+                      f"draft step {costs.t_draft / t[0]:.3f}")
     return out
 
 
