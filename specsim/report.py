@@ -55,6 +55,8 @@ def speedup_table(result_or_runs) -> pd.DataFrame:
         overhead=(S.LOOP_OVERHEAD, "mean"))
     for col in ("iid", "pos", "swept"):
         g[f"err_{col}_%"] = 100 * (g[f"pred_{col}"] - g["measured"]) / g["measured"]
+    if g["pred_swept"].isna().all():    # no roofline sweep in this demo: not measured
+        g = g.drop(columns=["pred_swept", "err_swept_%"])
     return g
 
 
@@ -64,7 +66,8 @@ def error_summary(result_or_runs, by=(S.DRAFTER, S.TEMPERATURE)) -> pd.DataFrame
     rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,))), "runs": len(g),
              **{f"MAPE {col}": mape(g, col) for col in S.PREDICTIONS}}
             for key, g in spec.groupby(list(by))]
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    return out.dropna(axis=1, how="all")    # a prediction no run had (no roofline sweep)
 
 
 def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
@@ -117,9 +120,12 @@ def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
 
 
 def _mape_line(runs: pd.DataFrame) -> str:
+    swept = mape(runs, S.PRED_SWEPT)
+    swept = (f"{swept:.1f}%" if np.isfinite(swept) else
+             "not measured (it needs the roofline part's sweep: --parts roofline)")
     return (f"i.i.d. α {mape(runs, S.PRED_IID):.1f}%, per-position α "
             f"{mape(runs, S.PRED_POSITIONAL):.1f}% (fitted costs); per-position α with the "
-            f"sweep's measured pass times {mape(runs, S.PRED_SWEPT):.1f}%")
+            f"sweep's measured pass times {swept}")
 
 
 def summary_table(result) -> str:

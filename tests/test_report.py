@@ -69,3 +69,25 @@ def test_headline_when_nothing_pays_and_without_baseline(tables):
     md = "\n".join(report._headline_section(SimpleNamespace(runs=runs)))
     assert "No setting beat plain decode" in md and "0.50× measured" in md
     assert report.headline(runs[spec]) is None
+
+
+def test_mape_line_says_what_was_not_measured():
+    """Without the roofline part's sweep the swept-cost prediction is NaN in every row:
+    the MAPE line says it was not measured (and how to measure it), never "nan%"."""
+    runs = pd.DataFrame({S.DRAFTER: ["ngram-3", "ngram-3", S.AUTOREGRESSIVE],
+                         S.MEASURED_SPEEDUP: [2.0, 1.0, 1.0],
+                         S.PRED_IID: [2.2, 0.9, np.nan], S.PRED_POSITIONAL: [2.0, 1.05, np.nan],
+                         S.PRED_SWEPT: [np.nan, np.nan, np.nan]})
+    line = report._mape_line(runs)
+    assert "nan" not in line.lower()
+    assert line.startswith("i.i.d. α 10.0%, per-position α 2.5% (fitted costs)")
+    assert "not measured (it needs the roofline part's sweep: --parts roofline)" in line
+    runs = runs.assign(**{S.TEMPERATURE: 0.0, S.K: 4, S.BATCH: 1, S.ALPHA: 0.5,
+                          S.TOKENS_PER_ITERATION: 2.0, S.LOOP_OVERHEAD: 1.0})
+    table = report.speedup_table(runs)              # the unmeasured columns are left out
+    assert "pred_swept" not in table and "err_swept_%" not in table and "pred_iid" in table
+    assert f"MAPE {S.PRED_SWEPT}" not in report.error_summary(runs)
+    runs[S.PRED_SWEPT] = [1.0, 1.0, np.nan]
+    assert report._mape_line(runs).endswith("sweep's measured pass times 25.0%")
+    assert "err_swept_%" in report.speedup_table(runs)
+    assert f"MAPE {S.PRED_SWEPT}" in report.error_summary(runs)
