@@ -7,14 +7,14 @@ exact replays of session 24's tables, at the kernel's pass-time ratios and at XL
 """
 import dataclasses
 import sys
+from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, "benchmarks")
-import goodput_positions as gp  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replay_table import print_table  # noqa: E402
 
 from specsim import policies as P  # noqa: E402
-from specsim.simulate import replay_positions  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,29 +36,12 @@ class Tiered(P.Goodput):
         return (acc + w * xp.where(first, pooled, later)) / (reached + w)      # [B, K]
 
 
-RATIOS = {"kernel": (1, 1.01, 1.06, 1.16, 1.17), "xla": (1, 1.65, 1.76, 1.94, 1.94)}
 VARIANTS = {"default": (P.Goodput, {}), "tiered": (Tiered, {}),
             "prior_weight 2": (P.Goodput, dict(prior_weight=2.0)),
             "prior_alpha 0.6": (P.Goodput, dict(prior_alpha=0.6)),
             "tiered, prior_alpha 0.6": (Tiered, dict(prior_alpha=0.6))}
 
-print("| drafter | costs | tokens | variant | geomean vs plain | vs best fixed K | goal-1 misses "
-      "(worst) | goal-2 misses (worst) |")
-print("|---|---|---|---|---|---|---|---|")
-for d in sys.argv[1:] or ("ngram", "feature-head"):
-    names, tables, drafter = gp.load(f"data/goodput-positions-s24/{d}_160.npz")
-    for cname, r in RATIOS.items():
-        costs = P.Costs(t_draft=gp.DRAFT_RATIOS[drafter], t_target=r)
-        for n in (80, 160):
-            best = np.asarray([max(replay_positions(P.FixedK(k=k), tb, costs, new_tokens=n).speedup
-                                   for k in range(1, 5)) for tb in tables])
-            for vname, (cls, kw) in VARIANTS.items():
-                pol = cls(k_max=4, costs=costs, **kw)
-                s = np.asarray([replay_positions(pol, tb, costs, new_tokens=n,
-                                                 off_draft=gp.OFF_DRAFTS[drafter]).speedup
-                                for tb in tables])
-                rel = s / best
-                gm = np.exp(np.log([s, rel]).mean(1))
-                print(f"| {d} | {cname} | {n} | {vname} | {gm[0]:.3f} | {gm[1]:.3f} | "
-                      f"{int((s < 0.98).sum())} ({s.min():.3f}) | {int((rel < 0.97).sum())} "
-                      f"({rel.min():.3f}) |", flush=True)
+
+if __name__ == "__main__":
+    print_table("variant", VARIANTS,
+                sys.argv[1:] or ("ngram", "feature-head"), ("kernel", "xla"), (80, 160))
