@@ -164,6 +164,15 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     want = np.where(lo >= 0.98, "yes", np.where(hi < 0.98, "no", "noise"))
     assert (spec[schema.WITHIN_2PCT_OF_AR] == want).all()
     assert "## Draft-length policies" in (out / "report.md").read_text()
+    # what each run pays besides decoding: its cell's one-token call (prefill and host
+    # work, timed in the same rounds), plus the draft model's prefill where it drafted
+    for (kind, batch), cell in t.groupby([schema.KIND, schema.BATCH]):
+        ar = cell[cell[schema.DRAFTER] == "autoregressive"].iloc[0]
+        assert 0 < ar[schema.PREFILL_S] < ar[schema.TIME_S]
+        others = cell[cell[schema.DRAFTER] != "autoregressive"]
+        assert (others[schema.PREFILL_S] >= ar[schema.PREFILL_S]).all()
+        plain = others[others[schema.DRAFT_PASSES] == 0]
+        assert (plain[schema.PREFILL_S] == ar[schema.PREFILL_S]).all()
 
 
 def test_paired_pass_costs_are_ratios_to_the_step_of_the_same_round():

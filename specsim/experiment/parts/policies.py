@@ -146,8 +146,28 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
     return out
 
 
+def _one_token_calls(state: DemoState, jobs) -> dict:
+    """(kind, batch) -> the cell's rows decoded for one new token: the prefill and the
+    per-call host work every job of the cell pays besides its decoding, timed in the same
+    rounds as the jobs (as the in-run cost model's ("ar1", rows), `specsim.experiment.
+    inrun`). A prefill timed alone (`timing.PrefillTimer`) leaves the host work in the
+    decode time, which at 40 new tokens of a ~17 ms step is several per cent of a
+    speculative run: the replays over-predicted every fixed K at batch 1 by 19-20%
+    (`data/policies-cpu-s27/`)."""
+    from specsim import decode
+
+    common = dict(temperature=TEMPERATURE, seed=state.settings.seed, eos_token_id=None,
+                  cache_len=state.cache_len)
+    cells = dict.fromkeys((j.kind, j.batch) for j in jobs)
+    return {(kind, batch): (lambda rows=_rows(state, kind, batch):
+                            decode.generate_autoregressive(state.target, rows, 1, **common))
+            for kind, batch in cells}
+
+
 def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
-    """Compile each generation program once, then time jobs and pass calls together."""
+    """Compile each generation program once, then time jobs, the one-token calls of each
+    cell (`_one_token_calls`) and pass calls together. → (job samples, job outputs,
+    per-pass medians, (kind, batch) -> one-token call's median)."""
     from specsim import bench, decode
 
     s = state.settings
@@ -158,25 +178,30 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
         if job.program not in seen:
             seen.add(job.program)
             _call(state, job, pols.get((job.drafter, job.batch, job.label)), warm)()
+    one = _one_token_calls(state, jobs)
+    for call in one.values():
+        call()
     state.log(f"    compiled {len(seen)} generation programs in {time.perf_counter() - t0:.0f} s")
     calls = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
-             for j in jobs] + [c for c, _ in pass_items]
+             for j in jobs] + list(one.values()) + [c for c, _ in pass_items]
     t0 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds(
         calls, s.repeats, np.random.default_rng(s.seed + 1),
         progress="policy rounds" if state.progress else None)
     state.log(f"    timed {len(calls)} calls x {s.repeats} rounds in "
               f"{time.perf_counter() - t0:.0f} s")
-    n = len(jobs)
-    per_pass = _medians(pass_keys, samples[n:], [p for _, p in pass_items])
-    return samples[:n], outputs[:n], per_pass
+    n, m = len(jobs), len(jobs) + len(one)
+    per_pass = _medians(pass_keys, samples[m:], [p for _, p in pass_items])
+    one_token = {cell: float(np.median(ts)) for cell, ts in zip(one, samples[n:m])}
+    return samples[:n], outputs[:n], per_pass, one_token
 
 
-def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass) -> dict:
+def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass,
+         one_token: dict) -> dict:
     from specsim.experiment.timing import acceptance_fields
 
     t_run = float(np.median(times))
-    t_pre = prefill(state.target, res.plan.padded_prompt, res.plan.cache_len, job.batch)
+    t_pre = one_token[(job.kind, job.batch)]        # the prefill and the call's host work
     # the drafter's prefill, where it ran (a policy loop that never drafts skips it)
     if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None \
             and res.draft_passes > 0:
@@ -290,9 +315,9 @@ def run(state: DemoState) -> None:
                                       np.random.default_rng(s.seed))
     pols = _policies(state, _paired(keys, pre, [p for _, p in items]))
     jobs = R.jobs(list(state.drafters), s)
-    samples, outputs, per_pass = _time_everything(state, jobs, pols, keys, items)
-    prefill = PrefillTimer(max(3, s.repeats))
-    table = pd.DataFrame([_row(state, j, t, o, prefill, per_pass)
+    samples, outputs, per_pass, one_token = _time_everything(state, jobs, pols, keys, items)
+    prefill = PrefillTimer(max(3, s.repeats))     # a draft model's own prefill
+    table = pd.DataFrame([_row(state, j, t, o, prefill, per_pass, one_token)
                           for j, t, o in zip(jobs, samples, outputs)])
     cells = []
     for (name, kind, batch), cell in table.groupby([schema.DRAFTER, schema.KIND, schema.BATCH],
