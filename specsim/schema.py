@@ -231,6 +231,9 @@ SPEEDUP_VS_AR = "speedup_vs_autoregressive"            # measured, decode time (
 SPEEDUP_VS_BEST_FIXED = "speedup_vs_best_fixed"        # measured, against the best fixed K
 SIM_SPEEDUP_VS_AR = "sim_speedup_vs_autoregressive"    # replayed on the recorded trace
 SIM_SPEEDUP_VS_BEST_FIXED = "sim_speedup_vs_best_fixed"
+OWN_COST_SPEEDUP = "cost_model_speedup"    # the pass costs on the run's own passes
+#   (max_new - 1)·t_target_1 over Σ the run's target passes by width and draft steps at
+#   the pass times of the same rounds: the replay's cost model without its decisions
 VS_BEST_LOW = "speedup_vs_best_fixed_low"    # lowest per-round ratio (paired rounds)
 VS_BEST_HIGH = "speedup_vs_best_fixed_high"  # highest per-round ratio
 WITHIN_3PCT_OF_BEST = "within_3pct_of_best"  # yes (every round) | no (none) | noise

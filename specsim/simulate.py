@@ -450,7 +450,10 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     ``batching``: "static" (what `specsim.decode` runs: the batch iterates until its
     slowest row has its tokens, every iteration costing the whole batch's pass, so the
     speedup is t_target(1) · min_b r_b / mean_i time_i, r_b the replayed tokens per
-    iteration of row b over the iterations it is present) or "continuous" (a finished
+    iteration of row b over the iterations it is present; with ``new_tokens``, where
+    every row reaches them in the trace, the finite run's speedup instead: new_tokens ·
+    t_target(1) over the time until the last row has them, since the engine drops what
+    a row's last iteration accepted past its end) or "continuous" (a finished
     row's slot is refilled at once, as in a serving engine: time is charged per row
     present, speedup = Σ tokens · t_target(1) / Σ_i time_i · rows present_i). The two
     agree when every row runs at one rate (identical rows, or batch 1); on a mixed
@@ -511,7 +514,8 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
                               f"(got {cost_model!r})")
     time = steps * costs.t_draft + t_target[widest]
     return PolicyRun(present=trace.present, time=time,
-                     speedup=_replayed_speedup(run, time, t_target[0], batching), **out)
+                     speedup=_replayed_speedup(run, time, t_target[0], batching,
+                                               new_tokens), **out)
 
 
 def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft: str):
@@ -540,8 +544,14 @@ def _iteration(policy, state, confidence, accept, active, judge: bool, off_draft
     return state, plan, prop, acc, steps
 
 
-def _replayed_speedup(run: PolicyRun, time, t_1: float, batching: str) -> float:
-    """Speedup against autoregressive decoding at the same batch (see `simulate_policy`)."""
+def _replayed_speedup(run: PolicyRun, time, t_1: float, batching: str,
+                      new_tokens: int | None = None) -> float:
+    """Speedup against autoregressive decoding at the same batch (see `simulate_policy`).
+    A static batch with ``new_tokens``, where every row of the replay reaches them: the
+    finite run's, new_tokens · t_1 over the time of the iterations until the last row
+    has them (the engine stops a row there and drops what its last iteration accepted
+    beyond them; a rate per iteration would count those tokens). Otherwise the rate:
+    tokens per iteration of the slowest row over the mean iteration time."""
     present = run.present
     running = present.any(1)                                              # [I]
     if not running.any():
@@ -549,6 +559,11 @@ def _replayed_speedup(run: PolicyRun, time, t_1: float, batching: str) -> float:
     if batching == "continuous":
         return float(run.tokens.sum() * t_1 / np.sum(time * present.sum(1)))
     rows = present.any(0)                                                 # [B]
+    if new_tokens is not None:
+        done = np.cumsum(np.where(present, run.tokens, 0), axis=0) >= new_tokens   # [I, B]
+        if done[-1, rows].all():
+            last = int(done[:, rows].argmax(0).max())          # the last row's iteration
+            return float(new_tokens * t_1 / time[:last + 1][running[:last + 1]].sum())
     rate = run.tokens.sum(0)[rows] / present.sum(0)[rows]                 # [B'] tokens/iter
     return float(t_1 * rate.min() / time[running].mean())
 

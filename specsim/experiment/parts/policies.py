@@ -227,7 +227,31 @@ def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass,
         t1, verify, td = _cell_costs(per_pass, job.drafter, job.batch, max(state.settings.ks))
         row.update({schema.T_TARGET_1: t1, schema.T_VERIFY: verify[job.k], schema.T_DRAFT: td,
                     schema.COST_RATIO_PASSES: td / t1})
+    own = _own_passes_time(state, job, res, per_pass)
+    row.update({schema.OWN_COST_SPEEDUP:
+                (state.settings.max_new_tokens - 1) * per_pass[("target_1", job.batch)] / own,
+                schema.LOOP_OVERHEAD: (t_run - t_pre) / own})
     return row
+
+
+def _own_passes_time(state: DemoState, job: R.PolicyJob, res, per_pass) -> float:
+    """The run's decode time by the cost model on its own passes: its target passes at
+    each width (the policy loop counts them; the fixed-K loop runs K + 1 every
+    iteration; plain decoding one) and its draft steps, less the drafter's prefill where
+    it ran, at the pass times of the same rounds. Against it, the measured decode time
+    gives the loop's overhead, and the replay's speedup the effect of its decisions."""
+    t1 = per_pass[("target_1", job.batch)]
+    if job.label == R.AUTOREGRESSIVE:
+        return res.n_iterations * t1
+    _, verify, td = _cell_costs(per_pass, job.drafter, job.batch, max(state.settings.ks))
+    drafter = state.drafters[job.drafter].drafter
+    computes = drafter.passes_per_iteration(job.k) > 0
+    steps = max(res.draft_passes - int(computes and res.draft_passes > 0), 0)
+    by_width = res.meta.get("target_passes_by_width")
+    if by_width is None:                                    # the fixed-K program
+        return res.n_iterations * verify[job.k] + steps * td
+    t = [t1] + [verify[k] for k in range(1, len(by_width))]
+    return float(np.dot(by_width, t)) + steps * td
 
 
 def _simulate_cell(state, cell: pd.DataFrame, trace, pols, per_pass) -> pd.DataFrame:
