@@ -998,8 +998,8 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
     then plan with). Each width is one forward pass more to compile (0.2-0.35 s of XLA
     for SmolLM2-135M on a 2-core CPU): with specsim's CPU kernel a verify pass costs
     1.01-1.17 steps over 2-5 tokens, "auto" keeps (1, 3, 5) of K = 4, and Goodput's
-    program compiles in 2.5-3.1 s instead of 3.5-4.4 (`benchmarks/bench_compile.py`,
-    data/compile-cpu-s26/)."""
+    program compiled in 2.3-3.1 s instead of 2.9-3.9 on a quiet machine
+    (`benchmarks/bench_compile.py`, data/compile-cpu-s27/)."""
     loop, run = _speculative_setup(
         target, drafter, prompts, max_new_tokens, k, temperature, top_k, top_p, seed,
         eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite,

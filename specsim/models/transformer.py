@@ -62,7 +62,7 @@ context 256 in a 512-slot cache, XLA:CPU, jax 0.10.2, 2 cores shared with other 
 A decode step reads 550 MB (weights + the context's keys/values) at 20.8 GB/s: 0.58 of
 the measured read bandwidth (a sum, 35.9 GB/s), 0.38 of copy bandwidth counted as read
 plus write (54.8 GB/s). Greedy batch-1 decoding runs at 38 tokens/s. Hence the default
-was ``layer_loop="unroll"`` with per-layer arrays on CPU until session 26.
+was ``layer_loop="unroll"`` with per-layer arrays on CPU until session 27.
 
 Since specsim's CPU matmul kernel (`specsim.models.kernels`, the default ``matmul="auto"``
 on one CPU device) the default is ``layer_loop="scan"``: the kernel reads a layer's
