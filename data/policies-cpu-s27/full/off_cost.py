@@ -2,7 +2,7 @@
 off loop leaves out) against plain decoding on SmolLM2-135M, each call's decode time
 (the 40-token call less the same rows' one-token call), 6 interleaved rounds.
 
-    PYTHONPATH=. python data/policies-cpu-s27/full/off_cost.py <batch>
+    PYTHONPATH=. python data/policies-cpu-s27/full/off_cost.py <batch> [cache_len (256)]
 """
 import sys, time, numpy as np
 from specsim import bench, decode, models, workloads, experiment, policies as P
