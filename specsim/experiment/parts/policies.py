@@ -154,13 +154,10 @@ def _one_token_calls(state: DemoState, jobs) -> dict:
     decode time, which at 40 new tokens of a ~17 ms step is several per cent of a
     speculative run: the replays over-predicted every fixed K at batch 1 by 19-20%
     (`data/policies-cpu-s27/`)."""
-    from specsim import decode
-
-    common = dict(temperature=TEMPERATURE, seed=state.settings.seed, eos_token_id=None,
-                  cache_len=state.cache_len)
     cells = dict.fromkeys((j.kind, j.batch) for j in jobs)
-    return {(kind, batch): (lambda rows=_rows(state, kind, batch):
-                            decode.generate_autoregressive(state.target, rows, 1, **common))
+    return {(kind, batch): _call(state, R.PolicyJob(drafter=R.AUTOREGRESSIVE, kind=kind,
+                                                    batch=batch, label=R.AUTOREGRESSIVE,
+                                                    k=0), None, 1)
             for kind, batch in cells}
 
 
