@@ -660,17 +660,52 @@ def _policy_off_loop(run: _PolicyRun, cfg, policy, I: int, carry):
     return jax.lax.while_loop(off, partial(_policy_off_step, run, cfg, policy), carry)
 
 
-def _primes_late(drafter, policy, dshapes) -> bool:
+def _primes_late(drafter, policy) -> bool:
     """Whether the policy program runs ``drafter``'s prefill itself, at the first draft
     (and never in a run that never drafts): under a ``policy`` that may switch
-    speculation off (`policy_engine.switches_off`), a `policy_engine.skippable` drafter
-    that does not read the target's features. Every other drafter starts from
-    `_drafter_prefill_program`'s state (compiled once per drafter, not once per K and
-    policy). ``dshapes``: its state's shapes, or a callable returning them (called only
-    where needed: tracing a draft model's `init_state` on every call cost ~13 ms of host
-    time for SmolLM2's layer-skip draft)."""
+    speculation off (`policy_engine.switches_off`), a drafter that catches its own state
+    up (``sync``: the draft models) and does not read the target's features. Every other
+    drafter starts from `_drafter_prefill_program`'s state (compiled once per drafter,
+    not once per K and policy; n-gram lookup's state is empty)."""
     return (policy_engine.switches_off(policy) and not reads_target_hidden(drafter)
-            and policy_engine.skippable(drafter, dshapes))
+            and hasattr(drafter, "sync"))
+
+
+def _late_primed_loop(run: _PolicyRun, cfg, policy, step, prompts, S: int, I: int,
+                      passes: int, carry):
+    """The policy loop of a drafter that primes late (`_primes_late`): off iterations
+    until some row plans a draft, then, only if the loop still runs, the drafter's
+    prefill and a loop of one speculative iteration followed by the off iterations that
+    come after it. The drafter's state exists only in that second part: a run that never
+    drafts neither fills it nor copies it out. The earlier form carried a zero state
+    through the whole loop and returned it: for SmolLM2's layer-skip draft at batch 8
+    and 1024 slots (302 MB of caches) that cost 0.09-0.23 s a call, drafting or not
+    (data/policies-cpu-s28/). The price: the off loop is compiled twice (before and after
+    the first draft; ~0.15-0.4 s more compile). carry: (c, cache, pstate, stats, pstats),
+    returned advanced."""
+    drafter = run.drafter
+    off_loop = partial(_policy_off_loop, run, cfg, policy, I)
+
+    def off(carry):
+        return off_loop((*carry, ()))[:5]
+
+    def drafting(carry):
+        c, cache, pstate, stats, pstats = carry
+        dstate = drafter.init_state(prompts, run.prompt_lens, S)
+        pstats = pstats._replace(draft_steps=pstats.draft_steps + passes)
+
+        def body(carry):
+            c, cache, dstate, pstate, stats, pstats = step(carry)
+            c, cache, pstate, stats, pstats = off((c, cache, pstate, stats, pstats))
+            return c, cache, dstate, pstate, stats, pstats
+
+        c, cache, _, pstate, stats, pstats = jax.lax.while_loop(
+            lambda carry: _running(carry[0], I), body,
+            (c, cache, dstate, pstate, stats, pstats))
+        return c, cache, pstate, stats, pstats
+
+    carry = off(carry)
+    return _once_if(_running(carry[0], I), drafting, carry)
 
 
 @partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"),
@@ -687,9 +722,9 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     plans a draft), then, while the loop runs (and so some row plans a draft), one
     speculative iteration and again the off loop. A drafter that primes late
     (`_primes_late`) comes with ``dstate`` None: its prefill waits for the first run of
-    off iterations, and is skipped when the loop never drafts. The others start from
-    ``dstate`` (donated), and a feature-reading drafter is handed each off iteration's
-    feature."""
+    off iterations, and is skipped when the loop never drafts (`_late_primed_loop`; its
+    state is not returned). The others start from ``dstate`` (donated), and a
+    feature-reading drafter is handed each off iteration's feature."""
     TRACE_COUNTS["speculative-policy"] += 1
     B, K = prompts.shape[0], policy.k_max
     feats = reads_target_hidden(drafter)
@@ -707,36 +742,28 @@ def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, m
     passes = int(drafter.passes_per_iteration(K) > 0)   # the drafter's prefill, if it runs
     if not late:
         pstats = pstats._replace(draft_steps=pstats.draft_steps + passes)
-    if late or (feats and policy_engine.switches_off(policy)):
+    if late:
+        common, cache, pstate, stats, pstats = _late_primed_loop(
+            run, cfg, policy, step, prompts, S, I, passes,
+            (common, cache, pstate, stats, pstats))
+        dstate = ()
+    elif policy_engine.switches_off(policy) and (
+            feats or policy_engine.skippable(drafter, dstate)):
         off_loop = partial(_policy_off_loop, run, cfg, policy, I)
-        if late:   # a run that never drafts carries a zero state the loop never reads
-            dshapes = jax.eval_shape(lambda: drafter.init_state(prompts, prompt_lens, S))
-            dstate = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), dshapes)
-        primed = jnp.bool_(not late)
-
-        def prime(state):
-            _, pstats, _ = state
-            return (drafter.init_state(prompts, prompt_lens, S),
-                    pstats._replace(draft_steps=pstats.draft_steps + passes), jnp.bool_(True))
 
         def body(carry):
             # one instance of the off loop and one of the speculative step in the
             # program (a first off loop before the while loop compiled a second copy)
-            c, cache, dstate, pstate, stats, pstats, primed = carry
+            c, cache, dstate, pstate, stats, pstats = carry
             seen = dstate if feats else ()        # the part of the drafter off steps carry
             c, cache, pstate, stats, pstats, seen = off_loop(
                 (c, cache, pstate, stats, pstats, seen))
             dstate = seen if feats else dstate
-            running = _running(c, I)
-            if late:
-                dstate, pstats, primed = _once_if(running & ~primed, prime,
-                                                  (dstate, pstats, primed))
-            return (*_once_if(running, step, (c, cache, dstate, pstate, stats, pstats)),
-                    primed)
+            return _once_if(_running(c, I), step, (c, cache, dstate, pstate, stats, pstats))
 
-        common, cache, dstate, _, stats, pstats, _ = jax.lax.while_loop(
+        common, cache, dstate, _, stats, pstats = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), body,
-            (common, cache, dstate, pstate, stats, pstats, primed))
+            (common, cache, dstate, pstate, stats, pstats))
     else:
         common, cache, dstate, _, stats, pstats = jax.lax.while_loop(
             lambda carry: _running(carry[0], I), step,
@@ -942,8 +969,7 @@ def _speculative_setup(target, drafter, prompts, max_new_tokens: int, k: int | N
     start, feature = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
                                       S=S)
     dstate = None
-    if policy is None or not _primes_late(drafter, policy, lambda: jax.eval_shape(
-            lambda: drafter.init_state(arr, lens, S))):
+    if policy is None or not _primes_late(drafter, policy):
         dstate = _drafter_prefill_program(
             placed_drafter, arr, lens, feature if reads_target_hidden(drafter) else None,
             ~start[0].done, S=S)

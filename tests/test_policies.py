@@ -1161,7 +1161,7 @@ def _cache_copies(target, drafter, **kw) -> int:
     shapes = {rf"f32\[{c.n_layers},1,{loop.static['S']},{c.n_kv_heads},{c.head_dim}\]"
               for c in (target.cfg, drafter.cfg)}
     # not counted: a copy of a broadcast, the zero state a draft model that primes late
-    # starts the loop with (made once, before the loop)
+    # starts from (made once, where drafting starts; K and V share the broadcast)
     return sum(len(re.findall(rf"= {shape}\S* copy\((?!%(wrapped_)?broadcast)", hlo))
                for shape in shapes)
 
@@ -1193,6 +1193,31 @@ def test_policy_loop_copies_no_cache(tiny, monkeypatch):
                     donate_argnames=("start",))              # the drafter's state not donated
     monkeypatch.setattr(decode, "_speculative_program", keeps)
     assert _cache_copies(target, drafter, k=3) > 0
+
+
+def test_a_late_primed_draft_state_is_made_only_where_drafting_starts(tiny):
+    """A draft model that primes late (Goodput, which may plan K = 0) has its state made
+    inside the branch that starts drafting, not on entry to the program: the compiled
+    program's entry computation holds nothing of the draft cache's shape, and the state
+    is not returned. The earlier form (a zero state carried by the whole loop and
+    returned) filled and copied the draft caches on every call, drafting or not: 0.09-0.23
+    s a call at batch 8 and 1024 slots on SmolLM2-135M's layer-skip draft."""
+    import re
+
+    from specsim import decode
+    target, drafter = tiny
+    loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8,
+                                   policy=_goodput(k_max=3, costs=P.Costs.from_ratio(0.2, 3)))
+    assert loop.args[-1] is None                         # primes late
+    hlo = loop.lower().compile().as_text()
+    c = drafter.cfg
+    shape = rf"f32\[{c.n_layers},1,{loop.static['S']},{c.n_kv_heads},{c.head_dim}\]"
+    assert re.search(shape, hlo)                         # made in the drafting branch
+    entry = hlo[hlo.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    body = entry.split("\n", 2)[2]                        # past the parameters' line
+    assert not re.search(shape, body.split("ROOT")[-1])   # not returned
+    assert not re.search(rf"= {shape}", body)            # nothing made on entry
 
 
 # ---- engine: exact in distribution under every policy --------------------------------------

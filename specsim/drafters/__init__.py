@@ -10,8 +10,8 @@ with an equal drafter hits the compile cache. The interface has three methods:
 
 `init_state` runs in a program of its own (`decode._drafter_prefill_program`, once per
 drafter and buffer sizes, whatever K), whose result the loop program takes donated;
-under a draft-length policy, a drafter the loop may leave out of an iteration runs it
-inside the loop instead, at its first draft (`specsim.decode._primes_late`).
+under a draft-length policy that may switch speculation off, a draft model (one with
+``sync``) runs it inside the loop instead, at its first draft (`specsim.decode._primes_late`).
 
 ``context`` is the loop's token buffer: ``Context(tokens [B, N], length [B])``, holding
 prompt + output so far; ``length[b]`` counts the valid tokens of row b and is >= 2
