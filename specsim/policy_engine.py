@@ -196,12 +196,10 @@ def skippable(drafter, dstate) -> bool:
     a draft (Goodput's K = 0), running that iteration as a plain autoregressive step: a
     drafter that catches its state up itself (``sync``, the model drafters) or one with
     no state (n-gram lookup, whose proposal depends on the context alone). Others (the
-    instrument's latent chain) run every iteration. Static: decided while tracing.
-    ``dstate`` may be a zero-argument callable returning the state (or its shapes),
-    called only for a drafter without ``sync``."""
+    instrument's latent chain) run every iteration. Static: decided while tracing."""
     if hasattr(drafter, "sync"):
         return True
-    return not jax.tree_util.tree_leaves(dstate() if callable(dstate) else dstate)
+    return not jax.tree_util.tree_leaves(dstate)
 
 
 def draft(drafter, dstate, context, k: int, key, sampling, policy, k_plan):
