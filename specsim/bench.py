@@ -298,6 +298,7 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
     import jax
     import jax.numpy as jnp
 
+    from specsim.models import compiler
     from specsim.models.transformer import KVCache, arrange_layers, forward, init_cache
 
     cfg = model.cfg
@@ -317,7 +318,7 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
         return logits, KVCache(new.k, new.v, cache.length)
 
     t0 = time.perf_counter()
-    compiled = jax.jit(step, donate_argnums=(2,)).lower(params, tokens, cache).compile()
+    compiled = compiler.jit(step, donate_argnums=(2,)).lower(params, tokens, cache).compile()
     compile_s = time.perf_counter() - t0
     state = {"cache": cache}
 

@@ -63,6 +63,7 @@ import numpy as np
 from specsim import policies, policy_engine, sharding
 from specsim.drafters import (Context, Draft, check_drafter, model_drafter, off_draft,
                               reads_target_hidden)
+from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.errors import InvalidArgument
@@ -209,7 +210,7 @@ class _Common(NamedTuple):
     it: jax.Array          # [] int32 loop iterations
 
 
-@partial(jax.jit, static_argnames=("cfg", "S"))
+@jit(static_argnames=("cfg", "S"))
 def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, eos, key, *,
                      cfg: ModelConfig, S: int):
     """Prefill the target and draw the first new token, as a program of its own that
@@ -241,7 +242,7 @@ def _prefill_program(params, sp: SamplingParams, prompts, prompt_lens, max_new, 
     return (common, cache), h_last[:, 0]
 
 
-@partial(jax.jit, static_argnames=("S",))
+@jit(static_argnames=("S",))
 def _drafter_prefill_program(drafter, prompts, prompt_lens, feature, active, *, S: int):
     """The drafter's prefill as a program of its own: `init_state` over the padded
     prompts [B, P] (a draft model's forward pass over them; nothing for n-gram lookup),
@@ -298,7 +299,7 @@ def _running(c: _Common, I: int):
     return (c.it < I) & jnp.any(~c.done)
 
 
-@partial(jax.jit, static_argnames=("cfg", "S", "I"), donate_argnames=("start",))
+@jit(static_argnames=("cfg", "S", "I"), donate_argnames=("start",))
 def _autoregressive_program(params, sp: SamplingParams, prompt_lens, max_new, eos, start, *,
                             cfg: ModelConfig, S: int, I: int):
     """The decode loop from ``start`` = `_prefill_program`'s (common, cache)."""
@@ -377,7 +378,7 @@ def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _
         stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
 
 
-@partial(jax.jit, static_argnames=("cfg", "k", "S", "I"),
+@jit(static_argnames=("cfg", "k", "S", "I"),
          donate_argnames=("start", "dstate"))
 def _speculative_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
                          start, dstate, *, cfg: ModelConfig, k: int, S: int, I: int):
@@ -708,7 +709,7 @@ def _late_primed_loop(run: _PolicyRun, cfg, policy, step, prompts, S: int, I: in
     return _once_if(_running(carry[0], I), drafting, carry)
 
 
-@partial(jax.jit, static_argnames=("cfg", "policy", "S", "I", "widths"),
+@jit(static_argnames=("cfg", "policy", "S", "I", "widths"),
          donate_argnames=("start", "dstate"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                     start, dstate, *, cfg: ModelConfig, policy, S: int, I: int,

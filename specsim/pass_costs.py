@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -56,6 +55,7 @@ from specsim.errors import InvalidArgument
 from specsim import analytic, decode
 from specsim.bench import TimingStats, stats_from_times
 from specsim.drafters.base import Context, Draft
+from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache
 from specsim.sampling import SamplingParams, is_finite_row
@@ -78,7 +78,7 @@ def _append(tokens, start, new):
         tokens, new, start)
 
 
-@partial(jax.jit, static_argnames=("cfg", "steps"), donate_argnums=0)
+@jit(static_argnames=("cfg", "steps"), donate_argnums=0)
 def _target_1_program(state, params, sp: SamplingParams, length, key, *, cfg: ModelConfig,
                       steps: int):
     """``steps`` autoregressive steps. state = (tokens [B, S], cache at length − 1, the
@@ -104,7 +104,7 @@ def _target_1_program(state, params, sp: SamplingParams, length, key, *, cfg: Mo
     return (tokens, cache), tok
 
 
-@partial(jax.jit, static_argnames=("cfg", "k", "steps"), donate_argnums=0)
+@jit(static_argnames=("cfg", "k", "steps"), donate_argnums=0)
 def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: ModelConfig,
                     k: int, steps: int):
     """``steps`` verify passes over K+1 positions with acceptance, residual draw,
@@ -137,7 +137,7 @@ def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: Mode
     return (tokens, cache), stats
 
 
-@partial(jax.jit, static_argnames=("k", "steps"), donate_argnums=0)
+@jit(static_argnames=("k", "steps"), donate_argnums=0)
 def _draft_program(state, drafter, sp: SamplingParams, length, key, *, k: int, steps: int):
     """``steps`` proposals of K tokens (and commits of none accepted, which is what the
     loop pays per iteration whatever it accepts). state = (tokens [B, S], drafter
@@ -160,7 +160,7 @@ def _draft_program(state, drafter, sp: SamplingParams, length, key, *, k: int, s
     return (tokens, dstate), out
 
 
-@partial(jax.jit, static_argnames=("P", "S"))
+@jit(static_argnames=("P", "S"))
 def _draft_setup(drafter, tokens, *, P: int, S: int):
     B = tokens.shape[0]
     return drafter.init_state(tokens[:, :P], jnp.full((B,), P, jnp.int32), S)

@@ -14,8 +14,6 @@ Shapes: P prompt tokens, N output tokens, K drafts, D model width.
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +21,7 @@ import numpy as np
 from specsim.drafters import FeatureHeadDrafter, NGramDrafter
 from specsim.drafters.base import Context
 from specsim.drafters.feature_head import cell
+from specsim.models.compiler import jit
 from specsim.errors import InvalidArgument
 from specsim.sampling import SamplingParams
 from specsim.simulate import PositionTable
@@ -71,7 +70,7 @@ def _ngram(drafter, full, lengths, k):
     return np.asarray(drafts)[:len(lengths)], np.asarray(conf, np.float64)[:len(lengths)]
 
 
-@partial(jax.jit, static_argnames="k")
+@jit(static_argnames="k")
 def _ngram_propose(drafter, tokens, length, k):
     _, d = drafter.propose((), Context(tokens, length), k, jax.random.PRNGKey(0),
                            SamplingParams.make())
@@ -89,13 +88,13 @@ def _feature_head(target, drafter, full, P, g, k):
     return np.asarray(drafts)[:len(g)], np.asarray(conf, np.float64)[:len(g)]
 
 
-@partial(jax.jit, static_argnames="cfg")
+@jit(static_argnames="cfg")
 def _features(params, tokens, cfg):
     from specsim.models.transformer import forward_hidden, init_cache
     return forward_hidden(params, cfg, tokens, init_cache(cfg, 1, tokens.shape[1]))[0]
 
 
-@partial(jax.jit, static_argnames="k")
+@jit(static_argnames="k")
 def _chain(drafter, z0, x, k):                           # [G, D], [G] -> [G, K] twice
     def step(carry, _):
         z, tok = carry

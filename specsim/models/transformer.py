@@ -97,7 +97,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.errors import ConfigError, InvalidArgument
-from specsim.models import kernels
+from specsim.models import compiler, kernels
 from specsim.models.config import ModelConfig
 from specsim.models.quantize import QuantizedWeight, is_quantized, quantized_matmul
 from specsim.validation import positive_int
@@ -661,4 +661,4 @@ def prefill(params: dict, cfg: ModelConfig, tokens, cache: KVCache, chunk: int |
     return jnp.concatenate(outs, axis=1), cache
 
 
-_forward_jit = jax.jit(forward, static_argnums=1)
+_forward_jit = compiler.jit(forward, static_argnums=1)

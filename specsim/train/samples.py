@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim.models.compiler import jit
 from specsim.models.transformer import forward, init_cache
 
 __all__ = ["Samples", "PROMPTS_PATH", "load_prompts", "encode_prompts", "generate_samples"]
@@ -87,7 +87,7 @@ def encode_prompts(prompts, tokenizer=None) -> list[list[int]]:
     return out
 
 
-@partial(jax.jit, static_argnames=("cfg", "n_new", "top_j"))
+@jit(static_argnames=("cfg", "n_new", "top_j"))
 def _generate(params, prompts, prompt_lens, greedy, key, *, cfg, n_new: int, top_j: int):
     """prompts [B, P], prompt_lens [B], greedy [B] bool → (generated [B, G],
     teacher ids [B, G, J], teacher log-probs [B, G, J])."""
