@@ -27,6 +27,10 @@ cache length): the first call (autoregressive) compiles it, and its XLA column s
 as the first term. A drafter's own prefill (`decode._drafter_prefill_program`, the draft
 model's pass over the prompt) is likewise compiled once per drafter: the first K of each
 drafter shows it as a term of its own, and the later K's do not pay it.
+
+Every program compiles with specsim's XLA:CPU options (`specsim.models.compiler`);
+``SPECSIM_XLA_OPTIONS=0`` compiles them with XLA's defaults instead, for an A/B in
+alternated runs (data/compile-cpu-s29/).
 """
 
 from __future__ import annotations
