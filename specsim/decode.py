@@ -379,7 +379,7 @@ def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _
 
 
 @jit(static_argnames=("cfg", "k", "S", "I"),
-         donate_argnames=("start", "dstate"))
+     donate_argnames=("start", "dstate"))
 def _speculative_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
                          start, dstate, *, cfg: ModelConfig, k: int, S: int, I: int):
     """The fixed-K loop from ``start`` = `_prefill_program`'s (common, cache) and
@@ -710,7 +710,7 @@ def _late_primed_loop(run: _PolicyRun, cfg, policy, step, prompts, S: int, I: in
 
 
 @jit(static_argnames=("cfg", "policy", "S", "I", "widths"),
-         donate_argnames=("start", "dstate"))
+     donate_argnames=("start", "dstate"))
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                     start, dstate, *, cfg: ModelConfig, policy, S: int, I: int,
                     widths: tuple):

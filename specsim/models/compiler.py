@@ -19,15 +19,18 @@ On XLA:CPU, `CPU_OPTIONS`:
   around them. Level 0 is not it: its unvectorised loops made a 16-token pass 4.7×
   slower.
 
-Measured on the 2-core host (session 29, in one process, `compiler_options` per compile,
-15 alternated calls each, medians; the README's "Compile" section has the commands):
-the SmolLM2-135M forward pass ran 0.95–1.03× its time with XLA's defaults (batch 1 and
-8, 1 to 16 new tokens, 256 to 1024 slots) and compiled in 0.6–0.8× the time; the
-layer-skip Goodput loop program compiled in ~2.2 s against ~3.0 s.
+Measured on the 2-core host (session 29, data/compile-cpu-s29/: one forward pass
+compiled both ways in one process, 15 and 21 alternated calls, medians of per-call
+ratios): the SmolLM2-135M forward pass ran 0.97–1.07× its time with XLA's defaults
+(batch 1 and 8, 1 to 16 new tokens, 256 to 1024 slots; 1.01 the median of the ten) and
+compiled in 0.5–0.8× the time; the layer-skip Goodput loop program in 2.3–2.5 s against
+3.3 s.
 
-Every program specsim times or runs goes through `jit`, so the pass costs that fit the
-cost model (`specsim.pass_costs`, `specsim.bench`) are compiled as the runs they predict.
-Other backends get no options: their compilers are not XLA:CPU's.
+Every program of the engine (`specsim.decode`, `forward`'s prefill) and of the
+measurements that fit its cost model (`specsim.pass_costs`, `specsim.bench`'s sweep)
+goes through `jit`, so the pass costs are compiled as the runs they predict. Training
+steps and the machine-ceiling probes use `jax.jit` as it is. Other backends get no
+options: their compilers are not XLA:CPU's.
 
 An option the user set in ``XLA_FLAGS`` is left to that flag (the tests compile at
 optimisation level 0 that way), an option this jaxlib does not know is dropped (each is
