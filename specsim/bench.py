@@ -185,9 +185,13 @@ def _cpu_name() -> str:
 
 def environment(**extra) -> dict:
     """Where and with what a number was measured: jax/jaxlib versions, devices, host, CPU,
-    git commit, UTC date; ``extra`` (model, dtype, seed, ...) is merged in."""
+    git commit, UTC date, ``XLA_FLAGS`` and the compiler options specsim's programs were
+    compiled with (`specsim.models.compiler.options`); ``extra`` (model, dtype, seed,
+    ...) is merged in."""
     import jax
     import jaxlib
+
+    from specsim.models import compiler
 
     meta = {
         "run_id": uuid.uuid4().hex[:12],
@@ -202,6 +206,7 @@ def environment(**extra) -> dict:
         "python": platform.python_version(),
         "git_commit": _git_commit(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "compiler_options": compiler.options(),
     }
     meta.update(extra)
     return meta

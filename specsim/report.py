@@ -146,7 +146,17 @@ def _header(result) -> list[str]:
             f"{', '.join(s.parts)} · date {env['date']} · commit {env['git_commit']} · jax "
             f"{env['jax']} / jaxlib {env['jaxlib']} · CPU {env['cpu']} ({env['cpu_count']} "
             f"cores) · dtype {env['dtype']} · layer loop {env.get('layer_loop')} · matmul "
-            f"{env.get('matmul', 'xla')} · seed {env['seed']} · wall {env.get('wall_s')} s", ""]
+            f"{env.get('matmul', 'xla')} · {_compiler(env)} · seed {env['seed']} · wall "
+            f"{env.get('wall_s')} s", ""]
+
+
+def _compiler(env) -> str:
+    """The XLA options the programs compiled with (`specsim.models.compiler`), as the
+    environment recorded them; results written before session 29 did not."""
+    if "compiler_options" not in env:
+        return "compiler options not recorded"
+    opts = env["compiler_options"]
+    return "compiler options " + (", ".join(f"{k}={v}" for k, v in opts.items()) or "XLA's defaults")
 
 
 def headline(result_or_runs) -> dict | None:

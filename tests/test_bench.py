@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from specsim import bench
-from specsim.models import Model
+from specsim.models import Model, compiler
 from specsim.models.config import TINY_LLAMA
 from specsim.roofline import forward_cost
 
@@ -95,6 +95,8 @@ def test_environment_records_what_a_number_needs():
     for key in ("run_id", "date", "jax", "jaxlib", "devices", "hostname", "cpu", "git_commit"):
         assert meta[key], key
     assert meta["model"] == "tiny" and meta["seed"] == 3
+    assert meta["compiler_options"] == compiler.options()   # what the programs compiled with
+    json.dumps(meta)
 
 
 def test_default_points_cover_the_axes():

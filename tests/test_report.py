@@ -91,3 +91,10 @@ def test_mape_line_says_what_was_not_measured():
     assert report._mape_line(runs).endswith("sweep's measured pass times 25.0%")
     assert "err_swept_%" in report.speedup_table(runs)
     assert f"MAPE {S.PRED_SWEPT}" in report.error_summary(runs)
+
+
+def test_the_header_says_what_the_programs_compiled_with():
+    assert report._compiler({"compiler_options": {"xla_backend_optimization_level": 1}}) == \
+        "compiler options xla_backend_optimization_level=1"
+    assert report._compiler({"compiler_options": {}}) == "compiler options XLA's defaults"
+    assert report._compiler({}) == "compiler options not recorded"
