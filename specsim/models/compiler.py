@@ -110,8 +110,8 @@ class _Jit:
         return self.jitted(*args, **kwargs)
 
     def __getattr__(self, name):                # lower, trace, clear_cache, eval_shape
-        if name.startswith("__"):
-            raise AttributeError(name)
+        if name.startswith("_"):    # private and dunder names are never jax.jit's; and an
+            raise AttributeError(name)  # instance without _jitted (copy) must not recurse
         return getattr(self.jitted, name)
 
 
