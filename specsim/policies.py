@@ -47,7 +47,8 @@ Policies:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
 - `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, hurdle,
-  horizon, judge_off, judge_share, budget, start)`: within a loss budget (below), each
+  horizon, judge_off, judge_share, budget, recover, overdraft, start)`: within a loss
+  budget (below), each
   iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
   from a running (optionally decayed) estimate of each row's per-position acceptance,
   each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``
@@ -177,6 +178,27 @@ Policies:
   not built. The earlier design (sessions 13–24, off by default: a bank from zero,
   earning ε per plain token, a margin at the rates' lower bound) gave up most of the win
   where a row started badly (`sim_goodput_explore.py --study budget`, session 23).
+  ``recover`` (default 1; None: off) and ``overdraft`` (default 1/3): a recovery probe
+  (`Goodput.recovery`) is a K = 1 iteration the bank cannot cover, allowed where the
+  first slot's rate less ``recover`` standard errors makes K = 1 beat plain decoding and
+  its worst outcome leaves the bank at or above −``overdraft`` × the run's allowance;
+  so by the cost model a run loses at most (1 + overdraft)·ε, 2% by default. It is for
+  the row whose first probes failed and whose later first drafts, judged while off,
+  pass: the policies part's n-gram extraction cell (its first 8 lookups wrong, then
+  nearly every one right) stayed off for the rest of the run. Exact replays of the 309
+  prompts (`data/goodput-positions-s30/`, session 30): goal 1 on every prompt in all 18
+  rows (two drafters; the demo's, XLA's and the kernel's pass costs; 40, 80 and 160
+  tokens; worst 0.981x), goal-2 misses as many or fewer in 17 of them (n-gram at XLA's
+  costs and 40 tokens 139 -> 134; one more for the feature head at the demo's costs
+  and 160 tokens), the geometric mean against the best fixed K up in 7 and down by
+  0.001 in 3 (n-gram at XLA's costs and 40 tokens 0.903 -> 0.981, 80 tokens at the
+  demo's 0.981 -> 0.991; the feature head at the demo's and 40 tokens 0.965 -> 0.985)
+  and the worst prompt 0.33–0.51x -> 0.37–0.83x in the 5 rows where it moved. An
+  overdraft of 1/2 gave goal-1 misses
+  (33 of 309 for n-gram at the demo's costs and 40 tokens, worst 0.978x); z 2 gained
+  less. At the demo's costs a 40-token run's overdraft (0.2 steps) is less than a
+  failed K = 1 (0.25), so that cell is unchanged: ε 0.0125 with an overdraft of 0.6
+  (the same 2%) lifts it but costs goal-2 cells at 80 tokens (46 -> 75).
   ``start`` (default None: off), an `AcceptancePrior`: each row begins the run with
   these decayed counts of slots reached and accepted per position instead of none, so
   a row continuing an earlier run (its own end state: the replay of both runs as one is
@@ -576,6 +598,8 @@ class Goodput:
     judge_off: bool = True
     judge_share: float = 0.01
     budget: float | None = 0.015
+    recover: float | None = 1.0
+    overdraft: float = 1 / 3
     start: AcceptancePrior | None = None
     plans_off = True         # K = 0 where speculation cannot pay
 
@@ -591,6 +615,9 @@ class Goodput:
                 raise InvalidArgument(f"budget must be None or a number in [0, 1) "
                                       f"(got {self.budget!r})")
             _set(self, budget=b)
+        if self.recover is not None:
+            _set(self, recover=nonnegative_float("recover", self.recover))
+        _set(self, overdraft=nonnegative_float("overdraft", self.overdraft))
         if not isinstance(self.judge_off, (bool, np.bool_)):
             raise InvalidArgument(f"judge_off must be True or False (got {self.judge_off!r})")
         if self.horizon is not None:
@@ -612,8 +639,10 @@ class Goodput:
 
     def init(self, batch: int, xp=np) -> tuple:
         """(accepted [B, K], reached [B, K]), then tokens so far [B] with a ``horizon``,
-        then the bank [B] with a ``budget`` (empty until `begin` fills it with the run's
-        allowance). With a ``start`` (`AcceptancePrior`) every row begins with its counts."""
+        then, with a ``budget``, the floor [B] a recovery probe may overdraw the bank to
+        (with ``recover``; `begin` sets it) and the bank [B] (empty until `begin` fills
+        it with the run's allowance). With a ``start`` (`AcceptancePrior`) every row
+        begins with its counts."""
         zeros = xp.zeros((batch, self.k_max), xp.float32)
         row = xp.zeros((batch,), xp.float32)
         acc, reached = zeros, zeros
@@ -622,20 +651,30 @@ class Goodput:
             acc = zeros + xp.asarray(self.start.accepted[:k], xp.float32)[None]
             reached = zeros + xp.asarray(self.start.reached[:k], xp.float32)[None]
         return (acc, reached) + ((row,) if self.horizon is not None else ()) + \
-            ((row,) if self.budget is not None else ())
+            ((row,) if self._recovers else ()) + ((row,) if self.budget is not None else ())
+
+    @property
+    def _recovers(self) -> bool:
+        """Whether the plan may take a recovery probe (`recovery`): a ``budget`` and a
+        ``recover`` z."""
+        return self.budget is not None and self.recover is not None
 
     def begin(self, state, new_tokens, xp=np) -> tuple:
         """The run's start: with a ``budget`` ε each row's bank receives the run's
         allowance, ε · t_target(1) · ``new_tokens`` (the tokens the run decodes after the
         prefill's: [] or [B]), the time the run may lose against plain decoding by the
         cost model (`update`, `margin`); without one the state is returned unchanged.
-        The engine calls it once, after `init`, inside the compiled program (runs of any
-        length share one program), and so do `specsim.simulate.simulate_policy` (with
+        With ``recover`` the floor a recovery probe may overdraw the bank to is set to
+        −``overdraft`` × the allowance. The engine calls it once, after `init`, inside
+        the compiled program (runs of any length share one program), and so do `specsim.simulate.simulate_policy` (with
         the trace's iterations) and `replay_positions` (with ``new_tokens`` − 1)."""
         if self.budget is None:
             return state
         allowance = self.budget * float(self.costs.t_target[0]) * \
             xp.asarray(new_tokens, xp.float32)
+        if self._recovers:        # the floor: ``overdraft`` × the allowance below zero
+            return tuple(state[:-2]) + (state[-2] - self.overdraft * allowance,
+                                        state[-1] + allowance)
         return tuple(state[:-1]) + (state[-1] + allowance,)
 
     def alpha_estimate(self, state, xp=np):
@@ -666,11 +705,12 @@ class Goodput:
         """[B] K per row; with width "shared" the batch's K, summed over the ``active``
         rows ([B] bool; None: every row), so finished rows do not steer it. A K > 0
         counts E(K) / t(K) divided by 1 + ``hurdle``. With a ``budget`` only the K
-        whose `margin` is >= 0 are candidates (K = 0 always is)."""
+        whose `margin` is >= 0 are candidates (K = 0 always is), and K = 1 where the
+        row may take a `recovery` probe."""
         e = _expected_tokens(self.planning_alpha(state, xp), xp)               # [B, K+1]
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
-        ok = None if self.budget is None else self._affordable(self.margin(state, xp),
-                                                               batch, active, xp)
+        ok = None if self.budget is None else self._affordable(
+            self._plan_margin(state, xp), batch, active, xp)
         if self.width == "per-row":
             g = e / t[None]                                                    # [B, K+1]
         else:   # one K for the batch: E over the running rows, their min ("slowest") or sum
@@ -698,12 +738,17 @@ class Goodput:
         """[] bool: whether an off iteration's paid judgement (`observe_off` with paid:
         the feature head's draft step) is worth its step. Always without a ``budget``;
         with one, only while the banks, less that step, could still afford some K > 0 as
-        `plan` reads them (``active`` [B] bool: the running rows). A bank that cannot
-        never drafts again (off iterations neither fill nor drain it), so judging would
-        buy nothing, and with this gate the judging too stays inside the budget."""
+        `plan` reads them (``active`` [B] bool: the running rows), a recovery probe
+        counted as affordable where its worst outcome would keep the bank above its
+        floor (the evidence may yet allow it). A bank that cannot never drafts again
+        (off iterations neither fill nor drain it), so judging would buy nothing, and
+        with this gate the judging too stays inside the budget and its overdraft."""
         if self.budget is None:
             return xp.asarray(True)
-        m = self.margin(state, xp) - float(self.costs.t_draft)                 # [B, K+1]
+        t_draft = float(self.costs.t_draft)
+        m = self.margin(state, xp) - t_draft                                   # [B, K+1]
+        if self._recovers:      # or a recovery probe, should the evidence come to allow it
+            m = _lift_k1(m, self._worst_k1(state, xp) - t_draft >= state[-2], xp)
         ok = self._affordable(m, state[0].shape[0], active, xp)[..., 1:]      # K > 0
         return xp.any(ok & active[:, None] if self.width == "per-row" else ok)
 
@@ -722,9 +767,41 @@ class Goodput:
         EOS may lose up to the whole allowance, a larger share of its shorter run. What
         speculation wins refills the bank, so a row where drafting pays drafts on; a row
         whose first probes failed cannot draft again until it could afford another
-        failure, which is the price (see the class notes)."""
+        failure, except by a `recovery` probe its evidence backs, paid from an overdraft
+        (with ``recover``, the default: the bound is then (1 + ``overdraft``)·ε)."""
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         return state[-1][:, None] - t[None] + float(self.costs.t_target[0])
+
+    def _worst_k1(self, state, xp=np):
+        """[B]: the bank after a K = 1 iteration whose draft is rejected."""
+        return state[-1] - (self.costs.iteration_time(1) - float(self.costs.t_target[0]))
+
+    def recovery(self, state, xp=np):
+        """[B] bool: whether the row may take a recovery probe, a K = 1 iteration its
+        bank cannot cover (`margin` < 0). ``recover`` z (default 1; None: never): where
+        a first probe failed early and the bank can no longer cover another, the row
+        would never draft again (off iterations neither fill nor drain it), though the
+        evidence judged while off (`observe_off`) may show its first drafts passing
+        since. A K = 1 probe risks exactly that first draft, so it is allowed where
+        the first slot's rate less z standard errors, α̂₀ − z·sqrt(α̂₀(1 − α̂₀)/(n + w)),
+        makes K = 1 beat plain decoding, t_target(1)·(1 + α) >= t(1), and its worst
+        outcome leaves the bank at or above its floor, −``overdraft`` × the run's
+        allowance (`begin`). So by the cost model a run loses at most
+        (1 + ``overdraft``)·ε of plain decoding (ε 0.015, overdraft 1/3: 2%), judging
+        included (`may_judge`), and the overdraft is spent only on probes the evidence
+        backs; a probe that wins refills the bank, from which wider K follow."""
+        if not self._recovers:
+            return xp.zeros(state[0].shape[:1], bool)
+        a = self.alpha_estimate(state, xp)[:, 0]                               # [B]
+        lcb = a - self.recover * xp.sqrt(a * (1 - a) / (state[1][:, 0] + self.prior_weight))
+        t0 = float(self.costs.t_target[0])
+        pays = t0 * (1.0 + lcb) >= self.costs.iteration_time(1)
+        return pays & (self._worst_k1(state, xp) >= state[-2])
+
+    def _plan_margin(self, state, xp=np):
+        """[B, K+1]: `margin`, with K = 1's lifted to 0 where `recovery` allows it."""
+        m = self.margin(state, xp)
+        return _lift_k1(m, self.recovery(state, xp), xp) if self._recovers else m
 
     def keep(self, j, confidence, xp=np):
         """A draft ends the row's proposal when its confidence is <= p_min (default 0.2;
@@ -754,6 +831,8 @@ class Goodput:
         out = (xp.where(a, new_acc, acc), xp.where(a, new_reached, reached))
         if self.horizon is not None:    # tokens so far: the accepted drafts and one more
             out += (xp.where(active, state[2] + n_accepted + 1, state[2]),)
+        if self._recovers:              # the floor: set once, in `begin`
+            out += (state[-2],)
         if self.budget is not None:     # the bank: t(1) per token less what was paid
             paid = self._paid(k_plan, n_proposed, active, xp)
             earned = float(self.costs.t_target[0]) * (n_accepted + 1)
@@ -844,6 +923,12 @@ def may_judge(policy, state, active, xp=np):
     judgement, with the state after ``update``."""
     fn = getattr(policy, "may_judge", None)
     return fn(state, active, xp) if callable(fn) else None
+
+
+def _lift_k1(m, allow, xp=np):
+    """[B, K+1] margins ``m`` with K = 1's raised to at least 0 where ``allow`` [B]."""
+    k1 = xp.where(allow, xp.maximum(m[:, 1], 0.0), m[:, 1])
+    return xp.concatenate([m[:, :1], k1[:, None], m[:, 2:]], axis=1)
 
 
 def _expected_tokens(alpha, xp=np):

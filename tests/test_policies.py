@@ -57,6 +57,10 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"budget must be None or a number in \[0, 1\) \(got 1.0\)"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), budget=-0.01),
      r"budget must be a finite number >= 0"),
+    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), recover=-1.0),
+     r"recover must be a finite number >= 0 \(got -1.0\)"),
+    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), overdraft=float("nan")),
+     r"overdraft must be a finite number >= 0"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), width="rows"),
      r"width must be one of \('slowest', 'shared', 'per-row'\)"),
     (lambda: A.goodput_k(np.full(4, 0.5), 0.05, np.ones(5), shared=True),
@@ -1376,10 +1380,11 @@ def test_goodput_budget_bank_and_margin_by_hand():
     outcome, bank − t(K) + t(1) (every draft rejected: one token); a K with a negative
     margin is not planned (K = 0 always may be)."""
     costs = P.Costs(t_draft=0.1, t_target=(2.0, 2.8, 3.0, 3.2))   # t(1) = 2: units count
-    pol = P.Goodput(k_max=3, costs=costs, budget=0.05)
+    pol = P.Goodput(k_max=3, costs=costs, budget=0.05, recover=None)  # the recovery: below
     state = pol.init(3)
     assert len(state) == 3 and state[2].shape == (3,) and not state[2].any()
-    assert len(P.Goodput(k_max=3, costs=costs, horizon=9).init(2)) == 4
+    assert len(P.Goodput(k_max=3, costs=costs, horizon=9, recover=None).init(2)) == 4
+    assert len(P.Goodput(k_max=3, costs=costs, horizon=9).init(2)) == 5    # and the floor
     assert len(P.Goodput(k_max=3, costs=costs, budget=None).init(2)) == 2
     state = pol.begin(state, 40)
     np.testing.assert_allclose(state[2], [0.05 * 2.0 * 40] * 3, rtol=1e-6)      # 4.0 each
@@ -1427,18 +1432,90 @@ def test_goodput_judges_only_while_its_budget_could_use_it():
     acc = np.zeros((2, 3), np.float32)
     st = lambda *b: (acc, acc, np.array(b, np.float32))       # noqa: E731
     both, first = np.array([True, True]), np.array([True, False])
-    pol = P.Goodput(k_max=3, costs=costs, budget=0.05)
+    pol = P.Goodput(k_max=3, costs=costs, budget=0.05, recover=None)   # recovery: below
     assert bool(pol.may_judge(st(1.0, 1.0), both))           # 1.0 − 0.1 >= 0.9
     assert not bool(pol.may_judge(st(0.99, 1.0), both))      # the slowest row cannot
     assert bool(pol.may_judge(st(1.0, 0.0), first))          # row 1 is done
-    shared = P.Goodput(k_max=3, costs=costs, budget=0.05, width="shared")
+    shared = P.Goodput(k_max=3, costs=costs, budget=0.05, width="shared", recover=None)
     assert bool(shared.may_judge(st(1.7, 0.4), both))        # summed: 2.1 − 2 × 1.0 >= 0
     assert not bool(shared.may_judge(st(1.5, 0.4), both))
-    per_row = P.Goodput(k_max=3, costs=costs, budget=0.05, width="per-row")
+    per_row = P.Goodput(k_max=3, costs=costs, budget=0.05, width="per-row", recover=None)
     assert bool(per_row.may_judge(st(1.0, 0.0), both))       # one row could draft
     assert not bool(per_row.may_judge(st(0.5, 5.0), first))  # the one that could is done
     assert bool(P.Goodput(k_max=3, costs=costs, budget=None).may_judge(st(-9.0, -9.0), both))
     assert P.may_judge(P.FixedK(k=2), (), both) is None
+
+
+def test_goodput_recovery_probe_by_hand():
+    """`Goodput.recovery`: K = 1 past the bank's worst case where slot 0's rate less z
+    standard errors, α̂₀ − z·sqrt(α̂₀(1 − α̂₀)/(n + w)), makes K = 1 beat plain decoding
+    (t(1)·(1 + α) >= t(K = 1)) and its worst outcome leaves the bank at or above the
+    floor, −overdraft × the allowance (set by `begin`); the floor rides through `update`
+    and `observe_off`; a paid judgement runs while a recovery could still be afforded."""
+    costs = P.Costs(t_draft=0.1, t_target=(2.0, 2.8, 3.0, 3.2))   # K = 1 risks 0.9
+    pol = P.Goodput(k_max=3, costs=costs, budget=0.05, recover=1.0, overdraft=0.25)
+    state = pol.begin(pol.init(2), 10)                             # allowance 0.05·2·10 = 1
+    np.testing.assert_allclose(state[-2], [-0.25, -0.25])
+    np.testing.assert_allclose(state[-1], [1.0, 1.0])
+
+    def row_state(hits, seen, bank):      # slot 0 judged `seen` times, `hits` passed
+        acc = np.zeros((1, 3), np.float32)
+        reached = np.zeros((1, 3), np.float32)
+        acc[0, 0], reached[0, 0] = hits, seen
+        return (acc, reached, np.float32([-0.25]), np.float32([bank]))
+
+    def lcb(hits, seen, z=1.0):           # the estimate, shrunk as `alpha_estimate` does
+        pooled = (hits + 4 * 0.5) / (seen + 4)
+        a = (hits + 4 * pooled) / (seen + 4)
+        return a - z * np.sqrt(a * (1 - a) / (seen + 4))
+
+    assert lcb(12, 12) * 2.0 >= 0.9 > lcb(2, 4) * 2.0              # the cases below
+    strong, weak = row_state(12, 12, 0.7), row_state(2, 4, 0.7)    # bank 0.7 < 0.9
+    assert pol.margin(strong)[0, 1] < 0                           # the budget alone: no
+    assert pol.recovery(strong).tolist() == [True]                # 0.7 − 0.9 >= −0.25
+    assert pol.plan(strong, 1)[0] == 1
+    assert pol.recovery(weak).tolist() == [False] and pol.plan(weak, 1)[0] == 0
+    deep = row_state(12, 12, 0.6)[:3] + (np.float32([0.64]),)     # 0.64 − 0.9 < −0.25
+    assert pol.recovery(deep).tolist() == [False] and pol.plan(deep, 1)[0] == 0
+    assert pol.recovery(row_state(12, 12, 0.66)).tolist() == [True]
+    assert P.Goodput(k_max=3, costs=costs, budget=0.05, recover=None).plan(
+        strong[:2] + strong[3:], 1)[0] == 0
+    assert P.Goodput(k_max=3, costs=costs, budget=0.05, recover=0.0, overdraft=0.25).recovery(
+        weak).tolist() == [True]            # z 0 reads the estimate itself: 0.5 · 2 >= 0.9
+    # the floor passes through update and observe_off; a failed probe pays into it
+    one = np.ones(1, bool)
+    after = pol.update(strong, np.array([1]), np.array([0]), np.array([1]), one)
+    np.testing.assert_allclose(after[-2], [-0.25])
+    np.testing.assert_allclose(after[-1], [0.7 + 2.0 - 2.9], rtol=1e-5)   # −0.2
+    judged = pol.observe_off(after, one, one, one, np, paid=True)
+    np.testing.assert_allclose(judged[-2], [-0.25])
+    np.testing.assert_allclose(judged[-1], [-0.3], rtol=1e-5)
+    # judging runs while a recovery could still be afforded after its step
+    assert bool(pol.may_judge(row_state(0, 0, 0.76), one))       # 0.76 − 0.1 − 0.9 >= −0.25
+    assert not bool(pol.may_judge(row_state(0, 0, 0.74), one))
+
+
+def test_goodput_recovery_drafts_again_after_failed_first_probes():
+    """The failure the recovery is for (the policies part's n-gram extraction cell,
+    replayed): drafts that fail for the first iterations and then match for good. The
+    allowance of a 40-token run pays for one failed probe; the budget alone then never
+    drafts again, though the free judgements while off see every first draft pass; with
+    the recovery a K = 1 probe backed by that evidence wins, refills the bank and wider
+    K follow. Both stay within their bounds."""
+    n = 41
+    ok = np.zeros((n - 1, 4), bool)
+    ok[8:] = True
+    table = S.PositionTable(ok=ok, confidence=np.ones((n - 1, 4)))
+    costs = P.Costs(t_draft=0.0, t_target=(1.0, 1.25, 1.3, 1.31, 1.31))
+    best = max(S.replay_positions(P.FixedK(k=k), table, costs).speedup for k in range(1, 5))
+    alone = S.replay_positions(P.Goodput(k_max=4, costs=costs, recover=None), table, costs,
+                               off_draft="free")
+    run = S.replay_positions(P.Goodput(k_max=4, costs=costs, overdraft=1.0), table, costs,
+                             off_draft="free")
+    assert (alone.k_plan[4:, 0] == 0).all() and alone.speedup < 0.75 * best
+    assert (run.k_plan[:, 0] > 1).any() and run.speedup > 0.9 * best
+    assert run.time.sum() <= (1 + 0.015 * 2) * (n - 1) + 1e-9
+    assert alone.time.sum() <= 1.015 * (n - 1) + 1e-9
 
 
 @pytest.mark.parametrize("budget", [0.01, 0.03])
@@ -1457,26 +1534,31 @@ def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
     costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
     eager = dict(prior_alpha=0.6, explore=0.5, hurdle=0.0)
     loose = S.simulate_policy(_goodput(k_max=4, costs=costs, **eager), tr, costs=costs)
-    safe = S.simulate_policy(_goodput(k_max=4, costs=costs, budget=budget, **eager), tr,
-                             costs=costs)
+    safe = S.simulate_policy(_goodput(k_max=4, costs=costs, budget=budget, recover=None,
+                                      **eager), tr, costs=costs)
+    rescue = S.simulate_policy(_goodput(k_max=4, costs=costs, budget=budget, **eager), tr,
+                               costs=costs)
+    assert rescue.time.sum() <= (1 + budget * (1 + 1 / 3)) * n + 1e-9   # and its overdraft
     assert loose.speedup < 0.97
     default = S.simulate_policy(_goodput(k_max=4, costs=costs), tr, costs=costs)
     assert loose.speedup < default.speedup < 1.0
     assert safe.time.sum() <= (1 + budget) * n + 1e-9          # no overdraft: worst cases
     assert (safe.k_plan[:, 0] > 0).any()        # it still probes, paid from the budget
     today = S.simulate_policy(P.Goodput(k_max=4, costs=costs), tr, costs=costs)
-    assert today.time.sum() <= 1.015 * n + 1e-9 and (today.k_plan[:, 0] > 0).any()
+    assert today.time.sum() <= (1 + 0.015 * (1 + 1 / 3)) * n + 1e-9    # with its overdraft
+    assert (today.k_plan[:, 0] > 0).any()
 
 
 def test_goodput_default_budget_bounds_every_replayed_run():
     """The bound, on exact replays (`replay_positions`) of 300 random position tables of
     every temper (drafts mostly right, mostly wrong, right then wrong, confident or not),
     with the defaults (ε 0.015; a paid first draft judged every ceil(t_draft /
-    (0.01·t(1))) off iterations while the bank could still use it, `may_judge`): a run's
-    time is at most (1 + ε) of plain decoding's, judging included, whatever the drafts
-    were."""
+    (0.01·t(1))) off iterations while the bank could still use it, `may_judge`; recovery
+    probes down to an overdraft of a third of the allowance): a run's time is at most
+    (1 + (1 + 1/3)·ε) of plain decoding's, 2%, judging included, whatever the drafts
+    were; with the recovery off, (1 + ε)."""
     rng = np.random.default_rng(25)
-    worst, judged = np.inf, 0
+    worst, judged, over = np.inf, 0, 0
     for case in range(300):
         n = int(rng.integers(8, 120))
         costs = P.Costs(t_draft=float(rng.choice([0.0, 0.035, 0.2])),
@@ -1488,14 +1570,19 @@ def test_goodput_default_budget_bounds_every_replayed_run():
         ok = rng.random((n - 1, 4)) < p
         conf = np.clip(np.where(ok, rng.uniform(0.2, 1.0, ok.shape),
                                 rng.uniform(0.0, 1.0, ok.shape)), 0.01, 1.0)
-        run = S.replay_positions(P.Goodput(k_max=4, costs=costs), S.PositionTable(
-            ok=ok, confidence=conf), costs, off_draft=off)
+        table = S.PositionTable(ok=ok, confidence=conf)
+        run = S.replay_positions(P.Goodput(k_max=4, costs=costs), table, costs, off_draft=off)
         plain = (n - 1) * costs.t_target[0]
-        assert run.time.sum() <= 1.015 * plain + 1e-9, case
+        assert run.time.sum() <= (1 + 0.015 * (1 + 1 / 3)) * plain + 1e-9, case
+        alone = S.replay_positions(P.Goodput(k_max=4, costs=costs, recover=None), table,
+                                   costs, off_draft=off)
+        assert alone.time.sum() <= 1.015 * plain + 1e-9, case
         judged += int(run.draft_steps[run.k_plan == 0].sum() > 0)
+        over += int(run.time.sum() > 1.015 * plain + 1e-9)
         worst = min(worst, run.speedup)
     assert worst < 1.0               # some tables made it lose: the bound was exercised
     assert judged > 20               # and paid judgements ran (inside the budget)
+    assert over > 0                  # and recovery probes lost into the overdraft
 
 
 def test_goodput_budget_keeps_what_drafting_wins():
@@ -1510,6 +1597,8 @@ def test_goodput_budget_keeps_what_drafting_wins():
                              costs=costs).speedup
     assert best > 1.5 and safe > 0.98 * loose and safe > 0.97 * best
 
+
+def test_fitted_costs_against_polyfit():
     """Verify widths 2..K+1 on their least-squares line (np.polyfit), the slope clipped at
     0, t_target[0] kept, then non-decreasing; fewer than three verify widths: as
     `nondecreasing`."""

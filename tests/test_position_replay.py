@@ -6,6 +6,8 @@ and the table's own arithmetic against a hand count."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -51,10 +53,14 @@ def _policies(costs):
             # a wide one lets the eager prior draft; none is the loss-unbounded policy
             "goodput-budget": P.Goodput(k_max=4, costs=costs, budget=0.2, prior_alpha=0.7),
             "goodput-no-budget": P.Goodput(k_max=4, costs=costs, budget=None),
+            # recovery probes: the point estimate (z 0) and an overdraft of twice the
+            # allowance, so K = 1 past the worst case runs wherever slot 0 pays
+            "goodput-recover": P.Goodput(k_max=4, costs=costs, budget=0.01, recover=0.0,
+                                         overdraft=2.0, prior_alpha=0.7),
             # an allowance just short of a K = 1 probe's worst loss for N_NEW − 1 tokens
             # (enough for N_NEW): the eager prior must not draft, in the engine as here
             "goodput-budget-edge": P.Goodput(
-                k_max=4, costs=costs, prior_alpha=0.9,
+                k_max=4, costs=costs, prior_alpha=0.9, recover=None,
                 budget=float(costs.iteration_time(1) - 1.0) / (N_NEW - 0.5))}
 
 
@@ -64,7 +70,7 @@ def test_replay_on_a_position_table_is_the_engine_run(target, which):
     from specsim.experiment.position_tables import record
     drafter, c, off = _drafters(target)[which]
     costs = P.Costs(t_draft=c, t_target=(1.0, 1.3, 1.4, 1.5, 1.6))
-    accepted = rejected = 0
+    accepted = rejected = recovered = 0
     for prompt in PROMPTS:
         out = generate_autoregressive(target, [prompt], N_NEW).tokens[0]
         table = record(target, drafter, prompt, out, 4)
@@ -81,9 +87,15 @@ def test_replay_on_a_position_table_is_the_engine_run(target, which):
             np.testing.assert_array_equal(by_width, got, err_msg=name)
             if name == "goodput-budget-edge":
                 assert not run.k_plan.any()       # its allowance never covered a probe
+            if name == "goodput-recover":         # did it probe where the budget would not?
+                alone = S.replay_positions(dataclasses.replace(pol, recover=None), table,
+                                           costs, off_draft=off)
+                recovered += int(run.k_plan.shape != alone.k_plan.shape or
+                                 (run.k_plan != alone.k_plan).any())
             accepted += run.accepted.sum()
             rejected += (run.proposed > run.accepted).sum()
     assert accepted > 0 and rejected > 0             # both outcomes were replayed
+    assert recovered > 0                             # and the engine ran recovery probes
 
 
 def test_replay_against_a_hand_count():
