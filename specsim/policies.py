@@ -666,8 +666,9 @@ class Goodput:
         cost model (`update`, `margin`); without one the state is returned unchanged.
         With ``recover`` the floor a recovery probe may overdraw the bank to is set to
         −``overdraft`` × the allowance. The engine calls it once, after `init`, inside
-        the compiled program (runs of any length share one program), and so do `specsim.simulate.simulate_policy` (with
-        the trace's iterations) and `replay_positions` (with ``new_tokens`` − 1)."""
+        the compiled program (runs of any length share one program), and so do
+        `specsim.simulate.simulate_policy` (with the trace's iterations) and
+        `replay_positions` (with ``new_tokens`` − 1)."""
         if self.budget is None:
             return state
         allowance = self.budget * float(self.costs.t_target[0]) * \
