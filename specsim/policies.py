@@ -196,9 +196,12 @@ Policies:
   and the worst prompt 0.33–0.51x -> 0.37–0.83x in the 5 rows where it moved. An
   overdraft of 1/2 gave goal-1 misses
   (33 of 309 for n-gram at the demo's costs and 40 tokens, worst 0.978x); z 2 gained
-  less. At the demo's costs a 40-token run's overdraft (0.2 steps) is less than a
-  failed K = 1 (0.25), so that cell is unchanged: ε 0.0125 with an overdraft of 0.6
-  (the same 2%) lifts it but costs goal-2 cells at 80 tokens (46 -> 75).
+  less. Whether a short run can recover depends on a failed K = 1's price: the demo's
+  n-gram extraction prompt at 40 tokens goes 0.61 -> 0.88 of its best fixed K at the
+  pass costs measured before session 30's grid (t(2)/t(1) = 1.067), and stays at 0.61
+  where t(2)/t(1) is 1.25 (its overdraft, 0.2 steps, is less than a failed K = 1, 0.25);
+  ε 0.0125 with an overdraft of 0.6 (the same 2%) lifts it there but costs goal-2
+  cells at 80 tokens (46 -> 75).
   ``start`` (default None: off), an `AcceptancePrior`: each row begins the run with
   these decayed counts of slots reached and accepted per position instead of none, so
   a row continuing an earlier run (its own end state: the replay of both runs as one is
