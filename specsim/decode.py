@@ -74,7 +74,7 @@ from specsim.validation import choice, integer, nonnegative_int, positive_int
 
 __all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogitsError",
            "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
-           "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop"]
+           "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop", "autoregressive_loop"]
 
 # Incremented (as a Python side effect) each time a program is traced: a second call
 # with the same shapes must leave it unchanged.
@@ -867,6 +867,23 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     max_seq_len; see `plan_shapes`). ``mesh``: a `specsim.sharding.make_mesh` mesh to
     run the same program on (weights tensor-parallel on "model", the batch on "data");
     None: one device."""
+    loop, encoded, plan = _autoregressive_setup(
+        model, prompts, max_new_tokens, temperature, top_k, top_p, seed,
+        eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite, mesh=mesh)
+    common, _ = loop.program(*loop.args, **loop.static)
+    common = common if mesh is None else sharding.to_host(common)
+    n_it = int(common.it)
+    return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
+                   target_passes=n_it + 1, draft_passes=0, plan=plan,
+                   meta=_meta(plan, temperature, top_k, top_p, seed))
+
+
+def _autoregressive_setup(model, prompts, max_new_tokens: int, temperature: float = 0.0,
+                          top_k: int = 0, top_p: float = 1.0, seed: int = 0, *,
+                          eos_token_id="auto", cache_len: int | None = None,
+                          on_nonfinite: str = "raise", mesh=None):
+    """`generate_autoregressive`'s arguments checked, its prefill run: → (the loop
+    program's `LoopCall`, the encoded prompts, the `ShapePlan`)."""
     cfg = model.cfg
     max_new = positive_int("max_new_tokens", max_new_tokens)
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
@@ -881,13 +898,16 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
         mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
     start, _ = _prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
                                 S=plan.cache_len)
-    common, _ = _autoregressive_program(params, sp, lens, max_new_a, eos_a, start, cfg=cfg,
-                                        S=plan.cache_len, I=plan.iterations)
-    common = common if mesh is None else sharding.to_host(common)
-    n_it = int(common.it)
-    return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=0, plan=plan,
-                   meta=_meta(plan, temperature, top_k, top_p, seed))
+    loop = LoopCall(_autoregressive_program, (params, sp, lens, max_new_a, eos_a, start),
+                    dict(cfg=cfg, S=plan.cache_len, I=plan.iterations))
+    return loop, encoded, plan
+
+
+def autoregressive_loop(model, prompts, max_new_tokens: int, **kwargs) -> "LoopCall":
+    """The loop program `generate_autoregressive` (same arguments) would run, with its
+    arguments, not run: the prefill runs, the loop is left to the caller (time it
+    without its prefill against `speculative_loop`'s; ``.lower()`` for its HLO)."""
+    return _autoregressive_setup(model, prompts, max_new_tokens, **kwargs)[0]
 
 
 def _as_drafter(drafter, target):

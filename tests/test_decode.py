@@ -218,6 +218,23 @@ def test_result_carries_its_shape_plan(target, drafters):
     assert ar.plan.cache_len == 48 and ar.plan == plan_shapes(prompts, 10, 0, 512, 48)
 
 
+def test_loop_calls_run_what_generate_runs(target, drafters, reference):
+    """`autoregressive_loop` and `speculative_loop` hand back the loop program a
+    generate_* call runs, its prefill done: run once, each makes the reference's tokens
+    (the same rows, the same lengths), so timing one times the call without its
+    prefill."""
+    from specsim.decode import autoregressive_loop, speculative_loop
+    ref = reference[3]
+    for loop in (autoregressive_loop(target, PROMPTS_3, MAX_NEW),
+                 speculative_loop(target, drafters["ngram"], PROMPTS_3, MAX_NEW, k=2)):
+        common = loop.program(*loop.args, **loop.static)[0]
+        tokens, length = np.asarray(common.tokens), np.asarray(common.length)
+        for b, (p, want) in enumerate(zip(PROMPTS_3, ref.tokens)):
+            assert tokens[b, len(p):length[b]].tolist() == want
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive integer"):
+        autoregressive_loop(target, PROMPTS_3, 0)
+
+
 def test_compiles_once_per_bucketed_shape(target, drafters):
     d = drafters["ngram"]
     before = TRACE_COUNTS["speculative"]

@@ -4,6 +4,10 @@ iteration), at 8 and NLONG new tokens, R interleaved rounds (shuffled, one warm-
 per-token slope and the intercept of each, by the wall and the CPU clock.
 
     PYTHONPATH=. python data/policies-cpu-s30/off_loop_ab.py <B> <S> <layer-skip|ngram> <R> [NLONG]
+
+The README's numbers were taken with plain decoding's loop built inline from
+`decode`'s private programs; `decode.autoregressive_loop` (added after) builds the same
+program with the same arguments.
 """
 import sys, time, numpy as np, jax, jax.numpy as jnp
 from specsim import decode, models, workloads, experiment, policies as P
@@ -16,15 +20,9 @@ prompt = [t.tokenizer.encode(workloads.prompt_text(k, t.tokenizer)) for k in wor
 pol = P.Goodput(k_max=4, costs=P.Costs(t_draft=1.0, t_target=(1.0,) + (1.2,) * 4))
 kw = dict(eos_token_id=None, cache_len=S)
 def ar_loop(n):
-    cfg = t.cfg
-    enc = [list(p) for p in prompt]
-    plan = decode.plan_shapes(enc, n, 0, [(cfg.max_seq_len, "x")], S)
-    arr, lens = decode._pad(enc, plan.padded_prompt)
-    sp = decode.SamplingParams.make(0.0, 0, 1.0, vocab_size=cfg.vocab_size)
-    args = (t.params, sp, jnp.asarray(arr), jnp.asarray(lens), jnp.int32(n), jnp.int32(-1), jax.random.PRNGKey(0))
-    start, _ = decode._prefill_program(*args, cfg=cfg, S=S)
-    jax.block_until_ready(start)
-    return lambda: decode._autoregressive_program(t.params, sp, args[3], args[4], args[5], start, cfg=cfg, S=S, I=plan.iterations)
+    loop = decode.autoregressive_loop(t, prompt, n, **kw)
+    jax.block_until_ready(loop.args)
+    return lambda: loop.program(*loop.args, **loop.static)
 def pol_loop(n):
     loop = decode.speculative_loop(t, d, prompt, n, policy=pol, **kw)
     jax.block_until_ready(loop.args)
