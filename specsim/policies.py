@@ -752,7 +752,7 @@ class Goodput:
         t_draft = float(self.costs.t_draft)
         m = self.margin(state, xp) - t_draft                                   # [B, K+1]
         if self._recovers:      # or a recovery probe, should the evidence come to allow it
-            m = _lift_k1(m, self._worst_k1(state, xp) - t_draft >= state[-2], xp)
+            m = _lift_k1(m, self._worst_k1(state) - t_draft >= state[-2], xp)
         ok = self._affordable(m, state[0].shape[0], active, xp)[..., 1:]      # K > 0
         return xp.any(ok & active[:, None] if self.width == "per-row" else ok)
 
@@ -776,7 +776,7 @@ class Goodput:
         t = self.costs.iteration_time(xp.arange(self.k_max + 1), xp)           # [K+1]
         return state[-1][:, None] - t[None] + float(self.costs.t_target[0])
 
-    def _worst_k1(self, state, xp=np):
+    def _worst_k1(self, state):
         """[B]: the bank after a K = 1 iteration whose draft is rejected."""
         return state[-1] - (self.costs.iteration_time(1) - float(self.costs.t_target[0]))
 
@@ -796,11 +796,11 @@ class Goodput:
         backs; a probe that wins refills the bank, from which wider K follow."""
         if not self._recovers:
             return xp.zeros(state[0].shape[:1], bool)
-        a = self.alpha_estimate(state, xp)[:, 0]                               # [B]
-        lcb = a - self.recover * xp.sqrt(a * (1 - a) / (state[1][:, 0] + self.prior_weight))
+        a = self.alpha_estimate(state, xp)                                     # [B, K]
+        lcb = (a - self.recover * self._standard_error(a, state, xp))[:, 0]    # [B]
         t0 = float(self.costs.t_target[0])
         pays = t0 * (1.0 + lcb) >= self.costs.iteration_time(1)
-        return pays & (self._worst_k1(state, xp) >= state[-2])
+        return pays & (self._worst_k1(state) >= state[-2])
 
     def _plan_margin(self, state, xp=np):
         """[B, K+1]: `margin`, with K = 1's lifted to 0 where `recovery` allows it."""
