@@ -390,8 +390,7 @@ def _write_demo(result) -> None:
     print(report.summary_table(result))
     if report.S.PREDICTED_SPEEDUP in result.runs:
         f = report.fidelity_summary(result)
-        print(f"in-run prediction: MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% "
-              f"over {f['n_runs']} speculative runs")
+        print(f"in-run prediction: {report.fidelity_headline(f)}")
     print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
 
 

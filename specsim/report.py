@@ -308,6 +308,19 @@ def decomposition_summary(result_or_runs) -> pd.DataFrame:
     return out.reset_index()
 
 
+def fidelity_headline(f: dict, bold: bool = False) -> str:
+    """"MAPE x%, worst y% over n speculative runs" of a `fidelity_summary`, or why it is
+    not scored (no run with a finite measured and predicted speedup)."""
+    b = "**" if bold else ""
+    if not f["n_runs"]:
+        return (f"{b}MAPE not scored: no speculative run has both a finite measured and a "
+                f"finite predicted speedup{b} (a measured speedup is NaN where the run's decode "
+                "time, its time less the prefill, was not positive: runs too short for this "
+                "machine's timer; raise --max-new-tokens)")
+    return (f"{b}MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% over "
+            f"{f['n_runs']} speculative runs{b}")
+
+
 def _inrun_section(result) -> list[str]:
     runs = result.runs
     if not _has_inrun(runs):
@@ -315,8 +328,7 @@ def _inrun_section(result) -> list[str]:
     f = fidelity_summary(runs)
     clock = runs[S.CLOCK].iloc[0] if S.CLOCK in runs else "wall"
     lines = ["## Predicted against measured, in-run costs", "",
-             f"**MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% over "
-             f"{f['n_runs']} speculative runs** (clock: {clock}). Prediction: "
+             f"{fidelity_headline(f, bold=True)} (clock: {clock}). Prediction: "
              "`predicted_speedup` = E_model · t_target_1 / (K · t_draft + t_verify), the pass "
              "times timed by `specsim.pass_costs` in the same interleaved rounds as the runs "
              "(same layer loop, cache length, batch, padded shapes); E_model from the run's "

@@ -12,9 +12,11 @@ What `forward_cost` counts, for the transformer of `specsim.models.transformer`
 
 * FLOPs, 2 per multiply-add of every matrix product: the Q/K/V and output projections, the
   MLP, attention scores and the weighted sum over **all S cache slots** (G times that when
-  the engine takes its kv-head-pairs form, see `attention_pairs_factor`) (the implementation
+  the engine takes its kv-head-pairs form, see `attention_pairs_factor`) (XLA's attention
   reads the whole preallocated cache and masks by position, so its cost grows with the cache
-  size S, not with the number of tokens already in it), and the output head over the full
+  size S, not with the number of tokens already in it; specsim's CPU attention kernel,
+  `specsim.models.kernels.cache_attention`, reads only the slots up to each row's
+  position: there S is the context), and the output head over the full
   vocabulary. Elementwise work (norms, rotary, softmax, activations, residuals) is estimated
   at a few FLOPs per element and reported as its own component.
 * Bytes moved to and from main memory: every weight read once per pass (the tied embedding

@@ -165,3 +165,13 @@ def test_old_runs_tables_are_upgraded():
 def test_bad_settings(bad, match):
     with pytest.raises(ValueError, match=match):
         DemoSettings(**bad)
+
+
+def test_a_report_without_a_finite_prediction_says_why_instead_of_failing():
+    """Runs too short for the timer leave every measured speedup NaN (decode time = time
+    less the prefill, not positive): the fidelity headline says so."""
+    empty = {"mape_pct": None, "max_abs_error_pct": None, "n_runs": 0}
+    assert "not scored" in report.fidelity_headline(empty)
+    assert report.fidelity_headline({"mape_pct": 4.21, "max_abs_error_pct": 6.9,
+                                     "n_runs": 12}) == (
+        "MAPE 4.2%, worst 6.9% over 12 speculative runs")

@@ -65,7 +65,10 @@ def test_smollm2_skip_does_not_import_the_package():
 
 
 def test_the_kernel_source_ships_with_the_package():
-    """`specsim.models.kernels` compiles small_matmul.cc on first use: a wheel must hold it."""
+    """`specsim.models.kernels` compiles its C++ sources on first use: a wheel must hold
+    them and the header they share."""
+    from specsim.models import kernels
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert "*.cc" in data["package-data"]["specsim.models"]
-    assert (ROOT / "specsim" / "models" / "small_matmul.cc").exists()
+    globs = data["package-data"]["specsim.models"]
+    for path in kernels._SOURCES + kernels._HEADERS:
+        assert path.exists() and "*" + path.suffix in globs, path

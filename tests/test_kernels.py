@@ -257,3 +257,146 @@ def test_an_int8_model_runs_the_int8_kernel_and_gives_the_same_logits(base, loop
     assert f"@{kernels.TARGET_INT8}(" not in texts["xla"]
     # every matmul weight and the head: none left to a dequantising XLA dot
     assert f"@{kernels.TARGET}(" not in texts["auto"]
+
+
+# ---- attention over the cache in place ---------------------------------------------------
+
+def _attention_oracle(q, k_all, v_all, layer, positions):
+    """float64 masked softmax attention of q [B, T, H, E] over k_all[layer] [B, S, G, E]:
+    query t of row b attends slots 0..positions[b, t]; [B, T, H*E]."""
+    B, T, H, E = q.shape
+    k, v = k_all[min(max(layer, 0), k_all.shape[0] - 1)].astype(np.float64), v_all[
+        min(max(layer, 0), k_all.shape[0] - 1)].astype(np.float64)
+    S, G = k.shape[1], k.shape[2]
+    out = np.empty((B, T, H, E))
+    for b in range(B):
+        for t in range(T):
+            n = min(positions[b, t] + 1, S)
+            for h in range(H):
+                g = h // (H // G)
+                s = k[b, :n, g] @ q[b, t, h].astype(np.float64) / np.sqrt(E)
+                w = np.exp(s - s.max())
+                out[b, t, h] = (w / w.sum()) @ v[b, :n, g]
+    return out.reshape(B, T, H * E)
+
+
+@needs_kernel
+@pytest.mark.parametrize("B, T, H, G, E, S, layer", [
+    (1, 1, 9, 3, 64, 512, 0),      # SmolLM2's heads, a decode step
+    (8, 5, 9, 3, 64, 40, 1),       # a verify pass at batch 8
+    (2, 3, 6, 2, 10, 21, 2),       # head size not a multiple of 8
+    (3, 2, 4, 4, 8, 9, 7),         # no grouping; the layer clamped as k_all[layer] is
+    (1, 16, 8, 1, 24, 70, 0),      # one kv head, the most new tokens "auto" sends
+])
+def test_cache_attention_matches_a_float64_oracle(B, T, H, G, E, S, layer):
+    rng = np.random.default_rng(B * 100 + T)
+    L = 3
+    q = rng.standard_normal((B, T, H, E)).astype(np.float32)
+    k = rng.standard_normal((L, B, S, G, E)).astype(np.float32)
+    v = rng.standard_normal((L, B, S, G, E)).astype(np.float32)
+    # each row its own context. Row 0 stops short of the last slot, which holds garbage
+    # that only a read past its position would see; with B > 1 the last row attends past
+    # the end (every slot).
+    start = rng.integers(0, max(1, S - 1 - T), B)
+    if B > 1:
+        start[-1] = S + 4
+    positions = (start[:, None] + np.arange(T)[None]).astype(np.int32)
+    assert positions[0].max() < S - 1
+    k[:, 0, -1] = 1e4
+    v[:, 0, -1] = 1e4
+    got = np.asarray(kernels.cache_attention(q, k, v, layer, positions))
+    want = _attention_oracle(q, k, v, layer, positions)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    traced = jax.jit(kernels.cache_attention)(q, k, v, jnp.int32(layer), positions)
+    np.testing.assert_array_equal(np.asarray(traced), got)
+
+
+@needs_kernel
+def test_a_querys_attention_does_not_depend_on_the_other_queries():
+    """A verify pass and a decode step agree bit for bit: the query at a position gives the
+    same floats alone, with later queries, and with other rows beside it."""
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((4, 5, 9, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 4, 300, 3, 64)).astype(np.float32)
+    v = rng.standard_normal((2, 4, 300, 3, 64)).astype(np.float32)
+    positions = (np.array([[10], [100], [250], [37]]) + np.arange(5)[None]).astype(np.int32)
+    full = np.asarray(kernels.cache_attention(q, k, v, 1, positions))
+    for t in range(5):
+        one = kernels.cache_attention(q[:, t:t + 1], k, v, 1, positions[:, t:t + 1])
+        np.testing.assert_array_equal(np.asarray(one)[:, 0], full[:, t])
+    row = kernels.cache_attention(q[2:3], k[:, 2:3], v[:, 2:3], 1, positions[2:3])
+    np.testing.assert_array_equal(np.asarray(row)[0], full[2])
+
+
+@needs_kernel
+def test_a_query_with_no_slot_to_attend_is_nan_as_the_masked_softmax():
+    q = np.ones((2, 1, 2, 8), np.float32)
+    k = np.ones((1, 2, 4, 1, 8), np.float32)
+    got = np.asarray(kernels.cache_attention(q, k, k, 0, np.array([[-1], [0]], np.int32)))
+    assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()
+    want = np.asarray(tr._attention_grouped(jnp.asarray(q), jnp.asarray(k[0]), jnp.asarray(k[0]),
+                                            jnp.asarray([[-1], [0]]), TINY_LLAMA.replace(
+                                                n_heads=2, n_kv_heads=1, head_dim=8)))
+    assert np.isnan(want[0]).all()
+
+
+def test_cache_attention_bad_arguments_are_clear_errors():
+    q = jnp.ones((1, 2, 4, 8), jnp.float32)
+    k = jnp.ones((2, 1, 16, 2, 8), jnp.float32)
+    pos = jnp.zeros((1, 2), jnp.int32)
+    if not kernels.available():
+        pytest.skip("no kernel")
+    with pytest.raises(InvalidArgument, match=r"\[L, B, S, G, E\] alike"):
+        kernels.cache_attention(q, k, k[:, :, :8], 0, pos)
+    with pytest.raises(InvalidArgument, match="does not fit the cache"):
+        kernels.cache_attention(q[..., :4], k, k, 0, pos)
+    with pytest.raises(InvalidArgument, match="does not fit the cache"):
+        kernels.cache_attention(jnp.ones((1, 2, 3, 8), jnp.float32), k, k, 0, pos)
+    with pytest.raises(InvalidArgument, match="positions must be integer"):
+        kernels.cache_attention(q, k, k, 0, jnp.zeros((1, 3), jnp.int32))
+    with pytest.raises(InvalidArgument, match="float32"):
+        kernels.cache_attention(q.astype(jnp.bfloat16), k, k, 0, pos)
+
+
+@needs_kernel
+def test_when_auto_attends_in_place(monkeypatch):
+    assert kernels.use_attention_kernel("auto", 1, "float32")
+    assert kernels.use_attention_kernel("auto", kernels.MAX_ATTENTION_TOKENS, "float32")
+    assert not kernels.use_attention_kernel("auto", kernels.MAX_ATTENTION_TOKENS + 1, "float32")
+    assert kernels.use_attention_kernel("kernel", 500, "float32")
+    assert not kernels.use_attention_kernel("xla", 1, "float32")
+    monkeypatch.setenv(kernels.ATTENTION_SWITCH, "0")       # the attention alone off
+    assert not kernels.use_attention_kernel("auto", 1, "float32")
+    assert kernels.use_kernel("auto", 1, "float32")
+    monkeypatch.setenv(kernels.ATTENTION_SWITCH, "1")
+    monkeypatch.setenv(kernels.ENV_SWITCH, "0")             # every kernel off
+    assert not kernels.use_attention_kernel("auto", 1, "float32")
+
+
+@needs_kernel
+@pytest.mark.parametrize("base", [TINY_LLAMA, TINY_GPT2], ids=lambda c: c.name)
+def test_forward_attends_in_place_and_differentiates_as_xla(base, monkeypatch):
+    """The kernel in a decode step's program (not in a long prefill's), the same logits
+    as XLA's attention, and the same gradients (the kernel's derivatives are XLA's)."""
+    cfg = base.replace(matmul="auto")
+    params = tr.arrange_layers(tr.init_params(jax.random.PRNGKey(1), cfg), cfg)
+    toks = jnp.asarray([[5, 7, 11, 2], [3, 9, 4, 8]], jnp.int32)
+
+    def loss(p, t):
+        logits, _ = tr.forward(p, cfg, t, tr.init_cache(cfg, t.shape[0], 24))
+        return jnp.sum(jax.nn.log_softmax(logits)[..., 1])
+
+    def run():
+        jax.clear_caches()
+        text = jax.jit(loss).lower(params, toks).as_text()
+        long = jax.jit(loss).lower(params, jnp.ones((1, 17), jnp.int32)).as_text()
+        return (float(jax.jit(loss)(params, toks)),
+                jax.grad(loss)(params, toks), text, long)
+    ours = run()
+    monkeypatch.setenv(kernels.ATTENTION_SWITCH, "0")
+    plain = run()
+    assert kernels.TARGET_ATTENTION in ours[2] and kernels.TARGET_ATTENTION not in plain[2]
+    assert kernels.TARGET_ATTENTION not in ours[3]
+    np.testing.assert_allclose(ours[0], plain[0], rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(ours[1]), jax.tree.leaves(plain[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)

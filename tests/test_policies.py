@@ -772,11 +772,13 @@ def test_fewest_verify_widths_against_enumeration():
 
 
 def _matmuls(hlo_text: str) -> int:
-    """Matrix products in a lowered program: XLA dots and calls of specsim's CPU kernel
-    (`specsim.models.kernels`, which runs a decode step's and a verify pass's matmuls)."""
+    """Matrix products in a lowered program: XLA dots and calls of specsim's CPU kernels
+    (`specsim.models.kernels`, which run a decode step's and a verify pass's matmuls and
+    attention)."""
     from specsim.models import kernels
     return sum(hlo_text.count(op) for op in ("dot_general", f"@{kernels.TARGET}(",
-                                             f"@{kernels.TARGET_INT8}("))
+                                             f"@{kernels.TARGET_INT8}(",
+                                             f"@{kernels.TARGET_ATTENTION}("))
 
 
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
@@ -862,9 +864,8 @@ def test_only_a_policy_that_plans_off_compiles_the_off_loop(tiny):
              for p in (plain, off)}
     assert loops[plain].args[-1] is not None        # the drafter's state, from its program
     assert loops[off].args[-1] is None              # a draft model that primes late
-    dots = {p: loop.lower().as_text().count("dot_general") for p, loop in loops.items()}
-    per_width = dots[plain] - loops[plain].lower(widths=(2, 3, 4)).as_text().count(
-        "dot_general")
+    dots = {p: _matmuls(loop.lower().as_text()) for p, loop in loops.items()}
+    per_width = dots[plain] - _matmuls(loops[plain].lower(widths=(2, 3, 4)).as_text())
     assert per_width > 0 and dots[off] - dots[plain] >= per_width   # + the off step's pass
     a, b = (decode.generate_speculative(target, drafter, PROMPTS, 16, policy=p)
             for p in (plain, off))

@@ -268,9 +268,10 @@ def test_pairs_attention_equals_grouped_attention(G, T):
 def test_decode_step_moves_no_transposed_cache_or_head():
     """The optimized HLO of a batch-1 decode step (per-layer loop, tied head) holds no
     transpose of a cache layer (S slots) nor of the embedding ([V, D] -> [D, V]): each
-    was a copy per step, 17% and 19% of a SmolLM2 step in XLA's per-op profile."""
+    was a copy per step, 17% and 19% of a SmolLM2 step in XLA's per-op profile. XLA's
+    path (matmul "xla"): specsim's CPU kernels call no transpose at all."""
     import re
-    cfg = TINY_LLAMA.replace(layer_loop="unroll", tie_embeddings=True)
+    cfg = TINY_LLAMA.replace(layer_loop="unroll", tie_embeddings=True, matmul="xla")
     from specsim.models.transformer import arrange_layers
     params = arrange_layers(init_params(jax.random.PRNGKey(0), cfg), cfg)
     params.pop("lm_head", None)

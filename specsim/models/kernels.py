@@ -1,4 +1,5 @@
-"""A small-M matmul kernel for XLA:CPU: decode steps and verify passes at the memory bound.
+"""specsim's XLA:CPU kernels for decode steps and verify passes: a small-M matmul at the
+memory bound, and attention over the KV cache in place.
 
     from specsim.models import kernels
     kernels.available()                     # built and registered here? (builds once)
@@ -6,6 +7,7 @@
     y = kernels.small_matmul(x, w, layer=i) # x @ w[i] for stacked w [L, K, N], no copy
     y = kernels.small_matmul(x, e, transposed=True)   # x @ e.T, e [N, K] as it lies
     y = kernels.small_matmul_int8(x, qw)    # x @ ŵ, int8 with one scale per column
+    o = kernels.cache_attention(q, k_all, v_all, i, positions)  # layer i's cache in place
 
 Why. A decode step reads every weight once; on this project's 2-core CPU XLA:CPU did so at
 0.45-0.68 of the machine's read bandwidth (issue 14): a one-row dot is a matrix-vector
@@ -19,6 +21,16 @@ thread alone). int8 weights with one scale per
 output column are read as int8 bytes. Row m's result does not depend on the number of
 rows, so a verify pass agrees with a decode step bit for bit.
 
+Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
+values out of the stacked [L, B, S, G, E] cache before its dots, and its dots attend all S
+preallocated slots. The kernel reads layer i's keys and values where they lie, and only
+the slots up to each query's position: scores 8 slots at a time, the softmax with a
+vectorised exp, the values with the sums in registers, parallel over (row, kv head). A
+query's result does not depend on T, the batch or the threads, so a verify pass and a
+decode step agree bit for bit here too. `forward` uses it for passes of at most
+`MAX_ATTENTION_TOKENS` new tokens where the kernels run ("auto"), float32 caches only;
+``SPECSIM_CPU_ATTENTION=0`` turns it off alone. Derivatives are XLA's attention's.
+
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
 "auto" (the default) on a single-device CPU process for a float32 model and at most
 `MAX_ROWS` rows; "kernel" insists (a clear error if it cannot run); "xla" never.
@@ -27,10 +39,11 @@ GPUs, TPUs, meshes of several devices, prefill and training (many rows) run XLA'
 as before. On the CPU clock (the demo's default) a step on two threads costs about twice
 its wall time: both threads count.
 
-Building: on first use the source is compiled with the machine's C++ compiler
-(``$CXX``, else ``c++`` or ``g++``; `_FLAGS`, about 2 s) into
+Building: on first use the sources (and ``kernel_common.h``) are compiled with the
+machine's C++ compiler
+(``$CXX``, else ``c++`` or ``g++``; `_FLAGS`, about 3 s) into one library in
 ``kernels/`` under the specsim cache root (``$SPECSIM_CACHE``, default
-``~/.cache/specsim``), named by a hash of the source, the jaxlib version, the compiler and
+``~/.cache/specsim``), named by a hash of the sources, the jaxlib version, the compiler and
 the CPU's flags, written to a temporary file and renamed, so concurrent builds are safe
 and a later process loads it at once. If there is no compiler, or the build fails,
 "auto" warns once and runs XLA's dots.
@@ -56,7 +69,8 @@ from specsim.models.config import MATMULS
 
 __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
            "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
-           "takes_quantized", "library_path"]
+           "takes_quantized", "library_path", "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH",
+           "use_attention_kernel", "cache_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
 # does well (prefill, training). SmolLM2-135M, scan, one pass after 256 tokens, kernel
@@ -65,9 +79,16 @@ __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "availa
 # 6, 0.91x at 8, 0.95x at 12, 1.07x at 16, 1.15x at 24.
 MAX_ROWS = 8
 ENV_SWITCH = "SPECSIM_CPU_KERNEL"
+ATTENTION_SWITCH = "SPECSIM_CPU_ATTENTION"
 TARGET = "specsim_small_matmul"
 TARGET_INT8 = "specsim_small_matmul_int8"
-_SOURCE = Path(__file__).with_name("small_matmul.cc")
+TARGET_ATTENTION = "specsim_cache_attention"
+# Attention of at most this many new tokens per row goes to the kernel (decode steps,
+# verify passes); more (prefill) is XLA's.
+MAX_ATTENTION_TOKENS = 16
+_HERE = Path(__file__).parent
+_SOURCES = (_HERE / "small_matmul.cc", _HERE / "cache_attention.cc")
+_HEADERS = (_HERE / "kernel_common.h",)
 _OFF = ("0", "false", "off", "no")
 # -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
 _FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC", "-w")
@@ -96,17 +117,17 @@ def library_path(cxx: str | None = None) -> Path:
     the source, jaxlib, the compiler and this CPU."""
     import jaxlib
     from specsim.models.checkpoints import cache_root
-    key = "\n".join([_SOURCE.read_text(), " ".join(_FLAGS), jaxlib.__version__,
+    key = "\n".join([*(p.read_text() for p in _SOURCES + _HEADERS), " ".join(_FLAGS), jaxlib.__version__,
                      cxx or _compiler() or "", _cpu_flags()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return cache_root() / "kernels" / f"small_matmul-{digest}.so"
+    return cache_root() / "kernels" / f"specsim-kernels-{digest}.so"
 
 
 def _build(cxx: str, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     os.close(fd)
-    cmd = [cxx, *_FLAGS, f"-I{jax.ffi.include_dir()}", str(_SOURCE), "-o", tmp]
+    cmd = [cxx, *_FLAGS, f"-I{jax.ffi.include_dir()}", *map(str, _SOURCES), "-o", tmp]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
@@ -133,6 +154,9 @@ def _load() -> bool:
         jax.ffi.register_ffi_target(TARGET_INT8,
                                     jax.ffi.pycapsule(lib.SpecsimSmallMatmulInt8),
                                     platform="cpu")
+        jax.ffi.register_ffi_target(TARGET_ATTENTION,
+                                    jax.ffi.pycapsule(lib.SpecsimCacheAttention),
+                                    platform="cpu")
         _state.update(ok=True, reason="", path=path, lib=lib)
     except Exception as e:                              # noqa: BLE001 - reported, not raised
         _state.update(ok=False, reason=f"{type(e).__name__}: {e}")
@@ -151,14 +175,15 @@ def unavailable_reason() -> str:
     return _state["reason"]
 
 
-def _env_allows() -> bool:
-    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in _OFF
+def _env_allows(name: str) -> bool:
+    return os.environ.get(name, "1").strip().lower() not in _OFF
 
 
-def use_kernel(matmul: str, rows: int, dtype) -> bool:
-    """Whether a matmul of ``rows`` rows of ``dtype`` runs the kernel under ``matmul``
-    (a `ModelConfig.matmul`), decided while tracing. "kernel" raises where "auto" would
-    fall back: not a single CPU device, not float32, or the kernel unavailable."""
+def _kernels_run(matmul: str, dtype, env: str = ENV_SWITCH) -> bool:
+    """Whether specsim's kernels may run under ``matmul`` (a `ModelConfig.matmul`) for
+    ``dtype``, decided while tracing. "kernel" raises where "auto" would fall back: not a
+    single CPU device, not float32, or the kernels unavailable. ``env``: the switch that
+    turns "auto" off from the shell."""
     if matmul == "xla":
         return False
     if matmul not in MATMULS:
@@ -170,19 +195,35 @@ def use_kernel(matmul: str, rows: int, dtype) -> bool:
                f"{jax.device_count()} devices)")
     elif jnp.dtype(dtype) != jnp.float32:
         why = f"it takes float32 only, got {jnp.dtype(dtype).name}"
-    elif not forced and not _env_allows():
+    elif not forced and not (_env_allows(ENV_SWITCH) and _env_allows(env)):
         return False
     elif not _load():
         if not forced and not _state.get("warned"):
             _state["warned"] = True
-            warnings.warn(f"specsim's CPU matmul kernel is unavailable ({_state['reason']}); "
-                          f"running XLA's dots", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"specsim's CPU kernels are unavailable ({_state['reason']}); "
+                          f"running XLA's dots", RuntimeWarning, stacklevel=4)
         why = f"the kernel is unavailable: {_state['reason']}"
     if why is not None:
         if forced:
             raise InvalidArgument(f"matmul='kernel' cannot run here: {why}; use 'auto' or 'xla'")
         return False
-    return forced or rows <= MAX_ROWS
+    return True
+
+
+def use_kernel(matmul: str, rows: int, dtype) -> bool:
+    """Whether a matmul of ``rows`` rows of ``dtype`` runs the kernel under ``matmul``
+    (a `ModelConfig.matmul`), decided while tracing: "auto" up to `MAX_ROWS` rows,
+    "kernel" always (an error where it cannot run), "xla" never."""
+    return _kernels_run(matmul, dtype) and (matmul == "kernel" or rows <= MAX_ROWS)
+
+
+def use_attention_kernel(matmul: str, new_tokens: int, dtype) -> bool:
+    """Whether attention of ``new_tokens`` new tokens per row over a ``dtype`` cache runs
+    `cache_attention` under ``matmul``: "auto" up to `MAX_ATTENTION_TOKENS` (decode steps,
+    verify passes; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone), "kernel" always,
+    "xla" never."""
+    return (_kernels_run(matmul, dtype, ATTENTION_SWITCH)
+            and (matmul == "kernel" or new_tokens <= MAX_ATTENTION_TOKENS))
 
 
 def _call(x2, w3, layer, transposed: bool):
@@ -296,3 +337,41 @@ def small_matmul_int8(x, qw, layer=None):
     x2, lead = _rows(jnp.asarray(x), q.shape[1], "qw's input axis")
     y = _matmul_int8(x2, q, sc, layer)
     return y.reshape(*lead, y.shape[-1])
+
+
+def _call_attention(q, k_all, v_all, layer, positions):
+    return jax.ffi.ffi_call(TARGET_ATTENTION, jax.ShapeDtypeStruct(q.shape, jnp.float32),
+                            vmap_method="sequential")(q, k_all, v_all, layer, positions)
+
+
+def cache_attention(q, k_all, v_all, layer, positions):
+    """Attention of new tokens over layer ``layer`` of the KV cache, read in place, by the
+    kernel (``cache_attention.cc``; an error where `available` is False). Forward only:
+    `specsim.models.transformer` gives it XLA's derivatives.
+
+    q [B, T, H, E] float32 (query heads in order, H a multiple of G); k_all, v_all
+    [L, B, S, G, E] float32; layer an int (traced or Python; clamped to [0, L) as
+    ``k_all[layer]`` under jit); positions [B, T] int32, query t of row b at
+    positions[b, t], attending slots 0..positions[b, t] (at most S). Returns [B, T, H*E]
+    float32, heads in order; a row with no slot to attend (a negative position) is NaN."""
+    _require_kernel()
+    q, k_all, v_all = jnp.asarray(q), jnp.asarray(k_all), jnp.asarray(v_all)
+    positions = jnp.asarray(positions)
+    if q.ndim != 4 or k_all.ndim != 5 or k_all.shape != v_all.shape:
+        raise InvalidArgument(f"cache_attention takes q [B, T, H, E] and k_all, v_all "
+                              f"[L, B, S, G, E] alike; got q {q.shape}, k_all {k_all.shape}, "
+                              f"v_all {v_all.shape}")
+    B, T, H, E = q.shape
+    G = k_all.shape[3]
+    if k_all.shape[1] != B or k_all.shape[4] != E or H % G:
+        raise InvalidArgument(f"cache_attention: q {q.shape} does not fit the cache "
+                              f"{k_all.shape} (batch, head size, and H a multiple of G)")
+    if positions.shape != (B, T) or not jnp.issubdtype(positions.dtype, jnp.integer):
+        raise InvalidArgument(f"positions must be integer [B, T] = [{B}, {T}], got "
+                              f"{positions.dtype} {positions.shape}")
+    if any(a.dtype != jnp.float32 for a in (q, k_all, v_all)):
+        raise InvalidArgument(f"the kernel takes float32 q, k_all and v_all, got {q.dtype}, "
+                              f"{k_all.dtype} and {v_all.dtype}")
+    layer = jnp.asarray(layer, jnp.int32).reshape(())
+    out = _call_attention(q, k_all, v_all, layer, positions.astype(jnp.int32))
+    return out.reshape(B, T, H * E)

@@ -90,6 +90,7 @@ Attention reads the whole preallocated cache: at context 256 a 2048-slot cache c
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -494,9 +495,30 @@ def _attention_grouped(q, k_all, v_all, positions, cfg: ModelConfig):
     return out.reshape(B, T, G * R * E)
 
 
-def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
+@partial(jax.custom_jvp, nondiff_argnums=(5,))
+def _attention_in_place(q, k_all, v_all, layer, positions, cfg: ModelConfig):
+    """`_attention` over layer ``layer`` of the whole cache k_all, v_all [L, B, S, G, E]
+    by `kernels.cache_attention`: the layer's keys and values read where they lie (XLA
+    copies ``k_all[layer]`` out first under scan) and only the slots up to each row's
+    position (XLA's dots attend all S). Derivatives are `_attention`'s."""
+    return kernels.cache_attention(q, k_all, v_all, layer, positions)
+
+
+@_attention_in_place.defjvp
+def _attention_in_place_jvp(cfg, primals, tangents):
+    q, k_all, v_all, layer, positions = primals
+    dq, dk, dv = tangents[:3]
+    out = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
+    _, dout = jax.jvp(lambda q, k, v: _attention(q, k[layer], v[layer], positions, cfg),
+                      (q, k_all, v_all), (dq, dk, dv))
+    return out, dout
+
+
+def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
+           in_place: bool = False):
     """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
-    k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index.
+    k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index;
+    in_place: attention by `_attention_in_place`.
     Returns (x, k_all, v_all) with this layer's new keys/values written."""
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
@@ -520,7 +542,10 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig):
         k = _rope(k, positions, inv_freq)
     k_all = _write_layer(k_all, k, layer, positions)
     v_all = _write_layer(v_all, v, layer, positions)
-    attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
+    if in_place:
+        attn = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
+    else:
+        attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
     attn = _mm(attn, lp["wo"])                                       # [B, T, D]
     if gpt2:
         attn = attn + lp["bo"]
@@ -568,15 +593,18 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
     kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype)
+    in_place = (kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
+                and k_all.dtype == jnp.float32 and x.dtype == jnp.float32)
     if cfg.layer_loop == "unroll":
         for i, lp in enumerate(layers):
             lp = _kernel_layer(lp, None) if kernel else lp
-            x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg)
+            x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg,
+                                     in_place)
     elif kernel:                              # scan over the layer index, weights in place
         def body(carry, i):
             x, k_all, v_all = carry
             return _layer(x, _kernel_layer(layers, i), k_all, v_all, i, positions, inv_freq,
-                          cfg), None
+                          cfg, in_place), None
 
         idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), idx)
@@ -586,7 +614,7 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
         def body(carry, lp_i):
             x, k_all, v_all = carry
             lp, i = lp_i
-            return _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg), None
+            return _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg, in_place), None
 
         idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))

@@ -1,0 +1,215 @@
+// Attention of a few new tokens over the KV cache, in place, for XLA:CPU (XLA FFI;
+// `specsim.models.kernels.cache_attention`):
+//   out[b, t, h] = softmax_s(q[b, t, h] . k[l, b, s, g] / sqrt(E)) @ v[l, b, s, g]
+// over the slots s <= positions[b, t] (s < S), g = h / (H / G) the query head's kv head,
+// for the new tokens of a decode step or a verify pass (T small).
+//
+// Why: under lax.scan XLA:CPU copies each layer's keys and values out of the stacked
+// [L, B, S, G, E] cache before its dots, and attends every one of the S preallocated
+// slots. SmolLM2-135M, 40 greedy steps after ~150-token prompts (XLA's per-op profile,
+// 2-core AMD EPYC): the copies were 8% of a step at batch 1 and 512 slots, 22% at batch 8
+// and 512 slots, 35% at batch 8 and 2048 slots, where the masked-out slots' dots took as
+// much again. Here each (row, kv head) reads its keys and values once, in place, and only
+// the slots up to the row's last position: a step's cost follows the context, not the
+// cache's size.
+//
+// A query's result does not depend on T, on the batch, or on the thread count (each query
+// sums over slots, and over E, in one fixed order), so a verify pass and a decode step
+// agree bit for bit. A query with no slot to attend (a negative position) gets NaN, as the
+// masked softmax does.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernel_common.h"
+
+// The 8 sums of a[0..7]'s lanes, as one vector: [sum a0, ..., sum a7], each summed as
+// ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+static inline v8 sum8x8(const v8* a) {
+#if defined(__AVX__)
+  __m256 h01 = _mm256_hadd_ps((__m256)a[0], (__m256)a[1]);
+  __m256 h23 = _mm256_hadd_ps((__m256)a[2], (__m256)a[3]);
+  __m256 h45 = _mm256_hadd_ps((__m256)a[4], (__m256)a[5]);
+  __m256 h67 = _mm256_hadd_ps((__m256)a[6], (__m256)a[7]);
+  __m256 lo4 = _mm256_hadd_ps(h01, h23), hi4 = _mm256_hadd_ps(h45, h67);
+  return (v8)_mm256_add_ps(_mm256_permute2f128_ps(lo4, hi4, 0x20),
+                           _mm256_permute2f128_ps(lo4, hi4, 0x31));
+#else
+  v8 out;
+  for (int j = 0; j < 8; ++j)
+    out[j] = ((a[j][0] + a[j][1]) + (a[j][2] + a[j][3])) + ((a[j][4] + a[j][5]) + (a[j][6] + a[j][7]));
+  return out;
+#endif
+}
+
+typedef int32_t i8v __attribute__((vector_size(32)));
+
+// exp(x) of 8 floats at once (x <= 0 here: scores less their maximum): 2^n * e^r with
+// n = floor(x log2 e + 1/2), r = x - n ln 2 (ln 2 in two parts), e^r by Cephes' expf
+// polynomial (about 1 ulp); below -87.3 the result is 0, e^x's float underflow.
+static inline v8 exp8(v8 x) {
+  const v8 lo = splat(-87.3f);
+  v8 under = (v8)(x < lo);                                     // all ones where x < lo
+  x = x < lo ? lo : x;
+  v8 t = x * splat(1.44269504088896341f) + splat(0.5f);
+  i8v n = __builtin_convertvector(t, i8v);                     // toward zero
+  v8 nf = __builtin_convertvector(n, v8);
+  n += (i8v)(nf > t);                                          // floor: -1 where it rounded up
+  nf = __builtin_convertvector(n, v8);
+  v8 r = x - nf * splat(0.693359375f);
+  r = r - nf * splat(-2.12194440e-4f);
+  v8 p = splat(1.9875691500e-4f);
+  p = p * r + splat(1.3981999507e-3f);
+  p = p * r + splat(8.3334519073e-3f);
+  p = p * r + splat(4.1665795894e-2f);
+  p = p * r + splat(1.6666665459e-1f);
+  p = p * r + splat(5.0000001201e-1f);
+  v8 y = p * (r * r) + r + splat(1.f);
+  v8 scale = (v8)((n + 127) << 23);
+  return (v8)((i8v)(y * scale) & ~(i8v)under);
+}
+
+struct Shape {
+  int64_t B, T, H, E, S, G, R;
+};
+
+// Query qv [E] against slots [0, n) of keys ks (slot s at ks + s * stride): w[s] = q . k_s
+// * scale, 8 slots at a time (the lanes of each slot's products, then `sum8x8`, then the
+// columns past the last 8 in order).
+static void scores_of(const float* qv, const float* ks, int64_t stride, int64_t n, int64_t E,
+                      float scale, float* w) {
+  for (int64_t s0 = 0; s0 < n; s0 += 8) {
+    const float* k[8];
+    for (int j = 0; j < 8; ++j) k[j] = ks + (s0 + j < n ? s0 + j : s0) * stride;
+    v8 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = splat(0.f);
+    const int64_t E8 = (E / 8) * 8;
+    for (int64_t e = 0; e < E8; e += 8) {
+      v8 q8 = load8(qv + e);
+      for (int j = 0; j < 8; ++j) acc[j] = fma8(q8, load8(k[j] + e), acc[j]);
+    }
+    v8 d = sum8x8(acc);
+    for (int64_t e = E8; e < E; ++e)
+      for (int j = 0; j < 8; ++j) d[j] += qv[e] * k[j][e];
+    d *= splat(scale);
+    for (int j = 0; j < 8 && s0 + j < n; ++j) w[s0 + j] = d[j];
+  }
+}
+
+// w[0:n] = exp(w - max w), returning sum w (vectors of 8, then the tail).
+static float softmax_numerators(float* w, int64_t n) {
+  const int64_t n8 = (n / 8) * 8;
+  v8 mv = splat(-std::numeric_limits<float>::infinity());
+  for (int64_t s = 0; s < n8; s += 8) { v8 x = load8(w + s); mv = x > mv ? x : mv; }
+  float m = mv[0];
+  for (int i = 1; i < 8; ++i) m = std::max(m, mv[i]);
+  for (int64_t s = n8; s < n; ++s) m = std::max(m, w[s]);
+  v8 sv = splat(0.f);
+  for (int64_t s = 0; s < n8; s += 8) {
+    v8 e = exp8(load8(w + s) - splat(m));
+    store8(w + s, e);
+    sv += e;
+  }
+  float sum = hsum(sv);
+  for (int64_t s = n8; s < n; ++s) { w[s] = exp8(splat(w[s] - m))[0]; sum += w[s]; }
+  return sum;
+}
+
+// out[0:E] = (sum_s w[s] v_s) * f over slots [0, n) of values vs (slot s at vs + s * stride),
+// 64 columns at a time with the sums in registers, then the columns past the last 8.
+static void weighted_values(const float* w, const float* vs, int64_t stride, int64_t n,
+                            int64_t E, float f, float* out) {
+  for (int64_t e0 = 0; e0 + 8 <= E; e0 += 64) {
+    const int nv = (int)std::min<int64_t>(8, (E - e0) / 8);
+    v8 acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = splat(0.f);
+    const float* v = vs + e0;
+    for (int64_t s = 0; s < n; ++s, v += stride) {
+      v8 ws = splat(w[s]);
+      for (int j = 0; j < nv; ++j) acc[j] = fma8(ws, load8(v + 8 * j), acc[j]);
+    }
+    for (int j = 0; j < nv; ++j) store8(out + e0 + 8 * j, acc[j] * splat(f));
+  }
+  for (int64_t e = (E / 8) * 8; e < E; ++e) {
+    float a = 0.f;
+    for (int64_t s = 0; s < n; ++s) a += w[s] * vs[s * stride + e];
+    out[e] = a * f;
+  }
+}
+
+// One (row b, kv head g): its T x R queries against slots [0, n_t) of layer l's keys and
+// values (kl, vl: [B, S, G, E]). w: scratch of S floats.
+static void attend_head(const Shape& d, const float* q, const float* kl, const float* vl,
+                        const int32_t* pos, float* out, int64_t b, int64_t g, float scale,
+                        std::vector<float>& w) {
+  const int64_t E = d.E, stride = d.G * d.E;
+  const float* ks = kl + (b * d.S * d.G + g) * E;
+  const float* vs = vl + (b * d.S * d.G + g) * E;
+  w.resize(std::max<int64_t>(d.S, 8));
+  for (int64_t t = 0; t < d.T; ++t) {
+    const int64_t n = std::min<int64_t>(std::max<int64_t>((int64_t)pos[b * d.T + t] + 1, 0), d.S);
+    for (int64_t r = 0; r < d.R; ++r) {
+      const int64_t h = (b * d.T + t) * d.H + g * d.R + r;
+      if (n == 0) {
+        std::fill(out + h * E, out + (h + 1) * E, std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      scores_of(q + h * E, ks, stride, n, E, scale, w.data());
+      float sum = softmax_numerators(w.data(), n);
+      weighted_values(w.data(), vs, stride, n, E, 1.f / sum, out + h * E);
+    }
+  }
+}
+
+// q [B, T, H, E]; k, v [L, B, S, G, E]; layer s32[]; positions [B, T] s32; out [B, T, H, E].
+static ffi::Error CacheAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
+                                 ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
+                                 ffi::Buffer<ffi::S32> layer, ffi::Buffer<ffi::S32> positions,
+                                 ffi::ResultBuffer<ffi::F32> out) {
+  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions(), pd = positions.dimensions();
+  if (qd.size() != 4 || kd.size() != 5 || vd.size() != 5 || pd.size() != 2)
+    return ffi::Error::InvalidArgument(
+        "cache_attention: q must be [B, T, H, E], k and v [L, B, S, G, E], positions [B, T]");
+  for (int i = 0; i < 5; ++i)
+    if (kd[i] != vd[i]) return ffi::Error::InvalidArgument("cache_attention: k and v differ in shape");
+  Shape d{qd[0], qd[1], qd[2], qd[3], kd[2], kd[3], 0};
+  if (kd[1] != d.B || kd[4] != d.E || pd[0] != d.B || pd[1] != d.T || d.G <= 0 ||
+      d.H % d.G != 0)
+    return ffi::Error::InvalidArgument(
+        "cache_attention: batch, head size or positions disagree, or H is not a multiple of G");
+  d.R = d.H / d.G;
+  const int64_t L = kd[0];
+  const int64_t l = clamp_layer(layer.typed_data()[0], L);
+  const int64_t per_layer = d.B * d.S * d.G * d.E;
+  const float* kl = k.typed_data() + l * per_layer;
+  const float* vl = v.typed_data() + l * per_layer;
+  const float* qp = q.typed_data();
+  const int32_t* pos = positions.typed_data();
+  float* op = out->typed_data();
+  const float scale = 1.f / std::sqrt((float)d.E);
+  int64_t slots = 0;                          // slots read over all rows: the work to split
+  for (int64_t b = 0; b < d.B; ++b) {
+    int64_t m = 0;
+    for (int64_t t = 0; t < d.T; ++t) m = std::max<int64_t>(m, pos[b * d.T + t] + 1);
+    slots += std::min<int64_t>(std::max<int64_t>(m, 0), d.S) * d.G;
+  }
+  const int64_t units = d.B * d.G;
+  int parts = std::min<int64_t>(units, n_parts(pool, slots, 1024));
+  run_parts(pool, parts, [=](int p) {
+    std::vector<float> w;
+    for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
+      attend_head(d, qp, kl, vl, pos, op, u / d.G, u % d.G, scale, w);
+  });
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimCacheAttention, CacheAttention,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
