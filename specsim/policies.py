@@ -46,171 +46,70 @@ Policies:
 - `Heuristic(k_init, k_max)`: transformers' ``num_assistant_tokens_schedule="heuristic"``:
   K + 2 after an iteration whose K drafts were all accepted, K − 1 otherwise, floor 1,
   capped at k_max.
-- `Goodput(k_max, costs, prior_alpha, prior_weight, decay, explore, width, p_min, hurdle,
-  horizon, judge_off, judge_share, budget, recover, overdraft, start)`: within a loss
-  budget (below), each
-  iteration's K in {0, ..., k_max} maximising E(K) / t(K), E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j
-  from a running (optionally decayed) estimate of each row's per-position acceptance,
-  each position shrunk towards the row's pooled rate, itself shrunk towards ``prior_alpha``
-  (default 0.5);
-  t(K) = K·t_draft + t_target(K + 1) from `Costs` measured at the run's batch size;
-  K = 0 (no speculation, E = 1, t = t_target(1)) wins whenever speculation cannot pay,
-  which is disable-by-batch-size done by arithmetic. Counts decay by ``decay`` per
-  iteration (memory ~ 1/(1 − decay) iterations), so a position the row stopped reaching
-  relaxes to the pooled rate and a row that turned itself off relaxes to the prior and
-  tries again (without decay a greedy choice can freeze on an unlucky early estimate:
-  seen on synthetic traces, a row stuck at K = 1 where K = 2 was best). ``explore``
-  (default 0: off): the plan reads each rate as its upper confidence bound
-  α̂ + explore·sqrt(α̂(1 − α̂) / (n + w)) (n the decayed count of reached slots,
-  w = prior_weight), so a row that stopped
-  drafting grows optimistic as its evidence decays and tries again sooner, and one with
-  much evidence plans on its estimate. ``horizon`` (default None: off): the bonus fades
-  linearly with the row's tokens so far and is gone at the horizon (set it to the run's
-  max_new_tokens), since what a probe learns late has few iterations left to pay for
-  itself; but with the bonus gone K = 0 is stickier (an off row gathers no evidence),
-  and replayed on recorded traces it helps where a verify pass costs little more than a
-  step and hurts where it costs 1.2-1.6 steps (`benchmarks/sim_goodput_explore.py
-  --study horizon`; n-gram extraction at batch 1 1.17x -> 0.92x plain decoding in one
-  run), so it stays off by default. ``width``: the engine drafts and verifies as
-  wide as the widest row, and a row planning less gains nothing from the width it pays
-  for, so Goodput plans one K for the batch: "slowest" (default) the K maximising
-  min_rows E_row(K) / t(K) over the running rows, the pace of a static batch
-  (`specsim.decode`), which runs until its slowest row is done; "shared" the K
-  maximising Σ_rows E_row(K) / t(K), a batch whose finished rows are replaced at once
-  (continuous batching); "per-row" each row's own argmax (an engine that verifies each
-  row at its own width). A mixed batch of 8 (two rows of each kind of work) replayed as
-  a static batch (`benchmarks/sim_goodput_explore.py`, one run, 40 new tokens): slowest
-  0.95×, shared 0.94×, per-row 0.82× plain decoding with n-gram lookup; 0.95×, 0.86×,
-  0.71× with the feature head (fixed K 4: 0.56×, 0.57×). Learning each row's rate from
-  the prior is a cost per run: at 120 new tokens slowest replays at 0.95× and 0.97×.
-  Replayed on recorded traces with pass times measured per width (`PYTHONPATH=. python
-  benchmarks/sim_goodput_explore.py`, this 2-core CPU, two runs before the counting of
-  unproposed slots below, identical rows at batch 8): with explore 0 the feature head
-  at batch 8 turns itself off in 30–70% of iterations (0.96–1.06× plain decoding; 1.14×
-  with 0.5); 2 is too optimistic (the layer-skip draft of c ≈ 0.85 at
-  batch 1 drafts half the time, 0.65–0.72×); 1 does better than 0.5 on n-gram lookup
-  (code at batch 8 1.32–1.35× against 1.22–1.24×) and worse on the feature head at
-  batch 8 (1.05–1.07×). That study predates ``judge_off`` and the counting of
-  unproposed slots; session 16 replayed 14 cells (3 drafters, 4 kinds, batch 1 and 8,
-  a mixed batch) on two prompt sets at 40–320 tokens (`--study lengths`,
-  data/goodput-studies-cpu/lengths_*.md) and searched prior_alpha, prior_weight,
-  explore, decay and a chained estimator: the defaults prior_alpha 0.5, explore 0
-  (no bonus; decay alone brings an off row back to the prior) miss the issue's two
-  goals (never below 0.98x plain decoding; within 3% of the best fixed K) 6 times in
-  the 84 goal checks (42 cell-lengths at 80–320 tokens, two goals each) of each set,
-  where prior 0.6 with explore 0.5 missed 20 and 18 times; the bonus stays for a user
-  who wants it (``explore``). ``p_min`` (default 0.2) reads the draft's confidence
-  as `ConfidenceThreshold` does: the plan is an upper bound and a draft of confidence
-  <= p_min ends the row's proposal (llama.cpp's --draft-max with
-  --draft-p-min, plus Goodput's K = 0). ``hurdle`` (default 0: off): a K > 0 is
-  planned only where its E(K) / t(K) beats K = 0's by more than a factor 1 + hurdle,
-  against the optimiser's curse (the K that maximises noisy estimates is on average
-  worse than its estimate, so a row whose estimate barely clears plain decoding's loses
-  more often than it wins). Both were judged in session 24 by exact replays of batch-1
-  greedy runs of 309 prompts (`specsim.simulate.replay_positions`,
-  `benchmarks/goodput_positions.py`, data/goodput-positions-s24/). The feature head's
-  confidence is calibrated: a first draft of confidence 0.1–0.2 was accepted 12% of
-  the time, 0.9–1.0 83%; a later slot, reached, 7–18% and 97–99%. Cutting such drafts
-  makes a failed probe cost a draft step instead of a verify: on this CPU's pass times
-  (t(n)/t(1) = 1, 1.65, 1.76, 1.94, 1.94) p_min 0.2 took the feature head from 68 to 57
-  prompts below 0.98x plain decoding at 80 tokens and from 37 to 24 below 0.97x the
-  best fixed K (38 to 32 and 12 to 7 at 160), and from 107 to 40 below the best fixed
-  K where a verify costs less (1, 1.23, 1.42, 1.64, 1.75); it does not touch n-gram
-  lookup (confidence 1). The hurdle 0.05 on top took those to 43 / 23 (16 / 8 at 160)
-  and n-gram lookup's goal-1 misses from 27 to 20 at 80 tokens, but cost goal-2 cells
-  in most settings (n-gram 11 -> 16; the feature head where the verify is cheaper
-  40 -> 48), and the approximate replays of
-  `sim_goodput_explore.py --study lengths` (recorded FixedK traces, batch 1 and 8)
-  lost the best fixed K in 15 of 42 cell-lengths against 4 (n-gram extraction 1.77x ->
-  1.73x, code at batch 8 1.48x -> 1.40x): it stays off by default.
-  A planned slot the row did not propose (cut by
-  p_min, or a drafter with nothing to propose: an n-gram lookup without a match) counts
-  as a rejection when another row's proposal made the batch verify it (paid for, no
-  token), and not at all when no row proposed it (the verify is as wide as the widest
-  proposal: it cost nothing), so at batch 1 the estimates are of the drafts proposed.
-  (Before, such a slot never counted, and in a mixed batch a row whose n-gram lookup
-  rarely matched kept the prior's 0.6 while its planned slots, verified for the other
-  rows, yielded 0.06: replayed, the mixed batch below went from 0.93x to 0.95x plain
-  decoding with n-gram lookup.) ``judge_off`` (default True): with a drafter whose
-  first draft is free (n-gram lookup, ``drafts_free``), an iteration in which no row
-  drafts still judges each row's lookup against the token the step drew
-  (`observe_off`; `specsim.policy_engine.judge_off`), so a row that turned itself off
-  goes on learning at no cost instead of waiting for its evidence to decay and
-  re-probing at a verify's price. Replayed on n-gram traces on a 2-core AMD host whose
-  verify costs 1.42 steps at batch 1 (`benchmarks/sim_goodput_explore.py --study
-  judge-off --new-tokens 80`): extraction at batch 1 1.08x -> 1.57x plain decoding
-  (fixed K 4 1.65x), prose 0.95x -> 0.98x, JSON within 0.02; at 40 tokens JSON lost up to
-  0.03 (slot 0's evidence lifts the pooled rate later slots are shrunk to).
-  ``judge_share`` (default 0.01): a drafter whose first draft costs a draft step but can
-  be computed while off (the feature head: every off step hands it the target's feature;
-  `specsim.drafters.off_draft` "paid") is judged on every n-th off iteration, n =
-  ceil(t_draft / (judge_share · t_target(1))), so judging costs at most that share of
-  plain decoding's time (n = 4 for SmolLM2's feature head, whose step costs 0.035 of a
-  target step); 0 never judges it. Without it the feature head, which the prior starts
-  off at batch 1, never drafted (`benchmarks/bench_goodput_goals.py --drafter
-  feature-head`). A draft model's cache is left behind while off: it is not judged.
-  ``budget`` (default 0.015; None: off) ε makes Goodput a conservative bandit (Wu et
-  al. 2016, "Conservative Bandits") over the run: each row keeps a bank that starts at
-  ε of the run's plain-decoding time (`begin`: ε · t_target(1) · (max_new_tokens − 1),
-  paid in inside the compiled program), gains t_target(1) per token and pays each
-  iteration's time by the cost model and each paid judgement's draft step; a K > 0 is
-  planned only where the bank covers its worst outcome (every draft rejected: one token
-  for t(K)), and a paid judgement runs only while the bank, less its step, could still
-  buy a draft (`may_judge`). So by the cost model a run never loses more than ε against
-  plain decoding, whatever the drafter does (`tests/test_policies.py` checks the bound
-  on 300 random position tables; the engine runs the same arithmetic, checked against
-  the exact replay in `tests/test_position_replay.py`). ε 0.015 leaves half a percent
-  of issue 12's 2% to the cost model's own error. Judged by exact replays of 309 prompts
-  at batch 1 (`benchmarks/goodput_positions.py replay --budget none 0.015`,
-  data/goodput-positions-s25/), prompts below 0.98x plain decoding / below 0.97x the best
-  fixed K, budget off -> 0.015: feature head on this CPU's pass times (t(n)/t(1) = 1,
-  1.65, 1.76, 1.94, 1.94) 57 / 24 -> 0 / 31 at 80 tokens and 32 / 7 -> 0 / 8 at 160
-  (geometric mean vs plain 1.211x -> 1.196x and 1.099x -> 1.101x); n-gram lookup 27 / 11
-  -> 0 / 31 and 6 / 2 -> 0 / 8 (1.083x -> 1.060x, 1.081x -> 1.074x). The price is the
-  row whose first probe fails where drafting would have paid: at 80 tokens the allowance
-  (1.2 steps) covers one rejected K = 4 (0.94–1.08 steps), and of the 31 goal-2 misses
-  16 (n-gram) and 10 (feature head) are rows whose first drafting iteration accepted
-  nothing (down to 0.41x the best fixed K on a prose prompt where fixed K 4 runs at
-  2.4x). Where drafting pays,
-  its wins refill the bank and the row drafts on. Lower-bound variants of the margin
-  (a K allowed where its gain at the rates less z standard errors is >= 0, z 1–3)
-  gave back goal-1 misses (n-gram 80 tokens: 11, 3, 1) for at most 5 goal-2 cells;
-  not built. The earlier design (sessions 13–24, off by default: a bank from zero,
-  earning ε per plain token, a margin at the rates' lower bound) gave up most of the win
-  where a row started badly (`sim_goodput_explore.py --study budget`, session 23).
-  ``recover`` (default 1; None: off) and ``overdraft`` (default 1/3): a recovery probe
-  (`Goodput.recovery`) is a K = 1 iteration the bank cannot cover, allowed where the
-  first slot's rate less ``recover`` standard errors makes K = 1 beat plain decoding and
-  its worst outcome leaves the bank at or above −``overdraft`` × the run's allowance;
-  so by the cost model a run loses at most (1 + overdraft)·ε, 2% by default. It is for
-  the row whose first probes failed and whose later first drafts, judged while off,
-  pass: the policies part's n-gram extraction cell (its first 8 lookups wrong, then
-  nearly every one right) stayed off for the rest of the run. Exact replays of the 309
-  prompts (`data/goodput-positions-s30/`, session 30): goal 1 on every prompt in all 18
-  rows (two drafters; the demo's, XLA's and the kernel's pass costs; 40, 80 and 160
-  tokens; worst 0.981x), goal-2 misses as many or fewer in 17 of them (n-gram at XLA's
-  costs and 40 tokens 139 -> 134; one more for the feature head at the demo's costs
-  and 160 tokens), the geometric mean against the best fixed K up in 7 and down by
-  0.001 in 3 (n-gram at XLA's costs and 40 tokens 0.903 -> 0.981, 80 tokens at the
-  demo's 0.981 -> 0.991; the feature head at the demo's and 40 tokens 0.965 -> 0.985)
-  and the worst prompt 0.33–0.51x -> 0.37–0.83x in the 5 rows where it moved. An
-  overdraft of 1/2 gave goal-1 misses
-  (33 of 309 for n-gram at the demo's costs and 40 tokens, worst 0.978x); z 2 gained
-  less. Whether a short run can recover depends on a failed K = 1's price: the demo's
-  n-gram extraction prompt at 40 tokens goes 0.61 -> 0.88 of its best fixed K at the
-  pass costs measured before session 30's grid (t(2)/t(1) = 1.067), and stays at 0.61
-  where t(2)/t(1) is 1.25 (its overdraft, 0.2 steps, is less than a failed K = 1, 0.25);
-  ε 0.0125 with an overdraft of 0.6 (the same 2%) lifts it there but costs goal-2
-  cells at 80 tokens (46 -> 75).
-  ``start`` (default None: off), an `AcceptancePrior`: each row begins the run with
-  these decayed counts of slots reached and accepted per position instead of none, so
-  a row continuing an earlier run (its own end state: the replay of both runs as one is
-  exact) or serving one template of prompts plans from what was learned there. A prior
-  learned per kind of work from other prompts did not help: replayed at 80 tokens
-  (`benchmarks/sim_goodput_explore.py --study warm`, data/goodput-studies-cpu/) it won
-  where the kind's rate was the prompt's (n-gram JSON at batch 8 0.96x -> 1.00x) and
-  lost where it was not (n-gram code at batch 8 1.67x -> 1.37x; the feature head,
-  whose prior came from its training prompts, code at batch 8 0.94x -> 0.77x).
+- `Goodput(k_max, costs, ...)`: within a loss budget, each iteration's K in
+  {0, ..., k_max} maximising E(K) / t(K), with E(K) = 1 + Σ_{k≤K} Π_{j≤k} α̂_j from a
+  running estimate of each row's per-position acceptance (each position shrunk towards
+  the row's pooled rate, itself shrunk towards ``prior_alpha`` with weight
+  ``prior_weight``) and t(K) = K·t_draft + t_target(K + 1) from `Costs` measured at the
+  run's batch size. K = 0 (no speculation: E = 1, t = t_target(1)) wins wherever
+  speculation cannot pay: disable-by-batch-size done by arithmetic. The settings:
+  - ``decay`` (0.98): counts decay per iteration (memory ~ 1/(1 − decay) iterations), so
+    a position the row stopped reaching relaxes to the pooled rate and a row that turned
+    itself off relaxes to the prior and tries again.
+  - ``explore`` (0: off): the plan reads each rate as its upper confidence bound
+    α̂ + explore·sqrt(α̂(1 − α̂) / (n + w)), n the decayed count of reached slots and
+    w = prior_weight. ``horizon`` (None: off): that bonus fades linearly with the row's
+    tokens so far and is gone at the horizon.
+  - ``width``: the engine drafts and verifies as wide as the widest row, so Goodput plans
+    one K for the batch. "slowest" (default): the K maximising min_rows E_row(K) / t(K)
+    over the running rows, the pace of a static batch, which runs until its slowest row
+    is done; "shared": Σ_rows E_row(K) / t(K), a batch whose finished rows are replaced
+    at once (continuous batching); "per-row": each row's own argmax (an engine that
+    verifies each row at its own width).
+  - ``p_min`` (0.2): the plan is an upper bound, and a draft of confidence <= p_min ends
+    the row's proposal, as in `ConfidenceThreshold` (llama.cpp's --draft-max with
+    --draft-p-min, plus K = 0). ``hurdle`` (0: off): a K > 0 is planned only where its
+    E(K) / t(K) beats K = 0's by more than a factor 1 + hurdle.
+  - A planned slot a row did not propose (cut by p_min, or an n-gram lookup without a
+    match) counts as a rejection when another row's proposal made the batch verify it
+    (paid for, no token), and not at all when no row proposed it (the verify is as wide
+    as the widest proposal), so at batch 1 the estimates are of the drafts proposed.
+  - ``judge_off`` (True): with a drafter whose first draft is free (n-gram lookup), an
+    iteration in which no row drafts still judges each row's lookup against the token
+    the step drew (`observe_off`, `specsim.policy_engine.judge_off`), so a row that
+    turned itself off goes on learning at no cost. ``judge_share`` (0.01): a drafter
+    whose first draft costs a draft step but can be computed while off (the feature
+    head: `specsim.drafters.off_draft` "paid") is judged on every n-th off iteration,
+    n = ceil(t_draft / (judge_share · t_target(1))), so judging costs at most that share
+    of plain decoding's time; 0 never judges it. A draft model's cache is left behind
+    while off: it is not judged.
+  - ``budget`` ε (0.015; None: off) makes Goodput a conservative bandit over the run (Wu
+    et al. 2016, "Conservative Bandits"): each row keeps a bank that starts at ε of the
+    run's plain-decoding time (`begin`: ε · t_target(1) · (max_new_tokens − 1), paid in
+    inside the compiled program), gains t_target(1) per token and pays each iteration's
+    time by the cost model and each paid judgement's draft step. A K > 0 is planned only
+    where the bank covers its worst outcome (every draft rejected: one token for t(K)),
+    and a paid judgement runs only while the bank, less its step, could still buy a
+    draft (`may_judge`). So by the cost model a run never loses more than ε against
+    plain decoding, whatever the drafter does.
+  - ``recover`` (1; None: off) and ``overdraft`` (1/3): a recovery probe
+    (`Goodput.recovery`) is a K = 1 iteration the bank cannot cover, allowed where the
+    first slot's rate less ``recover`` standard errors makes K = 1 beat plain decoding
+    and its worst outcome leaves the bank at or above −``overdraft`` × the run's
+    allowance: by the cost model a run loses at most (1 + overdraft)·ε, 2% by default.
+    It is for a row whose first probes failed and whose later first drafts, judged while
+    off, pass.
+  - ``start`` (None: off), an `AcceptancePrior`: each row begins with these decayed
+    counts of slots reached and accepted per position instead of none (a row continuing
+    an earlier run, whose replay with it as one run is exact, or one template of
+    prompts).
+
+  Why each default is what it is (the replays on recorded traces and the exact replays
+  of 309 prompts that chose them, and the variants not taken):
+  data/goodput-studies-cpu/README.md, "Goodput's settings and the studies behind them".
+  The bound of ``budget`` and ``recover`` is checked on 300 random position tables in
+  `tests/test_policies.py`, and the engine's arithmetic against the exact replay in
+  `tests/test_position_replay.py`.
 
 No JAX here: this module belongs to the theory side and is imported by the engine.
 """
