@@ -144,3 +144,20 @@ def test_sampling_params_is_a_pytree_with_static_switches():
     sp2 = SamplingParams.make(1.3, 2, 0.5, vocab_size=6)
     assert jax.tree_util.tree_structure(sp2) == treedef      # new values, same program
     assert SamplingParams.make(0.0, 3, 0.5, vocab_size=6).greedy
+
+
+def test_argmax_is_jnp_argmax_for_every_input():
+    """`sampling.argmax` (two vectorisable reductions) returns jnp.argmax's index: random
+    rows, many ties (the first maximum), NaN (the first NaN), ±inf, all -inf, leading axes
+    and integer input."""
+    from specsim.sampling import argmax
+    rng = np.random.default_rng(0)
+    cases = [rng.standard_normal((3, 4, 1000)).astype(np.float32),
+             rng.integers(0, 3, (50, 7)).astype(np.float32),               # ties everywhere
+             np.array([[1, 3, 3, 2], [np.nan, 1, np.nan, 5], [-np.inf] * 4,
+                       [0, np.inf, np.inf, 1], [2, np.nan, np.inf, 9]], np.float32),
+             rng.integers(-5, 5, (6, 9)).astype(np.int32)]
+    for x in cases:
+        got = np.asarray(jax.jit(argmax)(jnp.asarray(x)))
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, np.asarray(jnp.argmax(jnp.asarray(x), axis=-1)))

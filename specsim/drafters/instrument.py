@@ -46,7 +46,7 @@ from specsim.errors import InvalidArgument
 from specsim.drafters.base import Context, Draft, gather_last
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache, select_layers
-from specsim.sampling import SamplingParams
+from specsim.sampling import SamplingParams, argmax
 
 __all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "reference_tokens",
            "FORMS", "SMALL_HEAD"]
@@ -212,7 +212,7 @@ class InstrumentDrafter:
             cache, tok = carry
             ref_j, ok_j, j = xs
             logits, cache = forward(self.params, dcfg, (tok % dcfg.vocab_size)[:, None], cache)
-            dep = jnp.argmax(logits[:, 0], axis=-1).astype(jnp.int32)              # [B]
+            dep = argmax(logits[:, 0])              # [B]
             nxt = jnp.where(ok_j, ref_j, self._wrong(ref_j, j, dep)).astype(jnp.int32)
             return (cache, nxt), nxt
 
