@@ -26,7 +26,12 @@ t_target(1) 6-9% slower than the loop's own step at batch 4 and 16 (SmolLM2-135M
 S = 128, steps = 4; 0-1% at batch 1, where the cache is 16 times smaller). Every step consumes the previous step's output (the sampled tokens
 are written where the next step reads them; the caches are carried), so XLA cannot
 hoist the work out of the loop; the cache length is set back every step, so every
-step does the same work (attention reads all S slots whatever the length).
+step does the same work at context S/2. XLA's attention reads all S slots whatever the
+context; specsim's CPU attention kernel (`specsim.models.kernels.cache_attention`) reads
+the slots up to each row's position, so there a pass costs what a step at context S/2
+does: 0.3-1 ms of SmolLM2-135M's 17 ms batch-1 step between contexts of 60 and 250, and
+`benchmarks/probe_ar_step.py 1 12` (the loop's own steps, 28-token prompts, 64 new
+tokens, 128 slots) put the pass program at 0.98-1.00 of the loop's step with it.
 ``TRACE_COUNTS`` counts traces (one per distinct shape).
 
 Time these calls in the same interleaved rounds as the generation runs they predict
@@ -203,8 +208,8 @@ def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
     """Compiled calls timing one iteration's pieces for ``target`` (a `Model`, with the
     layer loop and layout of the run) and ``drafter`` (None: no draft work) at the run's
     batch, cache slots and K. Compiles here (one warm call each), so timing excludes it.
-    Passes run at context S/2 (the cost does not depend on it: attention reads all S
-    slots, as in the loop)."""
+    Passes run at context S/2 (XLA's attention reads all S slots whatever the context;
+    the CPU attention kernel reads up to the position: see the module docstring)."""
     for name, v in (("batch", batch), ("cache_len", cache_len), ("k", k), ("steps", steps)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
