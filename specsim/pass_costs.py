@@ -29,7 +29,8 @@ hoist the work out of the loop; the cache length is set back every step, so ever
 step does the same work at context S/2. XLA's attention reads all S slots whatever the
 context; specsim's CPU attention kernel (`specsim.models.kernels.cache_attention`) reads
 the slots up to each row's position, so there a pass costs what a step at context S/2
-does: 0.3-1 ms of SmolLM2-135M's 17 ms batch-1 step between contexts of 60 and 250, and
+does. For SmolLM2-135M at batch 1 that attention is 0.023 ms a layer at context 250
+(`data/attention-cpu-s31/attention_bench.py`), about 0.7 ms of a 17 ms step, and
 `benchmarks/probe_ar_step.py 1 12` (the loop's own steps, 28-token prompts, 64 new
 tokens, 128 slots) put the pass program at 0.98-1.00 of the loop's step with it.
 ``TRACE_COUNTS`` counts traces (one per distinct shape).
