@@ -113,12 +113,12 @@ def _cpu_flags() -> str:
 
 
 def library_path(cxx: str | None = None) -> Path:
-    """Where the built kernel lives (or will): ``kernels/`` under the cache root, named by
-    the source, jaxlib, the compiler and this CPU."""
+    """Where the built kernels live (or will): ``kernels/`` under the cache root, named by
+    the sources, jaxlib, the compiler and this CPU."""
     import jaxlib
     from specsim.models.checkpoints import cache_root
-    key = "\n".join([*(p.read_text() for p in _SOURCES + _HEADERS), " ".join(_FLAGS), jaxlib.__version__,
-                     cxx or _compiler() or "", _cpu_flags()])
+    key = "\n".join([*(p.read_text() for p in _SOURCES + _HEADERS), " ".join(_FLAGS),
+                     jaxlib.__version__, cxx or _compiler() or "", _cpu_flags()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return cache_root() / "kernels" / f"specsim-kernels-{digest}.so"
 
