@@ -14,12 +14,13 @@ from specsim import policies as P  # noqa: E402
 from specsim.simulate import replay_positions  # noqa: E402
 
 RATIOS = {"demo-s29": (1, 1.25, 1.30, 1.31, 1.31), "kernel": (1, 1.01, 1.06, 1.16, 1.17), "demo-s27": (1, 1.056, 1.107, 1.182, 1.189),
-          "xla": (1, 1.65, 1.76, 1.94, 1.94)}
+          "xla": (1, 1.65, 1.76, 1.94, 1.94), "demo-s31": (1, 1.082, 1.110, 1.234, 1.241)}
 """t(n)/t(1), n = 1..5: demo-s29, the policies part's pass times in session 29
 (data/policies-cpu-s29/full/policies.csv: t(3)/t(1) 1.30 and t(5)/t(1) 1.31 as measured;
 t(2) 1.25 and t(4) 1.31 set between, that file holding only the fixed-K widths); the
 kernel's pass (data/kernel-cpu-s26/), what the policies part measured before its rounds
-(data/policies-cpu-s27/), XLA's dots (the goals bench's)."""
+(data/policies-cpu-s27/), XLA's dots (the goals bench's); demo-s31, the policies part's
+at batch 1 with the CPU attention kernel (data/policies-cpu-s31/)."""
 
 
 def print_table(label: str, variants: dict, drafters, ratios, tokens) -> None:
