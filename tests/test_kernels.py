@@ -265,8 +265,8 @@ def _attention_oracle(q, k_all, v_all, layer, positions):
     """float64 masked softmax attention of q [B, T, H, E] over k_all[layer] [B, S, G, E]:
     query t of row b attends slots 0..positions[b, t]; [B, T, H*E]."""
     B, T, H, E = q.shape
-    k, v = k_all[min(max(layer, 0), k_all.shape[0] - 1)].astype(np.float64), v_all[
-        min(max(layer, 0), k_all.shape[0] - 1)].astype(np.float64)
+    lay = min(max(layer, 0), k_all.shape[0] - 1)                # clamped as k_all[layer]
+    k, v = k_all[lay].astype(np.float64), v_all[lay].astype(np.float64)
     S, G = k.shape[1], k.shape[2]
     out = np.empty((B, T, H, E))
     for b in range(B):

@@ -70,6 +70,11 @@ static inline v8 exp8(v8 x) {
   return (v8)((i8v)(y * scale) & ~(i8v)under);
 }
 
+// Slots a query at position p attends: 0..p, at most S (none for a negative position).
+static inline int64_t slots_to(int64_t p, int64_t S) {
+  return std::min<int64_t>(std::max<int64_t>(p + 1, 0), S);
+}
+
 struct Shape {
   int64_t B, T, H, E, S, G, R;
 };
@@ -148,7 +153,7 @@ static void attend_head(const Shape& d, const float* q, const float* kl, const f
   const float* vs = vl + (b * d.S * d.G + g) * E;
   w.resize(std::max<int64_t>(d.S, 8));
   for (int64_t t = 0; t < d.T; ++t) {
-    const int64_t n = std::min<int64_t>(std::max<int64_t>((int64_t)pos[b * d.T + t] + 1, 0), d.S);
+    const int64_t n = slots_to(pos[b * d.T + t], d.S);
     for (int64_t r = 0; r < d.R; ++r) {
       const int64_t h = (b * d.T + t) * d.H + g * d.R + r;
       if (n == 0) {
@@ -191,8 +196,8 @@ static ffi::Error CacheAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
   int64_t slots = 0;                          // slots read over all rows: the work to split
   for (int64_t b = 0; b < d.B; ++b) {
     int64_t m = 0;
-    for (int64_t t = 0; t < d.T; ++t) m = std::max<int64_t>(m, pos[b * d.T + t] + 1);
-    slots += std::min<int64_t>(std::max<int64_t>(m, 0), d.S) * d.G;
+    for (int64_t t = 0; t < d.T; ++t) m = std::max(m, slots_to(pos[b * d.T + t], d.S));
+    slots += m * d.G;
   }
   const int64_t units = d.B * d.G;
   int parts = std::min<int64_t>(units, n_parts(pool, slots, 1024));
