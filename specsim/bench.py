@@ -292,20 +292,32 @@ def _check_points(points) -> list[tuple[int, int, int]]:
     return out
 
 
+LOGITS = ("all", "last", "none")
+
+
 def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: int = 0,
-                      device=None):
+                      device=None, logits: str = "all"):
     """A compiled one-pass call for timing, and its compile time in seconds.
 
     The parameters are laid out for ``cfg.layer_loop`` (`arrange_layers`). The cache has
     ``context`` slots with ``length = context - n_tokens`` (so the new tokens
     fill the last slots); it is donated and fed back, and ``length`` is reset inside the
-    compiled program, so every call does the same work on the same buffers."""
+    compiled program, so every call does the same work on the same buffers.
+
+    ``logits``: which positions go through the output head. "all" (a forward pass, as
+    the sweeps time it), "last" (a prefill as `specsim.decode` runs the target's: the
+    head at one position) or "none" (a draft model's prefill, whose logits the run
+    never computes; the call returns the last position's features). For SmolLM2's
+    layer-skip draft at 32 prompt tokens the head over all of them is a quarter of the
+    pass (`data/prefill-cpu-s32/`)."""
     import jax
     import jax.numpy as jnp
 
     from specsim.models import compiler
-    from specsim.models.transformer import KVCache, arrange_layers, forward, init_cache
+    from specsim.models.transformer import (KVCache, arrange_layers, forward_hidden,
+                                            init_cache, project)
 
+    validation.choice("logits", logits, LOGITS)
     cfg = model.cfg
     dev = device or jax.devices()[0]
     # time the layer layout the configured loop runs fastest on (random presets come
@@ -319,8 +331,10 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
         length=jnp.full((batch,), context - n_tokens, jnp.int32)), dev)
 
     def step(params, tokens, cache):
-        logits, new = forward(params, cfg, tokens, cache)
-        return logits, KVCache(new.k, new.v, cache.length)
+        h, new = forward_hidden(params, cfg, tokens, cache)
+        out = (project(params, cfg, h) if logits == "all" else
+               project(params, cfg, h[:, -1:]) if logits == "last" else h[:, -1])
+        return out, KVCache(new.k, new.v, cache.length)
 
     t0 = time.perf_counter()
     compiled = compiler.jit(step, donate_argnums=(2,)).lower(params, tokens, cache).compile()

@@ -74,7 +74,8 @@ from specsim.validation import choice, integer, nonnegative_int, positive_int
 
 __all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogitsError",
            "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
-           "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop", "autoregressive_loop"]
+           "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop", "autoregressive_loop",
+           "drafter_prefill_call"]
 
 # Incremented (as a Python side effect) each time a program is traced: a second call
 # with the same shapes must leave it unchanged.
@@ -1013,6 +1014,36 @@ def speculative_loop(target, drafter, prompts, max_new_tokens: int, **kwargs) ->
     (``.lower().compile()`` to time its compile or read its HLO; benchmarks/
     bench_loop_compile.py, the tests that count a program's dots or copies)."""
     return _speculative_setup(target, drafter, prompts, max_new_tokens, **kwargs)[0]
+
+
+def drafter_prefill_call(target, drafter, prompts, padded_prompt: int, cache_len: int):
+    """A zero-argument call of the drafter's own prefill as `generate_speculative` runs
+    it (`_drafter_prefill_program`: a draft model's pass over the prompts, its logits
+    never computed), over ``prompts`` (token ids) padded to ``padded_prompt``, with
+    ``cache_len`` slots (a run's `ShapePlan` gives both). Compiled and run once here.
+    For timing that prefill apart from the run (`specsim.experiment.inrun`): a one-pass
+    forward call through the head costs 1.22-1.32x this program for SmolLM2's layer-skip
+    draft (`data/prefill-cpu-s32/`). A drafter reading the target's features observes a
+    zero feature."""
+    drafter = _as_drafter(drafter, target)
+    encoded = _encode_prompts(prompts, target, target.cfg)
+    P, S = positive_int("padded_prompt", padded_prompt), positive_int("cache_len", cache_len)
+    if max(len(p) for p in encoded) > P or P >= S:
+        raise InvalidArgument(f"padded_prompt ({P}) must hold the longest prompt "
+                              f"({max(len(p) for p in encoded)} tokens) and be below "
+                              f"cache_len ({S})")
+    arr, lens = _pad(encoded, P)
+    arr, lens = jnp.asarray(arr), jnp.asarray(lens)
+    B = arr.shape[0]
+    feature = (jnp.zeros((B, target.cfg.d_model), jnp.float32)
+               if reads_target_hidden(drafter) else None)
+    active = jnp.ones((B,), bool)
+
+    def call():
+        return _drafter_prefill_program(drafter, arr, lens, feature, active, S=S)
+
+    jax.block_until_ready(call())
+    return call
 
 
 @_timed

@@ -145,6 +145,23 @@ def test_forward_call_repeats_the_same_work(tiny_model):
     np.testing.assert_array_equal(first, second)
 
 
+def test_forward_call_heads_as_the_prefills_run_them(tiny_model):
+    """logits="last" is the target's prefill (the head at the last position), "none" a
+    draft model's (the features, no head): both the last row of the full pass."""
+    import jax.numpy as jnp
+    from specsim.models.transformer import project
+
+    full = np.asarray(bench.make_forward_call(tiny_model, 3, 2, 24)[0]())
+    last = np.asarray(bench.make_forward_call(tiny_model, 3, 2, 24, logits="last")[0]())
+    feats = np.asarray(bench.make_forward_call(tiny_model, 3, 2, 24, logits="none")[0]())
+    assert last.shape == (2, 1, TINY_LLAMA.vocab_size) and feats.shape == (2, TINY_LLAMA.d_model)
+    np.testing.assert_allclose(last[:, 0], full[:, -1], rtol=1e-5, atol=1e-6)
+    head = np.asarray(project(tiny_model.params, tiny_model.cfg, jnp.asarray(feats)[:, None]))
+    np.testing.assert_allclose(head[:, 0], full[:, -1], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="logits"):
+        bench.make_forward_call(tiny_model, 3, 2, 24, logits="first")
+
+
 def test_measure_ceilings_small():
     df = bench.measure_ceilings(matmul_size=64, copy_mib=1, repeats=2, warmup=1)
     assert len(df) >= 1

@@ -399,3 +399,36 @@ def test_real_smollm2_strings_text_and_greedy_equality():
         res = generate_speculative(m, d, [prompt], 16, 4, eos_token_id=None)
         assert res.tokens == ar.tokens and res.text == ar.text
     assert isinstance(ar.text[0], str) and "cat" in ar.text[0]
+
+
+def test_drafter_prefill_call_is_the_runs_prefill_without_the_head(target, drafters):
+    """The call the in-run demo times a draft model's prefill with: the drafter's own
+    prefill program over the padded prompts (its cache equals `init_state`'s, computed
+    here eagerly as the oracle), computing no logits (no [B, P, V] value in its
+    optimized HLO, where a forward call through the head has one)."""
+    from specsim.decode import drafter_prefill_call
+    from specsim.errors import InvalidArgument
+
+    d = drafters["layer-skip"]
+    P, S = 16, 64
+    call = drafter_prefill_call(target, d, PROMPTS_3, P, S)
+    got = call()
+    arr = np.zeros((3, P), np.int32)
+    for i, p in enumerate(PROMPTS_3):
+        arr[i, :len(p)] = p
+    lens = jnp.asarray([len(p) for p in PROMPTS_3], jnp.int32)
+    want = d.init_state(jnp.asarray(arr), lens, S)
+    np.testing.assert_array_equal(np.asarray(got.length), np.asarray(want.length))
+    for a, b in ((got.k, want.k), (got.v, want.v)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    from specsim.decode import _drafter_prefill_program
+    hlo = _drafter_prefill_program.lower(d, jnp.asarray(arr), lens, None,
+                                         jnp.ones((3,), bool), S=S).compile().as_text()
+    V = target.cfg.vocab_size
+    assert f"f32[3,{P},{V}]" not in hlo
+    head = jax.jit(lambda x: forward(d.params, d.cfg, x, init_cache(d.cfg, 3, S))[0])
+    assert f"f32[3,{P},{V}]" in head.lower(jnp.asarray(arr)).compile().as_text()
+    with pytest.raises(InvalidArgument, match="padded_prompt"):
+        drafter_prefill_call(target, d, PROMPTS_3, 8, S)       # the longest prompt is 11
+    with pytest.raises(InvalidArgument, match="padded_prompt"):
+        drafter_prefill_call(target, d, PROMPTS_3, 0, S)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -79,9 +78,10 @@ def _gen_call(target, run: SpecRun | None, rows, group: Group, seed: int, max_ne
 def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     """Every call of one group's rounds, compiled and warmed: ("ar", rows), ("spec", i),
     ("ar1", rows) (the same rows with one new token: the prefill and the per-call host
-    work, measured in-run), ("prefill", draft model name, P) (a drafter's own prefill),
-    ("target_1",), ("verify", K), ("draft", cost_key, K)."""
-    from specsim import bench, decode, pass_costs
+    work, measured in-run), ("prefill", draft model name, P) (the drafter's own prefill
+    program, `decode.drafter_prefill_call`: what the speculative call adds to the
+    one-token call's), ("target_1",), ("verify", K), ("draft", cost_key, K)."""
+    from specsim import decode, pass_costs
 
     target, seed = state.target, state.settings.seed
     warm = decode.warmup_tokens(group.max_new_tokens)
@@ -96,12 +96,10 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
         res = _gen_call(target, run, run.rows, group, seed, warm)()
         jobs[("spec", i)] = _gen_call(target, run, run.rows, group, seed, group.max_new_tokens)
         P = res.plan.padded_prompt
-        for m in (run.cost_model,):
-            if m is not None and ("prefill", m.cfg.name, P) not in jobs:
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("ignore", message=".*donated buffers.*")
-                    jobs[("prefill", m.cfg.name, P)] = bench.make_forward_call(
-                        m, P, group.batch, group.cache_len)[0]
+        m = run.cost_model
+        if m is not None and ("prefill", m.cfg.name, P) not in jobs:
+            jobs[("prefill", m.cfg.name, P)] = decode.drafter_prefill_call(
+                target, run.drafter, run.rows, P, res.plan.cache_len)
         if ("draft", run.cost_key, run.k) not in jobs:
             calls = pass_costs.pass_calls(target, run.drafter, batch=group.batch,
                                           cache_len=group.cache_len, k=run.k,

@@ -88,21 +88,25 @@ def acceptance_fields(stats) -> dict[str, float]:
 
 
 class PrefillTimer:
-    """The median time of one prefill pass per (model, padded prompt, cache), measured
-    once and reused."""
+    """The median time of one prefill pass per (model, padded prompt, cache, batch,
+    logits), measured once and reused. ``logits`` (`bench.make_forward_call`): "last"
+    for a target (its prefill draws the first token from the last position), "none" for
+    a draft model (its prefill only fills its cache)."""
 
     def __init__(self, repeats: int):
         self.repeats = repeats
         self._cache: dict = {}
 
-    def __call__(self, model, padded_prompt: int, cache_len: int, batch: int = 1) -> float:
+    def __call__(self, model, padded_prompt: int, cache_len: int, batch: int = 1,
+                 logits: str = "last") -> float:
         from specsim import bench
 
-        key = (model.cfg.name, padded_prompt, cache_len, batch)
+        key = (model.cfg.name, padded_prompt, cache_len, batch, logits)
         if key not in self._cache:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*donated buffers.*")
-                call, _ = bench.make_forward_call(model, padded_prompt, batch, cache_len)
+                call, _ = bench.make_forward_call(model, padded_prompt, batch, cache_len,
+                                                  logits=logits)
                 self._cache[key] = bench.time_calls(call, repeats=self.repeats, warmup=1).median
         return self._cache[key]
 
@@ -115,7 +119,7 @@ def run_row(state: DemoState, run: TimedRun, prefill: PrefillTimer) -> dict:
     t_pre = prefill(state.target, padded, cache_len, run.spec.batch)
     draft_m = state.cost_model(run.spec.drafter)
     if draft_m is not None:
-        t_pre += prefill(draft_m, padded, cache_len, run.spec.batch)
+        t_pre += prefill(draft_m, padded, cache_len, run.spec.batch, logits="none")
     row = {**run.spec.as_row(), schema.NEW_TOKENS: res.n_generated,
            schema.ITERATIONS: res.n_iterations, schema.TARGET_PASSES: res.target_passes,
            schema.DRAFT_PASSES: res.draft_passes, schema.TIME_S: t_run,

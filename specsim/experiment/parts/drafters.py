@@ -228,7 +228,8 @@ def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame, targets
         p = res.plan
         t_pre = prefill(target, p.padded_prompt, p.cache_len)
         if name in draft_models:                # the draft's own prefill
-            t_pre_d = prefill(draft_models[name], p.padded_prompt, p.cache_len)
+            t_pre_d = prefill(draft_models[name], p.padded_prompt, p.cache_len,
+                              logits="none")
         else:
             t_pre_d = 0.0
         # decode time per token, prefill removed; where the prefill, timed on its own,

@@ -203,7 +203,7 @@ def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass,
     if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None \
             and res.draft_passes > 0:
         t_pre += prefill(state.cost_model(job.drafter), res.plan.padded_prompt,
-                         res.plan.cache_len, job.batch)
+                         res.plan.cache_len, job.batch, logits="none")
     row = {schema.DRAFTER: job.drafter, schema.KIND: job.kind, schema.BATCH: job.batch,
            schema.POLICY: job.label, schema.K: job.k, schema.TEMPERATURE: TEMPERATURE,
            schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
