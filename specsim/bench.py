@@ -124,7 +124,9 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     all rounds × calls with the time elapsed and remaining (every round times the same
     calls, so the rate of the rounds so far predicts the rest well). ``clock``: the
     timer (`time.process_time` counts this process's CPU time, which time-slicing by
-    other processes on a shared machine does not inflate)."""
+    other processes on a shared machine does not inflate). A call with a ``prepare``
+    method (`specsim.decode.StagedCall`) has it run just before its timed region, so
+    only the rest of the call is timed."""
     rounds = validation.positive_int("rounds", rounds)
     warmup = validation.nonnegative_int("warmup", warmup)
     if warmup >= rounds:
@@ -135,6 +137,9 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     try:
         for r in range(rounds):
             for i in rng.permutation(len(calls)):
+                prepare = getattr(calls[i], "prepare", None)
+                if prepare is not None:          # a `decode.StagedCall`: untimed setup
+                    prepare()
                 t0 = clock()
                 outputs[i] = _block(calls[i]())
                 dt = clock() - t0

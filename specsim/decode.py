@@ -54,7 +54,7 @@ import collections
 import dataclasses
 import time
 from functools import partial, wraps
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -75,7 +75,8 @@ from specsim.validation import choice, integer, nonnegative_int, positive_int
 __all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogitsError",
            "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
            "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop", "autoregressive_loop",
-           "drafter_prefill_call"]
+           "drafter_prefill_call", "StagedCall", "staged_autoregressive",
+           "staged_speculative"]
 
 # Incremented (as a Python side effect) each time a program is traced: a second call
 # with the same shapes must leave it unchanged.
@@ -871,12 +872,18 @@ def generate_autoregressive(model, prompts, max_new_tokens: int, temperature: fl
     loop, encoded, plan = _autoregressive_setup(
         model, prompts, max_new_tokens, temperature, top_k, top_p, seed,
         eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite, mesh=mesh)
-    common, _ = loop.program(*loop.args, **loop.static)
+    return _autoregressive_result(loop.program(*loop.args, **loop.static), model, encoded,
+                                  plan, on_nonfinite, mesh,
+                                  _meta(plan, temperature, top_k, top_p, seed))
+
+
+def _autoregressive_result(out, model, encoded, plan, on_nonfinite, mesh, meta):
+    """The `GenerationResult` of `_autoregressive_program`'s output ``out``."""
+    common, _ = out
     common = common if mesh is None else sharding.to_host(common)
     n_it = int(common.it)
     return _finish(common, encoded, model, on_nonfinite, n_iterations=n_it,
-                   target_passes=n_it + 1, draft_passes=0, plan=plan,
-                   meta=_meta(plan, temperature, top_k, top_p, seed))
+                   target_passes=n_it + 1, draft_passes=0, plan=plan, meta=meta)
 
 
 def _autoregressive_setup(model, prompts, max_new_tokens: int, temperature: float = 0.0,
@@ -1016,6 +1023,73 @@ def speculative_loop(target, drafter, prompts, max_new_tokens: int, **kwargs) ->
     return _speculative_setup(target, drafter, prompts, max_new_tokens, **kwargs)[0]
 
 
+class StagedCall:
+    """A generation call in two stages, so that its loop program can be timed alone:
+    `prepare` does everything before the loop (the checks, the host work, the target's
+    prefill program and, where it runs outside the loop, the drafter's), and calling the
+    object runs the prepared loop program and returns its raw output (prepared first if
+    `prepare` was not called); `result` turns the last call's output into the
+    `GenerationResult` the matching ``generate_*`` call returns (its ``wall_s`` and
+    ``compile_s`` are not set). Each prepared state is consumed by one call (its buffers
+    are donated).
+
+    `specsim.bench.interleaved_rounds` runs a call's ``prepare`` outside its timed
+    region. A speculative policy loop that primes its drafter late (`_primes_late`)
+    keeps that drafter's prefill inside the loop, as the run pays it."""
+
+    def __init__(self, setup: Callable, result: Callable):
+        self._setup, self._result = setup, result
+        self._ready = self._info = None
+
+    def prepare(self) -> None:
+        loop, info = self._setup()
+        jax.block_until_ready(loop.args)
+        self._ready = (loop, info)
+
+    def __call__(self):
+        if self._ready is None:
+            self.prepare()
+        (loop, self._info), self._ready = self._ready, None
+        return loop.program(*loop.args, **loop.static)
+
+    def result(self, out) -> "GenerationResult":
+        if self._info is None:
+            raise InvalidArgument("result: this StagedCall has not run (call it first)")
+        return self._result(out, self._info)
+
+
+def staged_autoregressive(model, prompts, max_new_tokens: int, **kwargs) -> StagedCall:
+    """`generate_autoregressive` (same arguments) as a `StagedCall`."""
+    def setup():
+        loop, encoded, plan = _autoregressive_setup(model, prompts, max_new_tokens, **kwargs)
+        return loop, (encoded, plan)
+
+    def result(out, info):
+        encoded, plan = info
+        return _autoregressive_result(
+            out, model, encoded, plan, kwargs.get("on_nonfinite", "raise"),
+            kwargs.get("mesh"), _meta(plan, kwargs.get("temperature", 0.0),
+                                      kwargs.get("top_k", 0), kwargs.get("top_p", 1.0),
+                                      kwargs.get("seed", 0)))
+
+    return StagedCall(setup, result)
+
+
+def staged_speculative(target, drafter, prompts, max_new_tokens: int,
+                       **kwargs) -> StagedCall:
+    """`generate_speculative` (same arguments) as a `StagedCall`."""
+    def setup():
+        loop, run = _speculative_setup(target, drafter, prompts, max_new_tokens, **kwargs)
+        return loop, (loop, run)
+
+    def result(out, info):
+        loop, run = info
+        return _speculative_result(out, loop, run, target,
+                                   kwargs.get("on_nonfinite", "raise"), kwargs.get("mesh"))
+
+    return StagedCall(setup, result)
+
+
 def drafter_prefill_call(target, drafter, prompts, padded_prompt: int, cache_len: int):
     """A zero-argument call of the drafter's own prefill as `generate_speculative` runs
     it (`_drafter_prefill_program`: a draft model's pass over the prompts, its logits
@@ -1082,7 +1156,13 @@ def generate_speculative(target, drafter, prompts, max_new_tokens: int, k: int |
         target, drafter, prompts, max_new_tokens, k, temperature, top_k, top_p, seed,
         eos_token_id=eos_token_id, cache_len=cache_len, on_nonfinite=on_nonfinite,
         policy=policy, verify_widths=verify_widths, mesh=mesh)
-    out = loop.program(*loop.args, **loop.static)
+    return _speculative_result(loop.program(*loop.args, **loop.static), loop, run, target,
+                               on_nonfinite, mesh)
+
+
+def _speculative_result(out, loop: LoopCall, run: _SpeculativeRun, target, on_nonfinite,
+                        mesh):
+    """The `GenerationResult` of the speculative loop program's output ``out``."""
     policy = loop.static.get("policy")                    # resolved: None is fixed K
     common, stats, pstats = out[:3] if policy is not None else (*out[:2], None)
     if mesh is not None:

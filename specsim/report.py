@@ -517,7 +517,8 @@ def _policies_section(result) -> list[str]:
                     f"K = 0 in {100 * g[S.K0_FRACTION].mean():.0f}% of row-iterations).")
     return ["## Draft-length policies", "",
             "Greedy decoding; speedup = autoregressive decode time per token over the run's "
-            "(prefill removed), `vs_best` against the best fixed K of the same drafter, kind "
+            "(each call's loop program timed alone, its prefills run before it untimed; a "
+            "draft model's prefill inside a policy loop removed), `vs_best` against the best fixed K of the same drafter, kind "
             "and batch (swept). `sim_*`: the same policy replayed (`simulate.simulate_policy`, "
             "engine cost model, charged as a static batch, which runs until its slowest row "
             "is done) on the trace of the cell's FixedK(K_max) run under the policy "

@@ -162,6 +162,39 @@ def test_forward_call_heads_as_the_prefills_run_them(tiny_model):
         bench.make_forward_call(tiny_model, 3, 2, 24, logits="first")
 
 
+def test_interleaved_rounds_prepare_staged_calls_outside_the_timed_region():
+    events = []
+
+    class Staged:
+        def __init__(self, name):
+            self.name = name
+
+        def prepare(self):
+            events.append(("prepare", self.name))
+
+        def __call__(self):
+            events.append(("call", self.name))
+            return self.name
+
+    def plain():
+        events.append(("call", "plain"))
+        return "plain"
+
+    def clock():
+        events.append(("clock",))
+        return float(len(events))
+
+    samples, outputs = bench.interleaved_rounds([Staged("a"), plain], 2,
+                                                np.random.default_rng(0), clock=clock)
+    assert outputs == ["a", "plain"] and all(len(s) == 2 for s in samples)
+    for i, e in enumerate(events):
+        if e == ("call", "a"):          # prepare, then the clock starts, the call, it stops
+            assert events[i - 2:i + 2] == [("prepare", "a"), ("clock",), e, ("clock",)]
+        if e == ("call", "plain"):
+            assert events[i - 1] == ("clock",) and events[i - 2][0] != "prepare"
+    assert events.count(("prepare", "a")) == 2
+
+
 def test_measure_ceilings_small():
     df = bench.measure_ceilings(matmul_size=64, copy_mib=1, repeats=2, warmup=1)
     assert len(df) >= 1

@@ -432,3 +432,28 @@ def test_drafter_prefill_call_is_the_runs_prefill_without_the_head(target, draft
         drafter_prefill_call(target, d, PROMPTS_3, 8, S)       # the longest prompt is 11
     with pytest.raises(InvalidArgument, match="padded_prompt"):
         drafter_prefill_call(target, d, PROMPTS_3, 0, S)
+
+
+def test_staged_calls_return_what_the_generate_calls_do(target, drafters, reference):
+    """`StagedCall`: prepare (prefills) then the loop program; its result equals the
+    matching generate_* call's, for plain decoding, fixed K and a policy that primes a
+    draft model inside its loop; a prepared state serves one call."""
+    from specsim import policies as P
+    from specsim.decode import staged_autoregressive, staged_speculative
+    from specsim.errors import InvalidArgument
+
+    ar = staged_autoregressive(target, PROMPTS_3, MAX_NEW)
+    with pytest.raises(InvalidArgument, match="has not run"):
+        ar.result(None)
+    ar.prepare()
+    assert ar.result(ar()).tokens == reference[3].tokens
+    assert ar.result(ar()).tokens == reference[3].tokens        # prepared again itself
+    pol = P.Goodput(k_max=2, costs=P.Costs(t_draft=0.05, t_target=(1.0, 1.02, 1.05)))
+    for kw in (dict(k=2), dict(policy=pol)):
+        want = generate_speculative(target, drafters["layer-skip"], PROMPTS_3, MAX_NEW, **kw)
+        call = staged_speculative(target, drafters["layer-skip"], PROMPTS_3, MAX_NEW, **kw)
+        call.prepare()
+        got = call.result(call())
+        assert got.tokens == want.tokens == reference[3].tokens
+        assert (got.n_iterations, got.draft_passes) == (want.n_iterations, want.draft_passes)
+        np.testing.assert_array_equal(got.stats.accepted, want.stats.accepted)

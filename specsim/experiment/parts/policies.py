@@ -6,8 +6,9 @@ Steps: (1) compile the pass-cost programs of `specsim.pass_costs` (target step, 
 over K + 1 for every K up to K_max, draft step) at each batch; (2) time them in a few
 interleaved rounds and build the Goodput policy of each (drafter, batch) from those
 in-run costs; (3) compile every generation program; (4) time every run and the pass
-calls again in the same interleaved rounds; (5) one row per run: measured decode speedup
-(prefill removed, as in the fidelity part) against the baseline and against the best
+calls again in the same interleaved rounds, each run's loop program alone (its prefills
+run untimed before it, `decode.StagedCall`); (5) one row per run: measured decode speedup
+(the loop's time per token) against the baseline and against the best
 fixed K of its cell, and the speedup the same policy gets replayed on the trace of the
 cell's FixedK(K_max) run under the policy loop with the pass costs of step 4.
 Greedy (temperature 0) only; not in the default parts (``--parts policies``)."""
@@ -109,6 +110,8 @@ def _with_mixed_rows(state: DemoState) -> DemoState:
 
 
 def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
+    """The job as a `decode.StagedCall`: its prefills run in ``prepare`` (untimed), its
+    loop program when called."""
     from specsim import decode
 
     s = state.settings
@@ -116,13 +119,13 @@ def _call(state: DemoState, job: R.PolicyJob, policy, max_new: int):
     common = dict(temperature=TEMPERATURE, seed=s.seed, eos_token_id=None,
                   cache_len=state.cache_len)
     if job.label == R.AUTOREGRESSIVE:
-        return lambda: decode.generate_autoregressive(state.target, rows, max_new, **common)
+        return decode.staged_autoregressive(state.target, rows, max_new, **common)
     drafter = state.drafters[job.drafter].drafter
     if job.label == R.FIXED:
-        return lambda: decode.generate_speculative(state.target, drafter, rows, max_new,
-                                                   k=job.k, **common)
-    return lambda: decode.generate_speculative(state.target, drafter, rows, max_new,
-                                               policy=policy, **common)
+        return decode.staged_speculative(state.target, drafter, rows, max_new, k=job.k,
+                                         **common)
+    return decode.staged_speculative(state.target, drafter, rows, max_new, policy=policy,
+                                     **common)
 
 
 def _policies(state: DemoState, per_pass: dict) -> dict:
@@ -146,25 +149,16 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
     return out
 
 
-def _one_token_calls(state: DemoState, jobs) -> dict:
-    """(kind, batch) -> the cell's rows decoded for one new token: the prefill and the
-    per-call host work every job of the cell pays besides its decoding, timed in the same
-    rounds as the jobs (as the in-run cost model's ("ar1", rows), `specsim.experiment.
-    inrun`). A prefill timed alone (`timing.PrefillTimer`) leaves the host work in the
-    decode time, which at 40 new tokens of a ~17 ms step is several per cent of a
-    speculative run: the replays over-predicted every fixed K at batch 1 by 19-20%
-    (`data/policies-cpu-s27/`)."""
-    cells = dict.fromkeys((j.kind, j.batch) for j in jobs)
-    return {(kind, batch): _call(state, R.PolicyJob(drafter=R.AUTOREGRESSIVE, kind=kind,
-                                                    batch=batch, label=R.AUTOREGRESSIVE,
-                                                    k=0), None, 1)
-            for kind, batch in cells}
-
-
 def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
-    """Compile each generation program once, then time jobs, the one-token calls of each
-    cell (`_one_token_calls`) and pass calls together. → (job samples, job outputs,
-    per-pass medians, (kind, batch) -> one-token call's median)."""
+    """Compile each generation program once, then time the jobs' loop programs (their
+    prefills and host work run untimed before each, `decode.StagedCall`) and the pass
+    calls together. → (job samples, job results, per-pass medians).
+
+    The loop alone, because a call's prefill can dwarf its decoding: at batch 8 the
+    mixed prompts' prefill took 2.1 s against 0.9 s of plain decoding's 40 tokens, and
+    subtracting a separately timed one-token call from each call left every batch-8
+    speedup a small difference of large, noisy times (rounds from 0.42 to 1.09 for a
+    policy off throughout; `data/policies-cpu-s32/`)."""
     from specsim import bench, decode
 
     s = state.settings
@@ -175,35 +169,37 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
         if job.program not in seen:
             seen.add(job.program)
             _call(state, job, pols.get((job.drafter, job.batch, job.label)), warm)()
-    one = _one_token_calls(state, jobs)
-    for call in one.values():
-        call()
     state.log(f"    compiled {len(seen)} generation programs in {time.perf_counter() - t0:.0f} s")
-    calls = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
-             for j in jobs] + list(one.values()) + [c for c, _ in pass_items]
+    staged = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
+              for j in jobs]
+    calls = staged + [c for c, _ in pass_items]
     t0 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds(
         calls, s.repeats, np.random.default_rng(s.seed + 1),
         progress="policy rounds" if state.progress else None)
     state.log(f"    timed {len(calls)} calls x {s.repeats} rounds in "
               f"{time.perf_counter() - t0:.0f} s")
-    n, m = len(jobs), len(jobs) + len(one)
-    per_pass = _medians(pass_keys, samples[m:], [p for _, p in pass_items])
-    one_token = {cell: float(np.median(ts)) for cell, ts in zip(one, samples[n:m])}
-    return samples[:n], outputs[:n], per_pass, one_token
+    n = len(jobs)
+    per_pass = _medians(pass_keys, samples[n:], [p for _, p in pass_items])
+    results = [c.result(o) for c, o in zip(staged, outputs[:n])]
+    return samples[:n], results, per_pass
 
 
 def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass,
-         one_token: dict) -> dict:
+         policy) -> dict:
+    """One run's row. ``times``: its loop program's seconds per round (prefills outside,
+    `_time_everything`); a policy loop that primes a draft model late (`decode.
+    _primes_late`) holds that prefill, which is removed where it ran (`prefill`)."""
+    from specsim import decode
     from specsim.experiment.timing import acceptance_fields
 
     t_run = float(np.median(times))
-    t_pre = one_token[(job.kind, job.batch)]        # the prefill and the call's host work
-    # the drafter's prefill, where it ran (a policy loop that never drafts skips it)
+    t_pre = 0.0
     if job.drafter != R.AUTOREGRESSIVE and state.cost_model(job.drafter) is not None \
-            and res.draft_passes > 0:
-        t_pre += prefill(state.cost_model(job.drafter), res.plan.padded_prompt,
-                         res.plan.cache_len, job.batch, logits="none")
+            and res.draft_passes > 0 and policy is not None and \
+            decode._primes_late(state.drafters[job.drafter].drafter, policy):
+        t_pre = prefill(state.cost_model(job.drafter), res.plan.padded_prompt,
+                        res.plan.cache_len, job.batch, logits="none")
     row = {schema.DRAFTER: job.drafter, schema.KIND: job.kind, schema.BATCH: job.batch,
            schema.POLICY: job.label, schema.K: job.k, schema.TEMPERATURE: TEMPERATURE,
            schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
@@ -336,9 +332,10 @@ def run(state: DemoState) -> None:
                                       np.random.default_rng(s.seed))
     pols = _policies(state, _paired(keys, pre, [p for _, p in items]))
     jobs = R.jobs(list(state.drafters), s)
-    samples, outputs, per_pass, one_token = _time_everything(state, jobs, pols, keys, items)
+    samples, outputs, per_pass = _time_everything(state, jobs, pols, keys, items)
     prefill = PrefillTimer(max(3, s.repeats))     # a draft model's own prefill
-    table = pd.DataFrame([_row(state, j, t, o, prefill, per_pass, one_token)
+    table = pd.DataFrame([_row(state, j, t, o, prefill, per_pass,
+                               pols.get((j.drafter, j.batch, j.label)))
                           for j, t, o in zip(jobs, samples, outputs)])
     cells = []
     for (name, kind, batch), cell in table.groupby([schema.DRAFTER, schema.KIND, schema.BATCH],
