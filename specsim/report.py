@@ -390,9 +390,10 @@ def _drafters_section(result) -> list[str]:
             "draft's stored weight width (`c_bytes`), and with the fp32 copies XLA:CPU "
             "writes and reads of every dequantised matrix (`c_bytes_materialised`):", "",
             _fmt(costs, ".3g"), "",
-            "Speedup against K at temperature 0 (decode time per token, prefill removed, "
-            "except in rows with `prefill_removed` false, where the prefill timed alone took "
-            "up a whole run and both sides keep it; "
+            "Speedup against K at temperature 0 (decode time per token: each call's loop "
+            "program timed alone, its prefills run before it untimed; tables written before "
+            "session 32 subtracted a prefill timed alone, and `prefill_removed` false marks "
+            "their rows where it took up a whole run; "
             "`pred_iid`/`pred_pos`: E(α, K) / the run's tokens per iteration with the "
             "measured pass times; `pred_closed_form`: Thm 3.8 at the measured c):", "",
             _fmt(drafter_speedup_table(t[S.DRAFTER_SPEEDUP]), ".2f"), "",

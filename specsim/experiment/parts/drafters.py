@@ -86,11 +86,17 @@ class _Calls:
         self.per.append(per)
 
 
-def _gen(state, target, drafter, kind, k, temperature, max_new):
+def _gen(state, target, drafter, kind, k, temperature, max_new, staged: bool = False):
+    """A zero-argument generation call; ``staged``: a `decode.StagedCall`, whose prefills
+    run untimed before its loop program (the timed speed runs)."""
     from specsim import decode
     common = dict(temperature=temperature, seed=state.settings.seed, eos_token_id=None,
                   cache_len=state.cache_len)
     rows = [state.prompts[kind]]
+    if staged:
+        return (decode.staged_autoregressive(target, rows, max_new, **common)
+                if drafter is None else
+                decode.staged_speculative(target, drafter, rows, max_new, k=k, **common))
     if drafter is None:
         return lambda: decode.generate_autoregressive(target, rows, max_new, **common)
     return lambda: decode.generate_speculative(target, drafter, rows, max_new, k=k, **common)
@@ -121,7 +127,8 @@ def _schedule(state, drafters, targets) -> tuple[_Calls, list]:
     main = state.target.cfg.name
 
     def run(tname, target, drafter, name, k, kind):
-        timed.add(("run", tname, name, k, kind, 0.0), _gen(state, target, drafter, kind, k, 0.0, n),
+        timed.add(("run", tname, name, k, kind, 0.0),
+                  _gen(state, target, drafter, kind, k, 0.0, n, staged=True),
                   _gen(state, target, drafter, kind, k, 0.0, warm_n))
 
     for tname, target in targets.items():
@@ -167,10 +174,10 @@ def _measure(state, timed: _Calls, untimed: list) -> tuple[dict, dict]:
         timed.calls, state.settings.repeats, np.random.default_rng(state.settings.seed),
         progress="drafters: timed rounds" if state.progress else None)
     pooled: dict = {}
-    for label, ts, out, per in zip(timed.labels, samples, outs, timed.per):
+    for label, ts, out, per, call in zip(timed.labels, samples, outs, timed.per, timed.calls):
         pooled.setdefault(label, []).extend(t / per for t in ts)
-        if label[0] == "run":
-            results[label] = out
+        if label[0] == "run":                   # a StagedCall: its loop's output
+            results[label] = call.result(out)
     return {label: float(np.median(ts)) for label, ts in pooled.items()}, results
 
 
@@ -203,18 +210,13 @@ def cost_rows(state, drafters, medians: dict, k_alpha: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame, targets,
-               drafters) -> pd.DataFrame:
+def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame) -> pd.DataFrame:
     """The ``drafter_speedup`` table: each timed speculative run (temperature 0) with its
     measured speedup over the same target's autoregressive run on the same kind (decode
-    time per token, prefill removed) and the predictions beside it."""
+    time per token: each call's loop program timed alone, its prefills run untimed
+    before it, `decode.StagedCall`) and the predictions beside it."""
     from specsim import analytic
-    from specsim.experiment.timing import PrefillTimer
 
-    from specsim.models import Model
-
-    prefill = PrefillTimer(max(3, state.settings.repeats))
-    draft_models = {d.name: Model(d.cfg, d.drafter.params) for d in drafters if d.cfg is not None}
     main = state.target.cfg.name
     c_of = dict(zip(costs[S.DRAFTER], costs[S.C_MEASURED]))
     td_of = dict(zip(costs[S.DRAFTER], costs[S.T_DRAFT]))
@@ -223,21 +225,9 @@ def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame, targets
         _, tname, name, k, kind, temp = label
         if name == S.AUTOREGRESSIVE or label not in medians:
             continue
-        target = targets[tname]
         base = ("run", tname, S.AUTOREGRESSIVE, 0, kind, 0.0)
-        p = res.plan
-        t_pre = prefill(target, p.padded_prompt, p.cache_len)
-        if name in draft_models:                # the draft's own prefill
-            t_pre_d = prefill(draft_models[name], p.padded_prompt, p.cache_len,
-                              logits="none")
-        else:
-            t_pre_d = 0.0
-        # decode time per token, prefill removed; where the prefill, timed on its own,
-        # takes up a whole run (a short run of a tiny model on a loaded machine), the
-        # decode time is below what the timer resolves: both sides keep their prefill
-        removed = medians[base] > t_pre and medians[label] > t_pre + t_pre_d
-        ar = (medians[base] - removed * t_pre) / results[base].n_generated
-        sp = (medians[label] - removed * (t_pre + t_pre_d)) / res.n_generated
+        ar = medians[base] / results[base].n_generated          # the loops' time per token
+        sp = medians[label] / res.n_generated
         st = res.stats
         t1 = medians[("t1", main)]
         tv = medians.get(("verify", k), np.nan) if tname == main else np.nan
@@ -253,7 +243,6 @@ def speed_rows(state, results: dict, medians: dict, costs: pd.DataFrame, targets
                                                                   c_of[name])),
                      S.C_MEASURED: c_of[name], S.T_VERIFY: tv, S.T_TARGET_1: t1,
                      S.TIME_S: medians[label], "baseline_time_s": medians[base],
-                     S.PREFILL_S: t_pre + t_pre_d, "prefill_removed": removed,
                      S.ITERATIONS: res.n_iterations,
                      S.NEW_TOKENS: res.n_generated,
                      "speedup_vs_main_target": medians[("run", main, S.AUTOREGRESSIVE, 0, kind,
@@ -274,8 +263,7 @@ def run(state: DemoState) -> None:
     main = alphas[alphas[S.TARGET] == state.target.cfg.name]
     state.tables[S.ALPHA_BY_KIND] = alphas
     state.tables[S.DRAFTER_COSTS] = costs
-    state.tables[S.DRAFTER_SPEEDUP] = speed_rows(state, results, medians, costs, targets,
-                                                     drafters)
+    state.tables[S.DRAFTER_SPEEDUP] = speed_rows(state, results, medians, costs)
     state.tables[S.DRAFTER_LIMITS] = study.limits_table(costs, main[main[S.K] == k_alpha])
     for name in (S.DRAFTER_COSTS, S.DRAFTER_LIMITS):
         state.log(state.tables[name].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
