@@ -1,3 +1,6 @@
+"""What the scripts here share: `single`, the late-primed loop with one off loop carrying
+a zero draft state (the variant tried), and `setup`, the layer-skip Goodput call they
+compile (SmolLM2-135M, the demo's layer-skip draft, K_max 4, 256 slots)."""
 from functools import partial
 import jax, jax.numpy as jnp
 from specsim import decode
@@ -24,3 +27,17 @@ def single(run, cfg, policy, step, prompts, S, I, passes, carry):
         ((c, cache, dz, pstate, stats, pstats), jnp.bool_(False)))
     return c, cache, pstate, stats, pstats
 
+
+
+def setup():
+    """(target, prompt, drafter, policy, generate keywords)."""
+    from specsim import experiment, models
+    from specsim import policies as P
+    from specsim.drafters import layer_skip_drafter
+
+    target = models.load("smollm2-135m")
+    prompt = [target.tokenizer.encode("def fibonacci(n):")]
+    d = layer_skip_drafter(target, experiment.default_layer_skip(target.cfg.n_layers))
+    pol = P.Goodput(k_max=4, costs=P.Costs(t_draft=0.3,
+                                           t_target=(1.0, 1.01, 1.06, 1.16, 1.17)))
+    return target, prompt, d, pol, dict(eos_token_id=None, cache_len=256)

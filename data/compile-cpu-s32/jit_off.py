@@ -6,17 +6,15 @@ import jax
 from jax import monitoring
 from specsim import decode, experiment, models
 from specsim import policies as P
-from specsim.drafters import layer_skip_drafter
+import pathlib
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import dup_off_variant as V
 
 durations = collections.defaultdict(list)
 monitoring.register_event_duration_secs_listener(lambda e, s, **_: durations[e].append(s))
 orig = decode._policy_off_loop
 inner = jax.jit(orig, static_argnums=(1, 2, 3))
-target = models.load("smollm2-135m")
-prompt = [target.tokenizer.encode("def fibonacci(n):")]
-d = layer_skip_drafter(target, experiment.default_layer_skip(target.cfg.n_layers))
-pol = P.Goodput(k_max=4, costs=P.Costs(t_draft=0.3, t_target=(1.0, 1.01, 1.06, 1.16, 1.17)))
-kw = dict(eos_token_id=None, cache_len=256)
+target, prompt, d, pol, kw = V.setup()
 rows = collections.defaultdict(list)
 for r in range(int(sys.argv[1])):
     for name, fn in (("plain", orig), ("inner-jit", inner)):
