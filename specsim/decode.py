@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import inspect
 import time
 from functools import partial, wraps
 from typing import Callable, NamedTuple, Sequence
@@ -1058,19 +1059,27 @@ class StagedCall:
         return self._result(out, self._info)
 
 
+def _bound(generate, *args, **kwargs) -> dict:
+    """``generate``'s arguments by name, defaults applied (an unknown one is a TypeError
+    here, at once)."""
+    bound = inspect.signature(generate).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def staged_autoregressive(model, prompts, max_new_tokens: int, **kwargs) -> StagedCall:
     """`generate_autoregressive` (same arguments) as a `StagedCall`."""
+    a = _bound(generate_autoregressive, model, prompts, max_new_tokens, **kwargs)
+
     def setup():
-        loop, encoded, plan = _autoregressive_setup(model, prompts, max_new_tokens, **kwargs)
+        loop, encoded, plan = _autoregressive_setup(**a)
         return loop, (encoded, plan)
 
     def result(out, info):
         encoded, plan = info
-        return _autoregressive_result(
-            out, model, encoded, plan, kwargs.get("on_nonfinite", "raise"),
-            kwargs.get("mesh"), _meta(plan, kwargs.get("temperature", 0.0),
-                                      kwargs.get("top_k", 0), kwargs.get("top_p", 1.0),
-                                      kwargs.get("seed", 0)))
+        meta = _meta(plan, a["temperature"], a["top_k"], a["top_p"], a["seed"])
+        return _autoregressive_result(out, model, encoded, plan, a["on_nonfinite"],
+                                      a["mesh"], meta)
 
     return StagedCall(setup, result)
 
@@ -1078,14 +1087,15 @@ def staged_autoregressive(model, prompts, max_new_tokens: int, **kwargs) -> Stag
 def staged_speculative(target, drafter, prompts, max_new_tokens: int,
                        **kwargs) -> StagedCall:
     """`generate_speculative` (same arguments) as a `StagedCall`."""
+    a = _bound(generate_speculative, target, drafter, prompts, max_new_tokens, **kwargs)
+
     def setup():
-        loop, run = _speculative_setup(target, drafter, prompts, max_new_tokens, **kwargs)
+        loop, run = _speculative_setup(**a)
         return loop, (loop, run)
 
     def result(out, info):
         loop, run = info
-        return _speculative_result(out, loop, run, target,
-                                   kwargs.get("on_nonfinite", "raise"), kwargs.get("mesh"))
+        return _speculative_result(out, loop, run, target, a["on_nonfinite"], a["mesh"])
 
     return StagedCall(setup, result)
 
@@ -1096,7 +1106,7 @@ def drafter_prefill_call(target, drafter, prompts, padded_prompt: int, cache_len
     never computed), over ``prompts`` (token ids) padded to ``padded_prompt``, with
     ``cache_len`` slots (a run's `ShapePlan` gives both). Compiled and run once here.
     For timing that prefill apart from the run (`specsim.experiment.inrun`): a one-pass
-    forward call through the head costs 1.22-1.32x this program for SmolLM2's layer-skip
+    forward call through the head costs 1.20-1.32x this program for SmolLM2's layer-skip
     draft (`data/prefill-cpu-s32/`). A drafter reading the target's features observes a
     zero feature."""
     drafter = _as_drafter(drafter, target)

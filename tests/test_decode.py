@@ -442,6 +442,8 @@ def test_staged_calls_return_what_the_generate_calls_do(target, drafters, refere
     from specsim.decode import staged_autoregressive, staged_speculative
     from specsim.errors import InvalidArgument
 
+    with pytest.raises(TypeError, match="k_max"):        # a wrong argument, at once
+        staged_speculative(target, drafters["ngram"], PROMPTS_3, MAX_NEW, k_max=2)
     ar = staged_autoregressive(target, PROMPTS_3, MAX_NEW)
     with pytest.raises(InvalidArgument, match="has not run"):
         ar.result(None)
