@@ -119,8 +119,8 @@ def _setup_batch(target, batch, args, log):
     # the in-run prefill and per-call overhead (compared with the bare prefill below)
     jobs[("ar_short",)] = lambda: decode.generate_autoregressive(
         target, prompts, short_tokens(args.max_new), eos_token_id=None, cache_len=S)
-    pre, _ = bench.make_forward_call(target, P, batch, S)
-    jobs[("prefill",)] = pre
+    pre, _ = bench.make_forward_call(target, P, batch, S, logits="last")   # as the run's
+    jobs[("prefill",)] = pre                       # prefill: the head at one position
     for n in sorted({1} | {k + 1 for k in args.ks}):
         jobs[("bare", n)], _ = bench.make_forward_call(target, n, batch, S)
     for cost in args.costs:
