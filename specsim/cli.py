@@ -126,6 +126,9 @@ def _add_inrun_arguments(p) -> None:
                    help="times a round each short call that several runs read (the "
                         "one-token call, prefills, pass programs) is timed (default 3; "
                         "--quick 2)")
+    p.add_argument("--loop-repeats", type=int, default=None,
+                   help="part policies: runs of each loop program a round from one "
+                        "prefill, the fastest kept (default 3)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,
@@ -367,7 +370,7 @@ def _demo_settings(args):
                 "max_new_tokens": args.max_new_tokens,
                 "parts": tuple(args.parts) if args.parts else None,
                 "clock": args.clock, "repeats": args.repeats,
-                "shared_repeats": args.shared_repeats,
+                "shared_repeats": args.shared_repeats, "loop_repeats": args.loop_repeats,
                 "instrument_alphas": tuple(args.alphas) if args.alphas else None,
                 "instrument_ks": (tuple(parse_k_values(args.instrument_k))
                                   if args.instrument_k else None),

@@ -302,6 +302,10 @@ def _running(c: _Common, I: int):
     return (c.it < I) & jnp.any(~c.done)
 
 
+DONATED = ("start", "dstate")
+"""The arguments the loop programs donate (a prefill's output; see `LoopCall`)."""
+
+
 @jit(static_argnames=("cfg", "S", "I"), donate_argnames=("start",))
 def _autoregressive_program(params, sp: SamplingParams, prompt_lens, max_new, eos, start, *,
                             cfg: ModelConfig, S: int, I: int):
@@ -382,7 +386,7 @@ def _record_stats(stats: _SpecStatsBuf, it, ok, n_acc, draft, target_probs) -> _
 
 
 @jit(static_argnames=("cfg", "k", "S", "I"),
-     donate_argnames=("start", "dstate"))
+     donate_argnames=DONATED)
 def _speculative_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
                          start, dstate, *, cfg: ModelConfig, k: int, S: int, I: int):
     """The fixed-K loop from ``start`` = `_prefill_program`'s (common, cache) and
@@ -713,7 +717,7 @@ def _late_primed_loop(run: _PolicyRun, cfg, policy, step, prompts, S: int, I: in
 
 
 @jit(static_argnames=("cfg", "policy", "S", "I", "widths"),
-     donate_argnames=("start", "dstate"))
+     donate_argnames=DONATED)
 def _policy_program(params, drafter, sp: SamplingParams, prompts, prompt_lens, max_new, eos,
                     start, dstate, *, cfg: ModelConfig, policy, S: int, I: int,
                     widths: tuple):
@@ -940,6 +944,10 @@ def _resolve_policy(k, policy):
     return policy.k_max, policy
 
 
+def _copy(x):
+    return x.copy() if isinstance(x, jax.Array) else x
+
+
 class LoopCall(NamedTuple):
     """A generation loop program (jitted) and the arguments a call runs it with:
     ``program(*args, **static)`` runs it once (its ``start`` and ``dstate`` are donated,
@@ -951,6 +959,16 @@ class LoopCall(NamedTuple):
 
     def lower(self, **override):
         return self.program.lower(*self.args, **{**self.static, **override})
+
+    def fresh_copy(self) -> "LoopCall":
+        """This call with device copies of the arguments its program donates
+        (``start``, ``dstate``; the weights are shared), so it can run once more from
+        the same state."""
+        names = list(inspect.signature(self.program).parameters)
+        args = tuple(jax.tree.map(_copy, a) if name in DONATED else a
+                     for name, a in zip(names, self.args))
+        return self._replace(args=args)
+
 
 
 class _SpeculativeRun(NamedTuple):
@@ -1032,7 +1050,9 @@ class StagedCall:
     `prepare` was not called); `result` turns the last call's output into the
     `GenerationResult` the matching ``generate_*`` call returns (its ``wall_s`` and
     ``compile_s`` are not set). Each prepared state is consumed by one call (its buffers
-    are donated).
+    are donated); ``prepare(copies=n)`` keeps n of them (the prefills' output and n − 1
+    device copies of it), so n calls run the same loop from the same state at the price
+    of one prefill.
 
     `specsim.bench.interleaved_rounds` runs a call's ``prepare`` outside its timed
     region. A speculative policy loop that primes its drafter late (`_primes_late`)
@@ -1040,17 +1060,26 @@ class StagedCall:
 
     def __init__(self, setup: Callable, result: Callable):
         self._setup, self._result = setup, result
-        self._ready = self._info = None
+        self._ready: list = []
+        self._info = None
 
-    def prepare(self) -> None:
+    def prepare(self, copies: int = 1) -> None:
+        copies = positive_int("copies", copies)
         loop, info = self._setup()
         jax.block_until_ready(loop.args)
-        self._ready = (loop, info)
+        extra = [loop.fresh_copy() for _ in range(copies - 1)]
+        jax.block_until_ready([c.args for c in extra])
+        self._ready = [(loop, info)] + [(c, info) for c in extra]
+
+    @property
+    def prepared(self) -> int:
+        """How many calls the prepared states left serve before the next ``prepare``."""
+        return len(self._ready)
 
     def __call__(self):
-        if self._ready is None:
+        if not self._ready:
             self.prepare()
-        (loop, self._info), self._ready = self._ready, None
+        loop, self._info = self._ready.pop()
         return loop.program(*loop.args, **loop.static)
 
     def result(self, out) -> "GenerationResult":

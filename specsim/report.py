@@ -518,9 +518,12 @@ def _policies_section(result) -> list[str]:
                     f"K = 0 in {100 * g[S.K0_FRACTION].mean():.0f}% of row-iterations).")
     return ["## Draft-length policies", "",
             "Greedy decoding; speedup = autoregressive decode time per token over the run's "
-            "(each call's loop program timed alone, its prefills run before it untimed; a "
-            "draft model's prefill inside a policy loop removed), `vs_best` against the best fixed K of the same drafter, kind "
-            "and batch (swept). `sim_*`: the same policy replayed (`simulate.simulate_policy`, "
+            "(each call's loop program timed alone, its prefills run before it untimed, the "
+            "fastest of a few runs a round; a draft model's prefill inside a policy loop "
+            "removed), `vs_best` against the best fixed K of the same drafter, kind and "
+            "batch (swept; `best_K` ranks the Ks on every round's medians, `vs_best` is the "
+            "median over rounds of each round's ratio to the K the other rounds rank "
+            "fastest, so the lucky draws that make a K look best do not also set the bar). `sim_*`: the same policy replayed (`simulate.simulate_policy`, "
             "engine cost model, charged as a static batch, which runs until its slowest row "
             "is done) on the trace of the cell's FixedK(K_max) run under the policy "
             "loop, with the pass times of `pass_costs` timed in the same rounds; the Goodput "

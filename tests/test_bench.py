@@ -195,6 +195,34 @@ def test_interleaved_rounds_prepare_staged_calls_outside_the_timed_region():
     assert events.count(("prepare", "a")) == 2
 
 
+def test_interleaved_rounds_keep_the_fastest_of_inner_runs():
+    """``inner``: a call runs that many times a turn, a staged call prepared once with as
+    many copies; the sample is the least of the runs (a recording clock that advances by
+    each run's scripted duration)."""
+    now, log = [0.0], []
+    durations = {"a": iter([3.0, 1.0, 2.0, 5.0, 4.0, 6.0]), "plain": iter([2.0, 2.5, 7.0,
+                                                                            1.5, 1.5, 1.0])}
+
+    class Staged:
+        def prepare(self, copies=1):
+            log.append(("prepare", copies))
+
+        def __call__(self):
+            now[0] += next(durations["a"])
+            return "a"
+
+    def plain():
+        now[0] += next(durations["plain"])
+        return "plain"
+
+    samples, outputs = bench.interleaved_rounds([Staged(), plain], 2, np.random.default_rng(0),
+                                                inner=3, clock=lambda: now[0])
+    assert samples == [[1.0, 4.0], [2.0, 1.0]] and outputs == ["a", "plain"]
+    assert log == [("prepare", 3)] * 2
+    with pytest.raises(ValueError, match="inner"):
+        bench.interleaved_rounds([plain], 1, np.random.default_rng(0), inner=0)
+
+
 def test_measure_ceilings_small():
     df = bench.measure_ceilings(matmul_size=64, copy_mib=1, repeats=2, warmup=1)
     assert len(df) >= 1

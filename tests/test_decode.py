@@ -437,7 +437,8 @@ def test_drafter_prefill_call_is_the_runs_prefill_without_the_head(target, draft
 def test_staged_calls_return_what_the_generate_calls_do(target, drafters, reference):
     """`StagedCall`: prepare (prefills) then the loop program; its result equals the
     matching generate_* call's, for plain decoding, fixed K and a policy that primes a
-    draft model inside its loop; a prepared state serves one call."""
+    draft model inside its loop; a prepared state serves one call, and ``copies`` more
+    calls from one prefill (the donated states copied)."""
     from specsim import policies as P
     from specsim.decode import staged_autoregressive, staged_speculative
     from specsim.errors import InvalidArgument
@@ -450,12 +451,19 @@ def test_staged_calls_return_what_the_generate_calls_do(target, drafters, refere
     ar.prepare()
     assert ar.result(ar()).tokens == reference[3].tokens
     assert ar.result(ar()).tokens == reference[3].tokens        # prepared again itself
+    ar.prepare(copies=2)                                  # one prefill, two runs of the loop
+    assert ar.prepared == 2
+    assert [ar.result(ar()).tokens for _ in range(2)] == [reference[3].tokens] * 2
+    assert ar.prepared == 0
+    with pytest.raises(ValueError, match="copies"):
+        ar.prepare(copies=0)
     pol = P.Goodput(k_max=2, costs=P.Costs(t_draft=0.05, t_target=(1.0, 1.02, 1.05)))
     for kw in (dict(k=2), dict(policy=pol)):
         want = generate_speculative(target, drafters["layer-skip"], PROMPTS_3, MAX_NEW, **kw)
         call = staged_speculative(target, drafters["layer-skip"], PROMPTS_3, MAX_NEW, **kw)
-        call.prepare()
-        got = call.result(call())
-        assert got.tokens == want.tokens == reference[3].tokens
+        call.prepare(copies=2)
+        again = call.result(call())                         # a copy of the prepared state
+        got = call.result(call())                           # the prefills' own output
+        assert again.tokens == got.tokens == want.tokens == reference[3].tokens
         assert (got.n_iterations, got.draft_passes) == (want.n_iterations, want.draft_passes)
         np.testing.assert_array_equal(got.stats.accepted, want.stats.accepted)

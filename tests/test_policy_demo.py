@@ -128,6 +128,34 @@ def test_speedups_against_the_baseline_and_the_best_fixed_k():
         _round_verdicts(goals)[1]
 
 
+def test_cross_fitted_best_k_is_ranked_on_the_other_rounds():
+    from specsim.experiment.parts.policies import cross_fitted_best
+
+    t = [[1.0, 1.2, 1.1], [1.1, 1.0, 1.15]]     # by hand: medians of the other two rounds
+    np.testing.assert_allclose(cross_fitted_best(t), [1.1, 1.2, 1.15])
+    np.testing.assert_allclose(cross_fitted_best([[1.0], [0.9]]), [0.9])   # one round
+    with pytest.raises(ValueError, match="fixed_rounds"):
+        cross_fitted_best([])
+
+
+def test_cross_fitting_removes_the_winners_curse():
+    """The oracle: two Ks of equal speed, each round's time lognormal with σ = 5%. The
+    best K chosen and measured on the same rounds reads fast (by σ/√π ≈ 2.8% with one
+    round, the closed form for the least of two normals); ranked on the other rounds it
+    reads unbiased (simulation, 4000 cells of 4 rounds)."""
+    from specsim.experiment.parts.policies import cross_fitted_best
+
+    rng = np.random.default_rng(0)
+    sigma, n = 0.05, 4000
+    t = np.exp(sigma * rng.standard_normal((n, 2, 4)))
+    cross = np.mean([np.mean(np.log(cross_fitted_best(c))) for c in t])
+    same = np.mean([np.log(c[np.argmin(np.median(c, axis=1))]).mean() for c in t])
+    one = np.mean(np.log(t[:, :, 0].min(axis=1)))
+    assert abs(cross) < 0.003                                   # unbiased
+    assert same < -0.01                                         # the winner's curse
+    assert one == pytest.approx(-sigma / np.sqrt(np.pi), abs=0.003)
+
+
 def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch):
     from specsim.cli import main
     monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
@@ -151,12 +179,14 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
                 schema.SIM_SPEEDUP_VS_BEST_FIXED, schema.MEAN_K):
         assert np.isfinite(spec[col]).all(), col
     best = spec[(spec[schema.POLICY] == "fixed") & (spec[schema.K] == spec[schema.BEST_FIXED_K])]
-    np.testing.assert_allclose(best[schema.SPEEDUP_VS_BEST_FIXED], 1.0)
     assert len(best) == 2 and set(best[schema.K]) <= {1, 2}
-    # the goal's verdict from the paired rounds (each row against its best fixed K)
+    # the goal's verdict from the paired rounds (each row against, round by round, the
+    # fixed K the other rounds rank fastest): in every round one fixed row is that K
     lo, hi = spec[schema.VS_BEST_LOW], spec[schema.VS_BEST_HIGH]
-    assert (lo <= hi).all() and (best[schema.VS_BEST_LOW] == 1).all()
-    assert (best[schema.VS_BEST_HIGH] == 1).all()
+    assert (lo <= spec[schema.SPEEDUP_VS_BEST_FIXED]).all()
+    assert (spec[schema.SPEEDUP_VS_BEST_FIXED] <= hi).all()
+    for _, fixed in spec[spec[schema.POLICY] == "fixed"].groupby(schema.BATCH):
+        assert fixed[schema.VS_BEST_HIGH].max() >= 1 and fixed[schema.VS_BEST_LOW].min() <= 1
     want = np.where(lo >= 0.97, "yes", np.where(hi < 0.97, "no", "noise"))
     assert (spec[schema.WITHIN_3PCT_OF_BEST] == want).all()
     lo, hi = spec[schema.VS_AR_LOW], spec[schema.VS_AR_HIGH]

@@ -50,6 +50,12 @@ class DemoSettings:
     # order: one noisy sample of a shared number moves every run that reads it
     # (`inrun.round_keys`)
     shared_repeats: int = 1
+    # ---- the policies part ----------------------------------------------------------
+    # runs of each loop program (and pass call) a round, from one prefill, the fastest
+    # kept (`bench.interleaved_rounds`' inner): at batch 8 the least of 3 halved the
+    # round-to-round spread of a loop's ratio to plain decoding's (sd 6.5% -> 3.4%,
+    # `data/policies-cpu-s33/inner_study.py`)
+    loop_repeats: int = 3
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
     # enough context for n-gram lookup, and a padded prompt of 128 keeps the cache at 256
@@ -84,7 +90,7 @@ class DemoSettings:
         for t in self.temperatures:
             validation.nonnegative_float("temperatures", t)
         for name in ("max_new_tokens", "repeats", "sweep_repeats", "pass_steps",
-                     "shared_repeats"):
+                     "shared_repeats", "loop_repeats"):
             validation.positive_int(name, getattr(self, name))
         self._check_inrun()
         from specsim.experiment.parts import check_parts

@@ -7,7 +7,8 @@ over K + 1 for every K up to K_max, draft step) at each batch; (2) time them in 
 interleaved rounds and build the Goodput policy of each (drafter, batch) from those
 in-run costs; (3) compile every generation program; (4) time every run and the pass
 calls again in the same interleaved rounds, each run's loop program alone (its prefills
-run untimed before it, `decode.StagedCall`); (5) one row per run: measured decode speedup
+run untimed before it, `decode.StagedCall`), the fastest of ``loop_repeats`` runs a round
+from one prefill; (5) one row per run: measured decode speedup
 (the loop's time per token) against the baseline and against the best
 fixed K of its cell, and the speedup the same policy gets replayed on the trace of the
 cell's FixedK(K_max) run under the policy loop with the pass costs of step 4.
@@ -175,9 +176,10 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
     calls = staged + [c for c, _ in pass_items]
     t0 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds(
-        calls, s.repeats, np.random.default_rng(s.seed + 1),
+        calls, s.repeats, np.random.default_rng(s.seed + 1), inner=s.loop_repeats,
         progress="policy rounds" if state.progress else None)
-    state.log(f"    timed {len(calls)} calls x {s.repeats} rounds in "
+    state.log(f"    timed {len(calls)} calls x {s.repeats} rounds (the fastest of "
+              f"{s.loop_repeats} runs each) in "
               f"{time.perf_counter() - t0:.0f} s")
     n = len(jobs)
     per_pass = _medians(pass_keys, samples[n:], [p for _, p in pass_items])
@@ -287,9 +289,12 @@ def add_speedups(table: pd.DataFrame, decode_rounds=None) -> pd.DataFrame:
 
     ``decode_rounds``: per row label of ``table``, the decode seconds per token of each
     timed round (paired: every round ran every job once). With it, each speculative row
-    also gets the lowest and highest per-round speedup against the best fixed K (the
-    K chosen on medians) and the verdict on GOAL_VS_BEST (`goal_verdict`), and the same
-    against plain decoding (its per-round speedup range, the verdict on GOAL_VS_AR)."""
+    also gets its speedup against the best fixed K round by round, the best K of each
+    round chosen on the other rounds (`cross_fitted_best`), their median
+    (SPEEDUP_VS_BEST_FIXED), lowest and highest, and the verdict on GOAL_VS_BEST
+    (`goal_verdict`); and the same against plain decoding (its per-round speedup range,
+    the verdict on GOAL_VS_AR). Without it, the best fixed K is the one of the highest
+    median speedup, which the goal is then measured against."""
     out = []
     for (kind, batch), g in table.groupby([schema.KIND, schema.BATCH], sort=False):
         ar = g[g[schema.POLICY] == R.AUTOREGRESSIVE]
@@ -306,17 +311,42 @@ def add_speedups(table: pd.DataFrame, decode_rounds=None) -> pd.DataFrame:
                 g.loc[d.index, schema.SIM_SPEEDUP_VS_BEST_FIXED] = \
                     d[schema.SIM_SPEEDUP_VS_AR] / best[schema.SIM_SPEEDUP_VS_AR]
             if decode_rounds is not None:
-                goals = ((best_at, GOAL_VS_BEST, (schema.VS_BEST_LOW, schema.VS_BEST_HIGH,
-                                                  schema.WITHIN_3PCT_OF_BEST)),
-                         (ar.index[0], GOAL_VS_AR, (schema.VS_AR_LOW, schema.VS_AR_HIGH,
-                                                    schema.WITHIN_2PCT_OF_AR)))
+                best_rounds = cross_fitted_best([decode_rounds[i] for i in fixed.index])
+                against_ar = np.asarray(decode_rounds[ar.index[0]])
                 for i in d.index:
-                    for against, goal, cols in goals:     # per-round ratio, range, verdict
-                        r = np.asarray(decode_rounds[against]) / np.asarray(decode_rounds[i])
-                        g.loc[i, list(cols)] = [r.min(), r.max(),
-                                                goal_verdict(r.min(), r.max(), goal)]
+                    own = np.asarray(decode_rounds[i])
+                    vs_best, vs_ar = best_rounds / own, against_ar / own
+                    g.loc[i, [schema.SPEEDUP_VS_BEST_FIXED, schema.VS_BEST_LOW,
+                              schema.VS_BEST_HIGH, schema.WITHIN_3PCT_OF_BEST]] = [
+                        float(np.median(vs_best)), vs_best.min(), vs_best.max(),
+                        goal_verdict(vs_best.min(), vs_best.max(), GOAL_VS_BEST)]
+                    g.loc[i, [schema.VS_AR_LOW, schema.VS_AR_HIGH, schema.WITHIN_2PCT_OF_AR]] = [
+                        vs_ar.min(), vs_ar.max(), goal_verdict(vs_ar.min(), vs_ar.max(),
+                                                               GOAL_VS_AR)]
         out.append(g)
     return pd.concat(out)
+
+
+def cross_fitted_best(fixed_rounds) -> np.ndarray:
+    """Per round, the time of the fixed K that the *other* rounds' medians rank fastest
+    (``fixed_rounds``: one sequence of per-round times per swept K; a single round ranks
+    itself).
+
+    Choosing the best K and measuring it on the same samples favours whichever K drew
+    the luckiest samples: with two Ks of equal speed and a per-round spread σ, the
+    faster-looking one reads σ/√π (0.56 σ) fast on average, about 3% at this machine's
+    σ ≈ 5% for a 40-token loop (`data/policies-cpu-s33/`), all of the 3% goal. A K ranked
+    on other rounds is measured on samples that played no part in choosing it, so its
+    time is unbiased for the K a sweep would pick."""
+    t = np.asarray(fixed_rounds, float)                         # [n_k, rounds]
+    if t.ndim != 2 or not t.size:
+        raise ValueError("fixed_rounds must be one non-empty sequence of round times per K")
+    n = t.shape[1]
+    out = np.empty(n)
+    for r in range(n):
+        others = np.delete(t, r, axis=1) if n > 1 else t
+        out[r] = t[int(np.argmin(np.median(others, axis=1))), r]
+    return out
 
 
 def run(state: DemoState) -> None:
