@@ -128,7 +128,7 @@ def _add_inrun_arguments(p) -> None:
                         "--quick 2)")
     p.add_argument("--loop-repeats", type=int, default=None,
                    help="part policies: runs of each loop program a round from one "
-                        "prefill, the fastest kept (default 3)")
+                        "prefill, the fastest kept (default 2)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,

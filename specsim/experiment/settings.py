@@ -52,10 +52,10 @@ class DemoSettings:
     shared_repeats: int = 1
     # ---- the policies part ----------------------------------------------------------
     # runs of each loop program (and pass call) a round, from one prefill, the fastest
-    # kept (`bench.interleaved_rounds`' inner): at batch 8 the least of 3 halved the
-    # round-to-round spread of a loop's ratio to plain decoding's (sd 6.5% -> 3.4%,
-    # `data/policies-cpu-s33/inner_study.py`)
-    loop_repeats: int = 3
+    # kept (`bench.interleaved_rounds`' inner): at batch 8 the least of 2 cut the
+    # round-to-round sd of Goodput-off's ratio to plain decoding from 6.5% to 2.6% (the
+    # least of 3: 3.4%); at batch 1 the sd stayed 4-7% (`data/policies-cpu-s33/`)
+    loop_repeats: int = 2
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
     # enough context for n-gram lookup, and a padded prompt of 128 keeps the cache at 256
