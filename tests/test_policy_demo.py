@@ -128,6 +128,19 @@ def test_speedups_against_the_baseline_and_the_best_fixed_k():
         _round_verdicts(goals)[1]
 
 
+def test_baselines_timed_in_more_turns_take_the_median_of_each_round():
+    from specsim.experiment.parts.policies import baseline_rounds
+
+    samples = [[1.0, 2.0], [5.0, 6.0], [3.0, 3.0]]
+    again = [0, 2, 0, 2]                              # jobs 0 and 2, two extra turns each
+    extra = [[1.4, 2.6], [2.0, 9.0], [0.1, 2.8], [4.0, 1.0]]
+    got = baseline_rounds(samples, again, extra)
+    assert got == [[1.0, 2.6], [5.0, 6.0], [3.0, 3.0]]    # medians of (own, extra, extra)
+    got = baseline_rounds(samples, [0], [[3.0, 0.0]])
+    assert got[0] == [2.0, 1.0] and got[1:] == samples[1:]   # median of two: their mean
+    assert baseline_rounds(samples, [], []) == samples
+
+
 def test_cross_fitted_best_k_is_ranked_on_the_other_rounds():
     from specsim.experiment.parts.policies import cross_fitted_best
 

@@ -153,7 +153,8 @@ def _policies(state: DemoState, per_pass: dict) -> dict:
 def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
     """Compile each generation program once, then time the jobs' loop programs (their
     prefills and host work run untimed before each, `decode.StagedCall`) and the pass
-    calls together. → (job samples, job results, per-pass medians).
+    calls together, each cell's baseline in ``shared_repeats`` turns a round
+    (`baseline_rounds`). → (job samples, job results, per-pass medians).
 
     The loop alone, because a call's prefill can dwarf its decoding: at batch 8 the
     mixed prompts' prefill took 2.1 s against 0.9 s of plain decoding's 40 tokens, and
@@ -173,7 +174,10 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
     state.log(f"    compiled {len(seen)} generation programs in {time.perf_counter() - t0:.0f} s")
     staged = [_call(state, j, pols.get((j.drafter, j.batch, j.label)), s.max_new_tokens)
               for j in jobs]
-    calls = staged + [c for c, _ in pass_items]
+    again = [i for i, j in enumerate(jobs) if j.label == R.AUTOREGRESSIVE] * \
+        (s.shared_repeats - 1)                  # each cell's baseline, in more places
+    calls = staged + [c for c, _ in pass_items] + \
+        [_call(state, jobs[i], None, s.max_new_tokens) for i in again]
     t0 = time.perf_counter()
     samples, outputs = bench.interleaved_rounds(
         calls, s.repeats, np.random.default_rng(s.seed + 1), inner=s.loop_repeats,
@@ -181,10 +185,31 @@ def _time_everything(state: DemoState, jobs, pols, pass_keys, pass_items):
     state.log(f"    timed {len(calls)} calls x {s.repeats} rounds (the fastest of "
               f"{s.loop_repeats} runs each) in "
               f"{time.perf_counter() - t0:.0f} s")
-    n = len(jobs)
-    per_pass = _medians(pass_keys, samples[n:], [p for _, p in pass_items])
+    n, m = len(jobs), len(jobs) + len(pass_items)
+    per_pass = _medians(pass_keys, samples[n:m], [p for _, p in pass_items])
     results = [c.result(o) for c, o in zip(staged, outputs[:n])]
-    return samples[:n], results, per_pass
+    return baseline_rounds(samples[:n], again, samples[m:]), results, per_pass
+
+
+def baseline_rounds(samples, again, extra) -> list:
+    """``samples`` (per job, its seconds per round) with each job of ``again`` (its
+    index, once per extra turn) given, round by round, the median of its own sample and
+    those of its extra turns (``extra``, in the order of ``again``).
+
+    Every row of a cell reads the cell's plain-decoding baseline, so one noisy draw of
+    it moves every speedup of the cell alike (at batch 8 in session 32's 80-token grid
+    its three samples ran at 0.93 of its passes' time and every off-throughout cell read
+    low); the in-run parts time such shared calls ``shared_repeats`` times a round, each
+    in its own place of the shuffled order (`inrun.round_keys`), and so does this part.
+    The median, not the least, keeps the baseline's estimator that of every other run
+    (the least of ``loop_repeats`` runs per turn)."""
+    out = [list(t) for t in samples]
+    turns: dict = {}
+    for i, t in zip(again, extra):
+        turns.setdefault(i, []).append(t)
+    for i, more in turns.items():
+        out[i] = [float(np.median(r)) for r in zip(samples[i], *more)]
+    return out
 
 
 def _row(state: DemoState, job: R.PolicyJob, times, res, prefill, per_pass,
