@@ -109,7 +109,8 @@ def test_crossing_interpolates_in_log_batch():
     (dict(clock="sundial"), "clock"),
     (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens"),
     (dict(batch_max_new_tokens=-8), "batch_max_new_tokens"),
-    (dict(shared_repeats=0), "shared_repeats")])
+    (dict(shared_repeats=0), "shared_repeats"),
+    (dict(loop_repeats=0), "loop_repeats")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)

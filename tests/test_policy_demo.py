@@ -178,7 +178,9 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "layer-skip",
             "--k", "1", "2", "--kinds", "code", "--max-new-tokens", "8", "--parts", "policies",
             "--no-progress", "--out", str(out)]
-    assert main(argv) == 0
+    assert main(argv + ["--loop-repeats", "0"]) == 2          # refused before running
+    assert "loop_repeats" in capsys.readouterr().err and not out.exists()
+    assert main(argv + ["--loop-repeats", "3"]) == 0
     assert f"wrote {out}/" in capsys.readouterr().out
     t = pd.read_csv(out / "policies.csv")
     cells = {(d, b) for d, b in zip(t[schema.DRAFTER], t[schema.BATCH])}

@@ -54,7 +54,7 @@ class DemoSettings:
     # runs of each loop program (and pass call) a round, from one prefill, the fastest
     # kept (`bench.interleaved_rounds`' inner): at batch 8 the least of 2 cut the
     # round-to-round sd of Goodput-off's ratio to plain decoding from 6.5% to 2.6% (the
-    # least of 3: 3.4%); at batch 1 the sd stayed 4-7% (`data/policies-cpu-s33/`)
+    # least of 3: 3.4%); at batch 1 it stayed 3.6-7.6% (`data/policies-cpu-s33/`)
     loop_repeats: int = 2
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
