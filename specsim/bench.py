@@ -122,7 +122,8 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
     Each turn runs a call ``inner`` times back to back and keeps the fastest: another
     process on a shared machine only ever adds to a call's time, so the least of a few
     runs of the same work is its cost with the least interference (Python's ``timeit``
-    reasons the same way); the rounds still pair the calls.
+    reasons the same way); the rounds still pair the calls. A ``clock`` that reads
+    several clocks at once (an array: wall and CPU time) keeps the least of each.
 
     Returns ``(samples, outputs)``: ``samples[i]`` the seconds of call i in the kept
     rounds, ``outputs[i]`` its last result (blocked on inside the timed region).
@@ -148,13 +149,13 @@ def interleaved_rounds(calls: Sequence[Callable[[], object]], rounds: int, rng, 
                 prepare = getattr(calls[i], "prepare", None)
                 if prepare is not None:          # a `decode.StagedCall`: untimed setup
                     prepare(**({"copies": inner} if inner > 1 else {}))
-                best = np.inf
+                runs = []
                 for _ in range(inner):
                     t0 = clock()
                     outputs[i] = _block(calls[i]())
-                    best = min(best, clock() - t0)
-                if r >= warmup:
-                    samples[i].append(best)
+                    runs.append(clock() - t0)
+                if r >= warmup:           # the least run, by each reading of the clock
+                    samples[i].append(runs[0] if inner == 1 else np.min(runs, axis=0))
                 if on_call is not None:
                     on_call(int(i))
                 if bar is not None:

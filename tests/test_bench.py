@@ -219,6 +219,10 @@ def test_interleaved_rounds_keep_the_fastest_of_inner_runs():
                                                 inner=3, clock=lambda: now[0])
     assert samples == [[1.0, 4.0], [2.0, 1.0]] and outputs == ["a", "plain"]
     assert log == [("prepare", 3)] * 2
+    ticks = iter(np.arange(12.0)[:, None] * [1.0, 0.5] + [[0, 0], [3, 0], [0, 0], [1, 2]] * 3)
+    samples, _ = bench.interleaved_rounds([lambda: None], 3, np.random.default_rng(0), inner=2,
+                                          clock=lambda: next(ticks))   # (wall, cpu) at once
+    np.testing.assert_allclose(samples[0], [[2.0, 0.5]] * 3)   # runs (4, .5), (2, 2.5): least of each
     with pytest.raises(ValueError, match="inner"):
         bench.interleaved_rounds([plain], 1, np.random.default_rng(0), inner=0)
 

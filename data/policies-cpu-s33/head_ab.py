@@ -1,0 +1,53 @@
+"""Does the shared verify head cost the policy loop its goal-2 margin at batch 1? The
+feature head on the code prompt, batch 1, 40 tokens, 512 slots, SmolLM2 with the demo's
+scan layer loop: Goodput's policy program (t40-b3's batch-1 costs, the demo's "auto"
+verify widths) with the shared head (`decode.SHARED_HEAD_ROWS` 5: the multi-token widths
+share one head over all K_max + 1 rows) and with a head per width (0), beside the plain
+fixed-K programs at K = 1 and 2. Every program compiled ahead of time (`LoopCall.lower().compile()`), each
+run from a fresh copy of the same prefilled state (`LoopCall.fresh_copy`); R interleaved
+rounds (shuffled, one warm-up), the least of 2 runs a round. Prints each program's
+median seconds and its ratio to the fixed K = 2 program.
+
+    PYTHONPATH=. python data/policies-cpu-s33/head_ab.py <R>
+"""
+import sys, time
+import numpy as np, jax
+from specsim import decode, models, workloads, policies as P
+from specsim.experiment.drafter_study import feature_head, find_feature_head
+
+R, N, S = int(sys.argv[1]), 40, 512
+t = models.load("smollm2-135m").with_layer_loop("scan")
+fh = feature_head(find_feature_head("smollm2-135m"), t).drafter
+prompt = [t.tokenizer.encode(workloads.prompt_text("code", t.tokenizer))]
+kw = dict(eos_token_id=None, temperature=0.0, seed=0, cache_len=S)
+goodput = P.Goodput(k_max=4, costs=P.Costs(t_draft=0.028, t_target=(1, 1.100, 1.238, 1.297, 1.385)))
+programs = {}
+for k in (1, 2):
+    loop = decode.speculative_loop(t, fh, prompt, N, k=k, **kw)
+    programs[f"fixed K={k}"] = (loop, loop.lower().compile())
+for rows in (decode.SHARED_HEAD_ROWS, 0):
+    decode.SHARED_HEAD_ROWS = rows
+    decode._policy_program.clear_cache()          # the constant is read while tracing
+    loop = decode.speculative_loop(t, fh, prompt, N, policy=goodput, **kw)   # auto widths
+    programs[f"goodput rows={rows}"] = (loop, loop.lower().compile())
+times = {name: [] for name in programs}
+outs = {}
+rng = np.random.default_rng(0)
+for r in range(R + 1):
+    order = list(programs)
+    rng.shuffle(order)
+    for name in order:
+        loop, compiled = programs[name]
+        best = np.inf
+        for _ in range(2):
+            args = loop.fresh_copy().args
+            jax.block_until_ready(args)
+            t0 = time.perf_counter()
+            outs[name] = jax.block_until_ready(compiled(*args))
+            best = min(best, time.perf_counter() - t0)
+        if r:
+            times[name].append(best)
+ref = np.median(times["fixed K=2"])
+for name, ts in times.items():
+    print(f"{name:20s} {np.median(ts):.4f} s (range {min(ts):.4f}-{max(ts):.4f}) "
+          f"fixed K=2 / this {ref / np.median(ts):.3f}", flush=True)
