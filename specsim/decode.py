@@ -488,7 +488,7 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
     width of ``widths`` (sorted, the last K + 1; see `verify_widths`): the pass runs at
     ``n_pass`` ([] int32, `_pass_width`: the narrowest width >= n_wide + 1), chosen by
     `_once_if`, not `lax.cond`, so the caches are not copied. The output head, a fifth
-    of the weights, is compiled per `_head_widths` (`_verify_head`; twice at batch 1).
+    of the weights, is compiled per `_head_widths` (`_verify_head`: once per width).
     → (target_probs [B, K+1, V], cache, the final-normed features [B, K+1, D]);
     positions past the pass's width hold zeros, and positions past n_wide hold the
     target's distributions after tokens no row proposed: the acceptance test rejects an
@@ -515,8 +515,9 @@ def _policy_verify_pass(params, cfg, sp: SamplingParams, c: _Common, draft, n_pa
 
 
 # A verify pass of several widths shares one output head over all K + 1 positions while
-# the head has at most this many rows (batch x (K + 1)); see `_verify_head`.
-SHARED_HEAD_ROWS = 5
+# the head has at most this many rows (batch x (K + 1)); see `_verify_head`. 0 (the
+# default since session 33): a head per width, whatever the batch.
+SHARED_HEAD_ROWS = 0
 
 
 def _head_widths(widths: tuple, batch: int) -> dict:
@@ -540,9 +541,13 @@ def _verify_head(params, cfg, sp: SamplingParams, h, n_pass, widths: tuple):
     matrix-matrix product whose time barely grows from 2 to 5 rows (9.3, 10.2, 10.3 ms)
     and grows beyond (16 ms at 8 rows, 23 at 20, 31 at 40, the VM then ~1.5x slower;
     `data/compile-cpu-s21/`): at batch 1 and K_max <= 4 a narrower pass's head padded to
-    K + 1 rows costs at most a millisecond (~2% of a 2-token pass), and the program
-    compiles K − 1 heads fewer (~0.2 s each); at batch 4, 8 rows padded to 20 would cost
-    7 ms, so wider batches keep a head per width."""
+    K + 1 rows cost at most a millisecond (~2% of a 2-token pass) there, and the program
+    compiled K − 1 heads fewer (~0.2 s each), so session 21 shared one head at batch 1
+    (`SHARED_HEAD_ROWS` 5). On session 33's Intel host the head is not flat (4.4, 6.2,
+    6.2, 6.8, 8.2 ms at 1..5 rows, `data/policies-cpu-s33/head_rows_intel.txt`) and the
+    shared head cost Goodput 3.5% of its loop with the feature head at batch 1, its goal-2
+    margin, for 0.2 s of compile (`data/policies-cpu-s33/head_ab.py`): every pass now
+    runs its own head (`SHARED_HEAD_ROWS` 0)."""
     B, K1, _ = h.shape
     out = jax.eval_shape(lambda x: sp.probs(project(params, cfg, x)), h)        # [B, K+1, V]
     probs = jnp.zeros(out.shape, out.dtype)

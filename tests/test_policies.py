@@ -782,10 +782,9 @@ def _matmuls(hlo_text: str) -> int:
 
 
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
-    """The policy program holds one target layer stack per compiled verify width and
-    two output heads whatever the widths (`decode._verify_head`: one row, and K + 1 rows
-    for every wider pass): the dot products of its lowered HLO fall by the same count
-    for each width left out, and by one dot more (the one-row head) when width 1 goes."""
+    """The policy program holds one target layer stack and one output head per compiled
+    verify width (`decode._verify_head`, SHARED_HEAD_ROWS 0): the dot products of its
+    lowered HLO fall by the same count for each width left out, width 1 included."""
     from specsim import decode
     target, drafter = tiny
     loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8,
@@ -794,14 +793,18 @@ def test_each_verify_width_is_one_forward_in_the_program(tiny):
             for w in [(1, 2, 3, 4), (1, 3, 4), (1, 4), (4,)]}
     per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
     assert per_width > 0
-    assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)] - 1
+    assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)]
 
 
-def test_head_widths_share_one_head_only_where_the_head_has_few_rows():
-    """`decode._head_widths`: at batch 1 (rows = K + 1 <= SHARED_HEAD_ROWS) a one-row
-    head and one over all K + 1 rows for the wider passes; past that a head per width."""
-    from specsim.decode import SHARED_HEAD_ROWS, _head_widths
-    assert SHARED_HEAD_ROWS == 5
+def test_head_widths_share_one_head_only_where_the_head_has_few_rows(monkeypatch):
+    """`decode._head_widths`: with SHARED_HEAD_ROWS 5, at batch 1 (rows = K + 1 <= 5) a
+    one-row head and one over all K + 1 rows for the wider passes; past that a head per
+    width, as by default (SHARED_HEAD_ROWS 0, session 33) at every batch."""
+    from specsim import decode
+    from specsim.decode import _head_widths
+    assert decode.SHARED_HEAD_ROWS == 0
+    assert _head_widths((1, 2, 3, 4, 5), 1) == {w: [w] for w in range(1, 6)}
+    monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", 5)
     assert _head_widths((1, 2, 3, 4, 5), 1) == {1: [1], 5: [2, 3, 4, 5]}
     assert _head_widths((1, 3, 5), 1) == {1: [1], 5: [3, 5]}
     assert _head_widths((2, 5), 1) == {5: [2, 5]}
@@ -812,8 +815,8 @@ def test_head_widths_share_one_head_only_where_the_head_has_few_rows():
 
 @pytest.mark.parametrize("name", ["threshold", "goodput"])
 def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
-    """At batch 1 the policy program runs one head over all K + 1 positions for every
-    multi-token verify width (`decode._verify_head`): greedy tokens and the passes by
+    """With SHARED_HEAD_ROWS 5, at batch 1 the policy program runs one head over all K + 1
+    positions for every multi-token verify width (`decode._verify_head`): greedy tokens and the passes by
     width equal plain decoding's tokens and the program with a head per width
     (SHARED_HEAD_ROWS 0), and its HLO holds one dot product per head saved."""
     import dataclasses
@@ -821,7 +824,7 @@ def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
     from specsim import decode
     target, drafter = tiny
     pol = dataclasses.replace(GREEDY_POLICIES[name], k_max=4)         # 5 rows: shared
-    runs, dots, shared_rows = {}, {}, decode.SHARED_HEAD_ROWS
+    runs, dots, shared_rows = {}, {}, 5         # session 21's sharing (off by default)
     for rows in (shared_rows, 0):
         monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", rows)
         decode._policy_program.clear_cache()    # the constant is read while tracing

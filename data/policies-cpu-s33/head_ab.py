@@ -1,9 +1,11 @@
 """Does the shared verify head cost the policy loop its goal-2 margin at batch 1? The
 feature head on the code prompt, batch 1, 40 tokens, 512 slots, SmolLM2 with the demo's
 scan layer loop: Goodput's policy program (t40-b3's batch-1 costs, the demo's "auto"
-verify widths) with the shared head (`decode.SHARED_HEAD_ROWS` 5: the multi-token widths
-share one head over all K_max + 1 rows) and with a head per width (0), beside the plain
-fixed-K programs at K = 1 and 2. Every program compiled ahead of time (`LoopCall.lower().compile()`), each
+verify widths) with one shared head (`decode.SHARED_HEAD_ROWS` 5: the multi-token widths share one
+head over all K_max + 1 rows, session 21's default), with heads shared by runs of 2
+consecutive widths (`grouped(2)`, not kept) and with a head per width
+(`SHARED_HEAD_ROWS` 0, the default since session 33), beside the plain fixed-K programs
+at K = 1 and 2; each policy program's heads and compile time (one sample each). Every program compiled ahead of time (`LoopCall.lower().compile()`), each
 run from a fresh copy of the same prefilled state (`LoopCall.fresh_copy`); R interleaved
 rounds (shuffled, one warm-up), the least of 2 runs a round. Prints each program's
 median seconds and its ratio to the fixed K = 2 program.
@@ -25,11 +27,36 @@ programs = {}
 for k in (1, 2):
     loop = decode.speculative_loop(t, fh, prompt, N, k=k, **kw)
     programs[f"fixed K={k}"] = (loop, loop.lower().compile())
-for rows in (decode.SHARED_HEAD_ROWS, 0):
-    decode.SHARED_HEAD_ROWS = rows
-    decode._policy_program.clear_cache()          # the constant is read while tracing
+ROWS, HEAD_WIDTHS = decode.SHARED_HEAD_ROWS, decode._head_widths
+
+
+def grouped(group):
+    """`decode._head_widths` with the multi-token widths sharing heads in runs of
+    ``group`` consecutive widths, each as wide as its run's widest (session 21's sharing
+    is group 4 at K_max 4; group 2 is the variant tried in session 33 and not kept)."""
+    def head_widths(widths, batch):
+        multi = sorted({w for w in widths if w > 1})
+        if batch * max(widths) > decode.SHARED_HEAD_ROWS:
+            return {w: [w] for w in widths}
+        out = {}
+        for w in widths:
+            j = multi.index(w) if w > 1 else None
+            hw = w if j is None else multi[min((j // group + 1) * group, len(multi)) - 1]
+            out.setdefault(hw, []).append(w)
+        return out
+    return head_widths
+
+
+for rows, group in ((5, 4), (5, 2), (0, 4)):   # one shared head, heads in pairs, per width
+    decode.SHARED_HEAD_ROWS, decode._head_widths = rows, grouped(group)
+    decode._policy_program.clear_cache()          # both are read while tracing
     loop = decode.speculative_loop(t, fh, prompt, N, policy=goodput, **kw)   # auto widths
-    programs[f"goodput rows={rows}"] = (loop, loop.lower().compile())
+    t0 = time.perf_counter()
+    programs[f"goodput rows={rows} group={group}"] = (loop, loop.lower().compile())
+    print(f"goodput rows={rows} group={group}: heads at "
+          f"{decode._head_widths(loop.static['widths'], 1)}, "
+          f"lowered and compiled in {time.perf_counter() - t0:.2f} s", flush=True)
+decode.SHARED_HEAD_ROWS, decode._head_widths = ROWS, HEAD_WIDTHS
 times = {name: [] for name in programs}
 outs = {}
 rng = np.random.default_rng(0)
