@@ -7,14 +7,15 @@ consecutive widths (`grouped(2)`, not kept) and with a head per width
 (`SHARED_HEAD_ROWS` 0, the default since session 33), beside the plain fixed-K programs
 at K = 1 and 2; each policy program's heads and compile time (one sample each). Every program compiled ahead of time (`LoopCall.lower().compile()`), each
 run from a fresh copy of the same prefilled state (`LoopCall.fresh_copy`); R interleaved
-rounds (shuffled, one warm-up), the least of 2 runs a round. Prints each program's
+rounds (shuffled, one warm-up), the least of 2 runs a round (`bench.interleaved_rounds`;
+head_ab_10.txt was taken with an inline loop of the same design). Prints each program's
 median seconds and its ratio to the fixed K = 2 program.
 
     PYTHONPATH=. python data/policies-cpu-s33/head_ab.py <R>
 """
 import sys, time
 import numpy as np, jax
-from specsim import decode, models, workloads, policies as P
+from specsim import bench, decode, models, workloads, policies as P
 from specsim.experiment.drafter_study import feature_head, find_feature_head
 
 R, N, S = int(sys.argv[1]), 40, 512
@@ -57,23 +58,26 @@ for rows, group in ((5, 4), (5, 2), (0, 4)):   # one shared head, heads in pairs
           f"{decode._head_widths(loop.static['widths'], 1)}, "
           f"lowered and compiled in {time.perf_counter() - t0:.2f} s", flush=True)
 decode.SHARED_HEAD_ROWS, decode._head_widths = ROWS, HEAD_WIDTHS
-times = {name: [] for name in programs}
-outs = {}
-rng = np.random.default_rng(0)
-for r in range(R + 1):
-    order = list(programs)
-    rng.shuffle(order)
-    for name in order:
-        loop, compiled = programs[name]
-        best = np.inf
-        for _ in range(2):
-            args = loop.fresh_copy().args
-            jax.block_until_ready(args)
-            t0 = time.perf_counter()
-            outs[name] = jax.block_until_ready(compiled(*args))
-            best = min(best, time.perf_counter() - t0)
-        if r:
-            times[name].append(best)
+
+
+class Run:
+    """One compiled loop, run from a fresh copy of its prefilled state (`bench.
+    interleaved_rounds` calls ``prepare`` outside the timed region)."""
+
+    def __init__(self, loop, compiled):
+        self.loop, self.compiled, self.ready = loop, compiled, []
+
+    def prepare(self, copies=1):
+        self.ready = [self.loop.fresh_copy().args for _ in range(copies)]
+        jax.block_until_ready(self.ready)
+
+    def __call__(self):
+        return self.compiled(*self.ready.pop())
+
+
+samples, _ = bench.interleaved_rounds([Run(*v) for v in programs.values()], R + 1,
+                                      np.random.default_rng(0), warmup=1, inner=2)
+times = dict(zip(programs, samples))
 ref = np.median(times["fixed K=2"])
 for name, ts in times.items():
     print(f"{name:20s} {np.median(ts):.4f} s (range {min(ts):.4f}-{max(ts):.4f}) "
