@@ -956,8 +956,9 @@ def _copy(x):
 class LoopCall(NamedTuple):
     """A generation loop program (jitted) and the arguments a call runs it with:
     ``program(*args, **static)`` runs it once (its ``start`` and ``dstate`` are donated,
-    so once only), ``lower()`` lowers it without running it (compile timing, HLO
-    inspection; ``override``: static arguments to change, e.g. ``widths``)."""
+    so once only; `fresh_copy` for another run), ``lower()`` lowers it without running
+    it (compile timing, HLO inspection; ``override``: static arguments to change, e.g.
+    ``widths``)."""
     program: object
     args: tuple
     static: dict
@@ -973,7 +974,6 @@ class LoopCall(NamedTuple):
         args = tuple(jax.tree.map(_copy, a) if name in DONATED else a
                      for name, a in zip(names, self.args))
         return self._replace(args=args)
-
 
 
 class _SpeculativeRun(NamedTuple):
