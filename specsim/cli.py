@@ -129,6 +129,9 @@ def _add_inrun_arguments(p) -> None:
     p.add_argument("--loop-repeats", type=int, default=None,
                    help="part policies: runs of each loop program a round from one "
                         "prefill, the fastest kept (default 2)")
+    p.add_argument("--policy-max-new-tokens", type=int, default=None,
+                   help="part policies: new tokens per run (default 80, or --max-new-tokens "
+                        "where that is given; quick and 0: --max-new-tokens)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
                    help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,
@@ -376,7 +379,8 @@ def _demo_settings(args):
                                   if args.instrument_k else None),
                 "instrument_costs": tuple(args.draft_costs) if args.draft_costs else None,
                 "batches": tuple(args.batches) if args.batches else None,
-                "batch_max_new_tokens": args.batch_max_new_tokens}
+                "batch_max_new_tokens": args.batch_max_new_tokens,
+                "policy_max_new_tokens": args.policy_max_new_tokens}
     changes.update({k: v for k, v in optional.items() if v is not None})
     return experiment.DemoSettings.demo(quick=args.quick, **changes)
 

@@ -110,7 +110,10 @@ def test_crossing_interpolates_in_log_batch():
     (dict(drafter_prompt_tokens=-1), "drafter_prompt_tokens"),
     (dict(batch_max_new_tokens=-8), "batch_max_new_tokens"),
     (dict(shared_repeats=0), "shared_repeats"),
-    (dict(loop_repeats=0), "loop_repeats")])
+    (dict(loop_repeats=0), "loop_repeats"),
+    (dict(policy_max_new_tokens=-1), "policy_max_new_tokens"),
+    (dict(policy_max_new_tokens=1), "policy_max_new_tokens"),
+    (dict(parts=("policies",), max_new_tokens=1), "policy_max_new_tokens")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
@@ -158,6 +161,19 @@ def test_batched_rows_are_longer_in_the_instruments_cache():
     rows = [[0] * full.prompt_tokens]
     assert (group_cache_len(target, rows, full.batch_max_new_tokens, max(full.batch_ks))
             == group_cache_len(target, rows, full.max_new_tokens, max(full.instrument_ks)))
+
+
+def test_the_policies_part_runs_longer_unless_the_caller_sets_the_length():
+    """The full demo's policies part decodes 80 tokens (a policy that learns needs room
+    to); a caller's max_new_tokens alone sets it too; quick keeps max_new_tokens; an
+    explicit policy_max_new_tokens wins."""
+    assert DemoSettings().policy_max_new_tokens == 0
+    assert DemoSettings.demo().policy_max_new_tokens == 80
+    assert DemoSettings.demo(max_new_tokens=24).policy_max_new_tokens == 0
+    assert DemoSettings.demo(quick=True).policy_max_new_tokens == 0
+    assert DemoSettings.demo(max_new_tokens=24, policy_max_new_tokens=50) \
+        .policy_max_new_tokens == 50
+    assert DemoSettings.demo(quick=True, policy_max_new_tokens=50).policy_max_new_tokens == 50
 
 
 @pytest.fixture(scope="module")

@@ -176,8 +176,8 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     # one drafter (the model drafter: caches, draft cost, its prefill); n-gram lookup
     # under every policy is covered in test_policies
     argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "layer-skip",
-            "--k", "1", "2", "--kinds", "code", "--max-new-tokens", "8", "--parts", "policies",
-            "--no-progress", "--out", str(out)]
+            "--k", "1", "2", "--kinds", "code", "--max-new-tokens", "6", "--parts", "policies",
+            "--policy-max-new-tokens", "8", "--no-progress", "--out", str(out)]
     assert main(argv + ["--loop-repeats", "0"]) == 2          # refused before running
     assert "loop_repeats" in capsys.readouterr().err and not out.exists()
     assert main(argv + ["--loop-repeats", "3"]) == 0
@@ -189,7 +189,7 @@ def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch)
     assert set(t[t[schema.BATCH] > 1][schema.KIND]) == {R.MIXED}
     spec = t[t[schema.DRAFTER] != "autoregressive"]
     assert sorted(set(spec[schema.POLICY])) == sorted({"fixed", *R.POLICY_NAMES})
-    assert (spec[schema.NEW_TOKENS] == 8 * spec[schema.BATCH]).all()
+    assert (spec[schema.NEW_TOKENS] == 8 * spec[schema.BATCH]).all()   # the part's length
     for col in (schema.SPEEDUP_VS_AR, schema.SIM_SPEEDUP_VS_AR, schema.SPEEDUP_VS_BEST_FIXED,
                 schema.SIM_SPEEDUP_VS_BEST_FIXED, schema.MEAN_K):
         assert np.isfinite(spec[col]).all(), col

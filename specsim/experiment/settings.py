@@ -56,6 +56,12 @@ class DemoSettings:
     # round-to-round sd of Goodput-off's ratio to plain decoding from 6.5% to 2.6% (the
     # least of 3: 3.4%); at batch 1 it stayed 3.6-7.6% (`data/policies-cpu-s33/`)
     loop_repeats: int = 2
+    # new tokens per run of the policies part (0: max_new_tokens). A policy that learns
+    # within a run needs room to: replayed on 309 prompts at this host's pass costs,
+    # Goodput's geometric mean against each prompt's best fixed K is 0.960 (n-gram) and
+    # 0.983 (feature head) at 40 tokens, 0.987 and 1.015 at 80, 0.995 and 1.015 at 160
+    # (`data/policies-cpu-s34/horizon.md`)
+    policy_max_new_tokens: int = 0
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
     # enough context for n-gram lookup, and a padded prompt of 128 keeps the cache at 256
@@ -101,6 +107,12 @@ class DemoSettings:
         validation.nonnegative_int("prompt_tokens", self.prompt_tokens)
         validation.nonnegative_int("drafter_prompt_tokens", self.drafter_prompt_tokens)
         validation.nonnegative_int("batch_max_new_tokens", self.batch_max_new_tokens)
+        n = validation.nonnegative_int("policy_max_new_tokens", self.policy_max_new_tokens)
+        if n == 1 or (n == 0 and "policies" in self.parts and self.max_new_tokens < 2):
+            raise InvalidArgument(f"the policies part decodes after the prefill's token, so "
+                                  f"policy_max_new_tokens must be 0 (max_new_tokens, then at "
+                                  f"least 2) or an integer >= 2 (got {n}, max_new_tokens "
+                                  f"{self.max_new_tokens})")
         for name in ("instrument_alphas", "batch_alphas"):
             for a in getattr(self, name):
                 if not 0.0 <= float(a) <= 1.0:
@@ -124,7 +136,9 @@ class DemoSettings:
         α × K × cost (32 runs), the real drafters at K 2 and 4 (temperature 0) on the two
         kinds of work where n-gram lookup finds most (8 runs), and batch 4 and 16 for a
         subset (8 runs; batch 1 is the instrument's); 40 new tokens per run, 88 per row
-        at batch 4 and 16 (the most the instrument's 128-slot cache holds). ``quick``:
+        at batch 4 and 16 (the most the instrument's 128-slot cache holds), 80 in the
+        policies part (``--parts policies``, not a default part; `policy_max_new_tokens`,
+        which follows ``max_new_tokens`` where a caller sets that alone). ``quick``:
         the instrument over α {0.5, 0.9} × K {2, 4} at no draft cost, the n-gram drafter
         at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs), timed in 4 rounds where the
         full demo has 2: on the 2-core AMD host of session 12 its in-run MAPE was 15.3%
@@ -141,7 +155,10 @@ class DemoSettings:
         stays in every row (``measured_speedup_wall``) to compare on a quiet machine."""
         base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=2, clock="cpu",
                     shared_repeats=3,
-                    kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=88)
+                    kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=88,
+                    # the policies part's runs: 80 tokens, or max_new_tokens where the
+                    # caller sets that and not this
+                    policy_max_new_tokens=0 if "max_new_tokens" in changes else 80)
         if quick:
             # n-gram prompts of 64 tokens keep the instrument's 128-slot cache, so the
             # n-gram runs reuse its compiled pass programs (P 128 and S 256 would compile
@@ -150,7 +167,7 @@ class DemoSettings:
             base.update(drafter_prompt_tokens=64)
             base.update(ks=(4,), drafters=("ngram",), quick=True, instrument_costs=(0.0,),
                         repeats=4, shared_repeats=2,
-                        batch_max_new_tokens=0,
+                        batch_max_new_tokens=0, policy_max_new_tokens=0,
                         sweep_repeats=5, instrument_alphas=(0.5, 0.9), instrument_ks=(2, 4),
                         batches=(1, 4), batch_alphas=(0.9,), batch_ks=(4,))
         base.update(changes)

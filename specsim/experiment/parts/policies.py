@@ -96,6 +96,15 @@ def _rows(state: DemoState, kind: str, batch: int) -> list[list[int]]:
     return [state.prompts[k] for k in R.mixed_kinds(state.settings, batch)]
 
 
+def _with_policy_tokens(state: DemoState) -> DemoState:
+    """``state`` whose settings' max_new_tokens is the policies part's own,
+    ``policy_max_new_tokens`` (0: max_new_tokens), so every run, pass call and cache size
+    of the part reads it."""
+    s = state.settings
+    n = s.policy_max_new_tokens or s.max_new_tokens
+    return dataclasses.replace(state, settings=dataclasses.replace(s, max_new_tokens=n))
+
+
 def _with_mixed_rows(state: DemoState) -> DemoState:
     """``state`` with the prompts of the MIXED batch's kinds added and the cache slots
     sized for the longest of them (every run and pass call of the part uses those
@@ -378,7 +387,7 @@ def run(state: DemoState) -> None:
     from specsim import bench
     from specsim.experiment.timing import PrefillTimer
 
-    tables, state = state.tables, _with_mixed_rows(state)
+    tables, state = state.tables, _with_mixed_rows(_with_policy_tokens(state))
     s = state.settings
     state.log("    compiling the pass-cost programs (pass_costs) ...")
     pc = _pass_calls(state)
