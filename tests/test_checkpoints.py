@@ -451,6 +451,80 @@ def test_gguf_cache_unwritable_still_loads(tmp_path):
     assert g.cfg.n_layers == GGUF_CFG.n_layers and blocker.is_file()
 
 
+def _installed_twice(tmp_path, seed=3):
+    """One GGUF file copied into two fake installs (two virtual environments' site-
+    packages), the second copy with another modification time."""
+    import os
+    import shutil
+
+    import gguf
+    m = Model(GGUF_CFG, init_params(jax.random.PRNGKey(seed), GGUF_CFG), None, "t")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    built = tmp_path / f"built-{seed}.gguf"
+    _write_gguf(built, m, gguf.GGMLQuantizationType.Q8_0)
+    paths = []
+    for env in ("venv-a", "venv-b"):
+        dst = tmp_path / env / "lib" / "site-packages" / "llm_tiny" / "tiny.gguf"
+        dst.parent.mkdir(parents=True)
+        shutil.copyfile(built, dst)
+        paths.append(dst)
+    st = paths[0].stat()
+    os.utime(paths[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    return paths
+
+
+def test_gguf_cache_is_shared_by_every_install_of_one_file(tmp_path, monkeypatch):
+    from specsim.models import cache as disk
+    from specsim.models import gguf_file
+    first_path, second_path = _installed_twice(tmp_path)
+    cache = tmp_path / "cache"
+    first = ck.load_gguf(first_path, cache=cache)
+    assert [p.name for p in cache.iterdir()] == [disk.cached_folder(first_path, cache).name]
+
+    def no_parse(path):
+        raise AssertionError(f"{path} was parsed again instead of read from the cache")
+    monkeypatch.setattr(gguf_file, "read_gguf", no_parse)
+    second = ck.load_gguf(second_path, cache=cache)            # the other install: a hit
+    assert len(list(cache.iterdir())) == 1 and second.source == str(second_path)
+    for a, b in zip(jax.tree_util.tree_leaves(first.params),
+                    jax.tree_util.tree_leaves(second.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    monkeypatch.undo()
+    other, _ = _installed_twice(tmp_path / "other", seed=5)    # other weights, same shapes
+    assert other.stat().st_size == first_path.stat().st_size
+    ck.load_gguf(other, cache=cache)
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_gguf_index_end_is_where_gguf_reader_puts_the_tensor_data(tmp_path):
+    import mmap
+
+    import gguf
+
+    from specsim.models import cache as disk
+    path, _ = _installed_twice(tmp_path)
+    reader = gguf.GGUFReader(str(path))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        end = disk._gguf_index_end(buf, path.stat().st_size)
+    assert end <= reader.data_offset < end + 32              # the default alignment pads
+    assert disk._gguf_index_end(b"GGUF" + bytes(20), 24) == 24   # empty header
+
+
+def test_gguf_cache_truncated_copy_is_rebuilt(tmp_path):
+    from specsim.models import cache as disk
+    path, _ = _installed_twice(tmp_path)
+    cache = tmp_path / "cache"
+    first = ck.load_gguf(path, cache=cache)
+    weights = disk.cached_folder(path, cache) / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])              # a copy cut off mid-write
+    again = ck.load_gguf(path, cache=cache)
+    assert weights.read_bytes() == whole                       # detected and rebuilt
+    for a, b in zip(jax.tree_util.tree_leaves(first.params),
+                    jax.tree_util.tree_leaves(again.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 @pytest.mark.parametrize("fmt, loop", [("hf", "unroll"), ("gguf", "scan")])
 def test_checkpoints_load_fused_with_the_unfused_logits(tmp_path, fmt, loop):
     """HF folders and GGUF files load with fused projections (w_qkv, w_gate_up) for
