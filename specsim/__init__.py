@@ -1,6 +1,6 @@
 """specsim: speculative decoding theory, engine and hardware models.
 
-Glossary (one name per meaning; DESIGN.md has the formulas):
+Glossary (one name per meaning; docs/design.md has the formulas):
 
 - ``k``: draft length K, the drafts proposed per speculative iteration (the KV-head
   count is always ``n_kv_heads``).

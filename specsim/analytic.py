@@ -1,6 +1,6 @@
 """Closed forms of speculative decoding and their inverses (NumPy only, no JAX).
 
-Notation (DESIGN.md): ``alpha`` = probability that one drafted token is accepted,
+Notation (docs/design.md): ``alpha`` = probability that one drafted token is accepted,
 ``k`` = draft length K (tokens drafted per iteration), ``c`` = time of one draft step /
 time of one target step, ``c_hat`` = arithmetic of one draft step / one target step.
 One iteration drafts K tokens, verifies them in one target pass, keeps the accepted

@@ -1,7 +1,7 @@
 """Pass costs under the conditions of a run: what one loop iteration of
 `specsim.decode` costs, timed so that a speedup prediction can be checked.
 
-The prediction (DESIGN.md, "Speedup with measured costs")::
+The prediction (docs/design.md, "Speedup with measured costs")::
 
     S = E · t_target_1 / (K · t_draft + t_verify + residual)
 
@@ -20,19 +20,14 @@ per-call dispatch is amortised the way the compiled loop amortises it) with the 
 model (same parameters and layer loop), batch B, cache slots S, token buffer [B, S] and
 sampling settings. Its state (token buffer, KV caches, drafter state) is donated and fed
 back call after call (`Chained`), so the caches are updated in place as in the loop,
-whose caches live inside its one program: taken without donation, the [L, B, S, G, E]
-caches were copied on entry to every call (two copies in the compiled HLO), which made
-t_target(1) 6-9% slower than the loop's own step at batch 4 and 16 (SmolLM2-135M,
-S = 128, steps = 4; 0-1% at batch 1, where the cache is 16 times smaller). Every step consumes the previous step's output (the sampled tokens
-are written where the next step reads them; the caches are carried), so XLA cannot
-hoist the work out of the loop; the cache length is set back every step, so every
-step does the same work at context S/2. XLA's attention reads all S slots whatever the
-context; specsim's CPU attention kernel (`specsim.models.kernels.cache_attention`) reads
-the slots up to each row's position, so there a pass costs what a step at context S/2
-does. For SmolLM2-135M at batch 1 that attention is 0.023 ms a layer at context 250
-(`data/attention-cpu-s31/attention_bench.py`), about 0.7 ms of a 17 ms step, and
-`benchmarks/probe_ar_step.py 1 12` (the loop's own steps, 28-token prompts, 64 new
-tokens, 128 slots) put the pass program at 0.98-1.00 of the loop's step with it.
+whose caches live inside its one program; without donation every call would copy the
+[L, B, S, G, E] caches on entry and time a step the loop never runs. Every step consumes
+the previous step's output (the sampled tokens are written where the next step reads
+them; the caches are carried), so XLA cannot hoist the work out of the loop; the cache
+length is set back every step, so every step does the same work at context S/2 (XLA's
+attention reads all S slots whatever the context; specsim's CPU attention kernel,
+`specsim.models.kernels.cache_attention`, reads the slots up to each row's position).
+How closely these programs track the loop's own step: docs/studies/pass-cost-programs.md.
 ``TRACE_COUNTS`` counts traces (one per distinct shape).
 
 Time these calls in the same interleaved rounds as the generation runs they predict
@@ -177,9 +172,8 @@ class Chained:
     returned state back into the next call. The state (the token buffer and the KV
     caches) is donated, so XLA updates it in place as the compiled loop does: a program
     that took the caches without donation would copy all of [L, B, S, G, E] on entry
-    every call (measured: 77 ms a call at batch 16 with S = 128 on SmolLM2-135M, 13% of
-    an autoregressive step at steps = 4). Each call returns the program's small
-    output (not the donated state)."""
+    every call (docs/studies/pass-cost-programs.md). Each call returns the program's
+    small output (not the donated state)."""
 
     def __init__(self, program, state, *args, **static):
         self.program, self.state, self.args, self.static = program, state, args, static

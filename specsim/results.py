@@ -2,7 +2,7 @@
 statistics of a speculative run. Plain NumPy (no JAX), so measurement and report code can
 read results without the engine.
 
-Two acceptance rates, named as in DESIGN.md (say which one wherever an α is printed):
+Two acceptance rates, named as in docs/design.md (say which one wherever an α is printed):
 
 - ``alpha_per_slot``: accepted drafts over the K draft slots of every iteration; a slot
   the drafter left empty counts as a rejection (the verify pass paid for it). This is the

@@ -103,9 +103,8 @@ def argmax(x: jax.Array) -> jax.Array:
     """``jnp.argmax(x, axis=-1)`` as int32, the same index for every input (the first
     maximum; the first NaN where a row has one), by two reductions XLA vectorises: the
     row's maximum, then the least index holding it. XLA:CPU lowers ``jnp.argmax`` to one
-    scalar (value, index) reduction: over SmolLM2's 49,152-token vocabulary at batch 8 it
-    took 1.8 ms a call, and a greedy step makes two (the one-hot, the token), 11% of the
-    step (data/attention-cpu-s31/); this takes 0.25-0.45 ms."""
+    scalar (value, index) reduction, several times slower over a 49,152-token vocabulary
+    (docs/studies/argmax-on-cpu.md)."""
     m = jnp.max(x, axis=-1, keepdims=True)                            # NaN if the row has one
     iota = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
     hit = (x == m) | jnp.isnan(x)

@@ -84,7 +84,7 @@ MEASURED_SPEEDUP = "measured_speedup"
 LOOP_OVERHEAD = "loop_overhead_ratio"
 PREDICTIONS = (PRED_IID, PRED_POSITIONAL, PRED_SWEPT)
 
-# ---- runs: the in-run cost model and the error decomposition (issue 10) ------------------------
+# ---- runs: the in-run cost model and the error decomposition -----------------------------------
 # Every speculative run predicted from pass times measured in the same interleaved rounds
 # as the run (`specsim.pass_costs`, `specsim.experiment.inrun`): t_target_1, t_verify,
 # t_draft above are then those in-run pass-program times. Inputs taken from measurement

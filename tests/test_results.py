@@ -79,7 +79,7 @@ def test_warmup_tokens_shares_the_iteration_bucket():
         assert w == 1 or decode.bucket(w - 1) != decode.bucket(n)
 
 
-# ---- results that read themselves (issue 13) ---------------------------------------------------
+# ---- results that read themselves -------------------------------------------------------------
 def test_binomial_interval_is_wilson():
     """Against scipy's own Wilson interval (an independent implementation)."""
     from scipy.stats import binomtest

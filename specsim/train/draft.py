@@ -29,9 +29,9 @@ __all__ = ["layer_ids", "head_vocabulary", "init_draft", "draft_config", "full_p
 
 
 def layer_ids(n_target: int, layers: int | Sequence[int]) -> tuple[int, ...]:
-    """The target layers the draft copies: a count N (the first N layers, an early
-    exit; measured on SmolLM2-135M samples before training, layers 0-3 start at KL 16.1
-    and 2% top-1 agreement, 0-2 + 29 at KL 19.3 and 0%) or explicit ids."""
+    """The target layers the draft copies: a count N (the first N layers, an early exit,
+    which starts closer to the target than a skip to the last layer:
+    docs/studies/draft-layer-choice.md) or explicit ids."""
     if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
         n = int(layers)
         if not 1 <= n <= n_target:
