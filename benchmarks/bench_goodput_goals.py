@@ -100,7 +100,7 @@ def main(argv=None) -> None:
         ap.error(f"--shipped must lie in 0..{n_shipped - 1} (got {args.shipped})")
 
     from specsim import decode, experiment, models, workloads
-    from specsim.experiment.parts.policies import GOAL_VS_AR, GOAL_VS_BEST
+    from specsim.experiment.parts.policies import NO_LOSS_VS_AR, MATCH_BEST_FIXED
     from specsim.drafters import NGramDrafter, feature_head_drafter, layer_skip_drafter
     from specsim.experiment.drafter_study import find_feature_head
 
@@ -146,9 +146,9 @@ def main(argv=None) -> None:
     a = np.asarray(out)
     gm = np.exp(np.log(a).mean(0))
     print(f"\n{len(out)} cells. Goodput: geometric mean {gm[0]:.3f}x plain decoding, "
-          f"{gm[1]:.3f}x the best fixed K; below {GOAL_VS_AR}x plain decoding in "
-          f"{int((a[:, 0] < GOAL_VS_AR).sum())} (worst {a[:, 0].min():.3f}), below "
-          f"{GOAL_VS_BEST}x the best fixed K in {int((a[:, 1] < GOAL_VS_BEST).sum())} "
+          f"{gm[1]:.3f}x the best fixed K; below {NO_LOSS_VS_AR}x plain decoding in "
+          f"{int((a[:, 0] < NO_LOSS_VS_AR).sum())} (worst {a[:, 0].min():.3f}), below "
+          f"{MATCH_BEST_FIXED}x the best fixed K in {int((a[:, 1] < MATCH_BEST_FIXED).sum())} "
           f"(worst {a[:, 1].min():.3f}).")
 
 

@@ -49,7 +49,7 @@ from matplotlib.figure import Figure
 
 from specsim import analytic, bench, drafters, models, pass_costs, train
 from specsim.decode import generate_autoregressive, generate_speculative
-from specsim.experiment.drafter_study import GOAL, alpha_for_speedup
+from specsim.experiment.drafter_study import TARGET_SPEEDUP, alpha_for_speedup
 
 K = 3 if QUICK else 4
 STEPS = (0, 20, 80) if QUICK else (0, 40, 120, 300)
@@ -170,15 +170,15 @@ for steps, (drafter, losses) in drafts.items():
                  "best S (closed form)": float(analytic.optimal_k(alpha, c)[1])})
 table = pd.DataFrame(rows)
 display(table)
-print(f"at c = {c:.3f} the closed form needs α >= {alpha_for_speedup(GOAL, c):.3f} for "
-      f"{GOAL:g}x (best K <= 16)")
+print(f"at c = {c:.3f} the closed form needs α >= {alpha_for_speedup(TARGET_SPEEDUP, c):.3f} for "
+      f"{TARGET_SPEEDUP:g}x (best K <= 16)")
 
 # %%
 fig = Figure(figsize=(9, 3.6), layout="constrained")
 ax1, ax2 = fig.subplots(1, 2)
 ax1.plot(table["steps"], table["alpha_per_slot"], "o-")
-ax1.axhline(alpha_for_speedup(GOAL, c), color="grey", ls="--", lw=1,
-            label=f"α for {GOAL:g}x at c = {c:.2f}")
+ax1.axhline(alpha_for_speedup(TARGET_SPEEDUP, c), color="grey", ls="--", lw=1,
+            label=f"α for {TARGET_SPEEDUP:g}x at c = {c:.2f}")
 ax1.set(xlabel="training steps", ylabel="α per slot (T = 0)", ylim=(0, 1.02))
 ax1.legend(fontsize=8)
 ax2.plot(table["steps"], table["measured speedup"], "o", label="measured")

@@ -152,7 +152,7 @@ def _header(result) -> list[str]:
 
 def _compiler(env) -> str:
     """The XLA options the programs compiled with (`specsim.models.compiler`), as the
-    environment recorded them; results written before session 29 did not."""
+    environment recorded them (older results did not)."""
     if "compiler_options" not in env:
         return "compiler options not recorded"
     opts = env["compiler_options"]
@@ -274,7 +274,7 @@ def _hardware_section(result) -> list[str]:
             "roofline:", "", _fmt(hw, ".2f"), ""]
 
 
-# ---- the in-run cost model (issue 10) -----------------------------------------------------------
+# ---- the in-run cost model -----------------------------------------------------------
 def _has_inrun(runs: pd.DataFrame) -> bool:
     return not runs.empty and S.PREDICTED_SPEEDUP in runs
 
@@ -391,8 +391,8 @@ def _drafters_section(result) -> list[str]:
             "writes and reads of every dequantised matrix (`c_bytes_materialised`):", "",
             _fmt(costs, ".3g"), "",
             "Speedup against K at temperature 0 (decode time per token: each call's loop "
-            "program timed alone, its prefills run before it untimed; tables written before "
-            "session 32 subtracted a prefill timed alone, and `prefill_removed` false marks "
+            "program timed alone, its prefills run before it untimed; older tables "
+            "subtracted a prefill timed alone, and `prefill_removed` false marks "
             "their rows where it took up a whole run; "
             "`pred_iid`/`pred_pos`: E(α, K) / the run's tokens per iteration with the "
             "measured pass times; `pred_closed_form`: Thm 3.8 at the measured c):", "",

@@ -287,25 +287,3 @@ def test_interleaved_rounds_progress_bar_shows_time_remaining(capsys):
                      final), final
     bench.interleaved_rounds(calls, 2, np.random.default_rng(0))      # no label: silent
     assert capsys.readouterr().err == ""
-
-
-def test_demo_timing_asks_for_the_progress_bar(monkeypatch):
-    """experiment.timing.time_runs hands a label to interleaved_rounds when progress is on."""
-    from types import SimpleNamespace
-
-    from specsim.experiment import timing
-    seen = {}
-
-    def fake_rounds(calls, rounds, rng, **kw):
-        seen.update(kw)
-        return [[0.1] for _ in calls], [None] * len(calls)
-
-    monkeypatch.setattr(bench, "interleaved_rounds", fake_rounds)
-    monkeypatch.setattr(timing, "compile_programs", lambda state, specs: None)
-    monkeypatch.setattr(timing, "make_call", lambda state, spec, n: (lambda: None))
-    monkeypatch.setattr(timing, "timing_jobs", lambda specs: list(specs))
-    for progress, label in ((True, "timed rounds"), (False, None)):
-        state = SimpleNamespace(progress=progress, log=lambda *a: None,
-                                settings=SimpleNamespace(repeats=2, seed=0, max_new_tokens=8))
-        timing.time_runs(state, ["spec"])
-        assert seen["progress"] == label

@@ -10,9 +10,8 @@ import pytest
 
 from specsim import analytic, experiment, models, report, schema
 from specsim.decode import warmup_tokens
-from specsim.experiment import DemoSettings, RunSpec, default_layer_skip
+from specsim.experiment import DemoSettings, default_layer_skip
 from specsim.experiment import parts as registry
-from specsim.experiment.runspec import BASELINE_REPEATS, programs, run_specs, timing_jobs
 from specsim.plots.experiment import demo_figures
 
 
@@ -132,19 +131,6 @@ def test_parts_registry_adds_what_a_part_needs():
         assert all(dep in registry.PARTS for dep in part.requires)
     with pytest.raises(ValueError, match="parts must"):
         DemoSettings(parts=("fidelity", "astrology"))
-
-
-def test_run_specs_are_typed_and_baselines_time_more():
-    s = DemoSettings(ks=(1, 3), temperatures=(0.0, 1.0), kinds=("code", "json"))
-    specs = run_specs(s, ["ngram-3"])
-    assert len(specs) == 2 * (1 + 2) * 2
-    assert all(isinstance(x, RunSpec) for x in specs)
-    jobs = timing_jobs(specs)
-    assert sum(j.is_baseline for j in jobs) == BASELINE_REPEATS * 2 * 2
-    # one compiled program per (temperature, drafter, K), shared by every kind of work
-    assert len(programs(specs)) == 2 * 3
-    with pytest.raises(ValueError, match="k must be 0"):
-        RunSpec(temperature=0.0, drafter="autoregressive", k=2, kind="code")
 
 
 def test_helpers():

@@ -21,7 +21,7 @@ module; ``specsim demo --parts ...`` picks them, and the parts they need run fir
   recorded trace (`policy_runs`, `parts/policies.py`).
 
 Modules: `settings` (DemoSettings), `drafters` (what runs and what its step costs),
-`runspec` (one timed run, typed), `timing`, `prediction`, `part` and `parts/`,
+`timing` (shared helpers), `prediction`, `part` and `parts/`,
 `state` (DemoState, DemoResult), `pipeline` (run_demo). The report and figures are
 written by `specsim.report`, which the command line composes with this package.
 
@@ -34,10 +34,9 @@ from specsim.experiment.drafters import DraftSetup, build_drafters, default_laye
 from specsim.experiment.jax_cache import enable_compilation_cache
 from specsim.experiment.part import Part
 from specsim.experiment.pipeline import prepare, run_demo
-from specsim.experiment.runspec import RunSpec, run_specs
 from specsim.experiment.settings import DEFAULT_HARDWARE, DRAFTER_KINDS, DemoSettings
 from specsim.experiment.state import DemoResult, DemoState
 
-__all__ = ["DemoSettings", "DemoResult", "DemoState", "DraftSetup", "Part", "RunSpec",
-           "run_demo", "prepare", "run_specs", "build_drafters", "default_layer_skip",
+__all__ = ["DemoSettings", "DemoResult", "DemoState", "DraftSetup", "Part",
+           "run_demo", "prepare", "build_drafters", "default_layer_skip",
            "enable_compilation_cache", "DRAFTER_KINDS", "DEFAULT_HARDWARE"]

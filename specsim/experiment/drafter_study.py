@@ -1,6 +1,6 @@
 """The drafters the ``drafters`` part compares, and what limits each one: the quantised
 self-draft (the target's own weights, int8 / int4), the distilled draft when one is
-trained, the feature head (EAGLE-style, trained or committed in data/drafts), beside
+trained, the feature head (EAGLE-style, trained or shipped in specsim/data/drafts), beside
 n-gram lookup and the layer-skip self-draft.
 
 Numbers (NumPy/pandas and `specsim.analytic` only, beside the model code that builds the
@@ -13,7 +13,7 @@ drafters):
   written and read back before its dot (see `specsim.models.quantize`).
 * Limits (`limits_table`): the closed form's best K and speedup at the measured α and c
   (Leviathan et al. Thm 3.8, `analytic.optimal_k`), the α that would give a speedup
-  of `GOAL` at that c and the c that would give it at that α, each minimised over
+  of `TARGET_SPEEDUP` at that c and the c that would give it at that α, each minimised over
   K <= `K_MAX`, and which of the two is further from its need.
 """
 
@@ -28,8 +28,11 @@ import pandas as pd
 
 from specsim import analytic
 from specsim import schema as S
+from specsim.resources import data_path
 
-GOAL = 1.5          # the speedup issue 11 asks for
+TARGET_SPEEDUP = 1.5
+"""The speedup the limits table measures each drafter against: the α it would need at
+its c, and the c at its α, to reach it."""
 K_MAX = 16          # draft lengths searched by the closed forms here
 
 
@@ -76,7 +79,8 @@ def _steps(folder: Path) -> int:
 def find_feature_head(target_name: str) -> Path | None:
     """The feature head of ``target_name`` the demo uses: the default one under the
     cache (`train.feature_head.default_head_path`) when trained, else the one committed
-    in ``data/drafts/<target>-feature-head.npz``; None when there is neither."""
+    with the package (``specsim/data/drafts/<target>-feature-head.npz``); None when there
+    is neither."""
     from specsim.train.feature_head import FeatureHeadConfig, default_head_path
     default = default_head_path(target_name, FeatureHeadConfig())
     if default.is_file():
@@ -85,7 +89,7 @@ def find_feature_head(target_name: str) -> Path | None:
     return committed if committed.is_file() else None
 
 
-COMMITTED_DRAFTS = Path(__file__).resolve().parents[2] / "data" / "drafts"
+COMMITTED_DRAFTS = data_path("drafts")       # shipped with the package
 
 
 def train_hint(target_name: str) -> str:
@@ -189,7 +193,7 @@ def c_for_speedup(speedup: float, alpha: float, k_max: int = K_MAX) -> float:
 
 
 def limit_of(alpha: float, c: float, alpha_need: float, c_need: float, best: float) -> str:
-    if best >= GOAL:
+    if best >= TARGET_SPEEDUP:
         return "none"
     if math.isnan(c_need):
         return "α (too low at any c)"
@@ -201,7 +205,7 @@ def limit_of(alpha: float, c: float, alpha_need: float, c_need: float, best: flo
 def limits_table(costs: pd.DataFrame, alphas: pd.DataFrame) -> pd.DataFrame:
     """One row per drafter (temperature 0): mean α over the kinds of work, c measured
     and from bytes, the closed form's K* and speedup at (α, c) and at (α, c from
-    bytes), the α needed for `GOAL` at c and the c needed at α, and the limit."""
+    bytes), the α needed for `TARGET_SPEEDUP` at c and the c needed at α, and the limit."""
     a0 = alphas[alphas[S.TEMPERATURE] == 0].groupby(S.DRAFTER)[S.ALPHA].mean()
     rows = []
     for _, r in costs.iterrows():
@@ -211,10 +215,10 @@ def limits_table(costs: pd.DataFrame, alphas: pd.DataFrame) -> pd.DataFrame:
         k_star, best = (float(x) for x in analytic.optimal_k(alpha, c, K_MAX))
         c_b = r[S.C_BYTES] if np.isfinite(r[S.C_BYTES]) else 0.0
         _, best_bytes = analytic.optimal_k(alpha, c_b, K_MAX)
-        a_need, c_need = alpha_for_speedup(GOAL, c), c_for_speedup(GOAL, alpha)
+        a_need, c_need = alpha_for_speedup(TARGET_SPEEDUP, c), c_for_speedup(TARGET_SPEEDUP, alpha)
         rows.append({S.DRAFTER: r[S.DRAFTER], S.ALPHA: alpha, S.C_MEASURED: c,
                      S.C_BYTES: r[S.C_BYTES], "k_star": int(k_star), "speedup_at_k_star": best,
                      "speedup_at_k_star_c_bytes": float(best_bytes),
-                     f"alpha_for_{GOAL:g}x": a_need, f"c_for_{GOAL:g}x": c_need,
+                     f"alpha_for_{TARGET_SPEEDUP:g}x": a_need, f"c_for_{TARGET_SPEEDUP:g}x": c_need,
                      "limit": limit_of(alpha, c, a_need, c_need, best)})
     return pd.DataFrame(rows)

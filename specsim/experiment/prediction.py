@@ -63,14 +63,6 @@ class Costs:
                                                  self.t_target_1, self.t_verify))
 
 
-def expected_tokens(row) -> tuple[float, float]:
-    """(i.i.d. E from the run's α, E from its per-position rates)."""
-    k = int(row[schema.K])
-    rates = np.nan_to_num(schema.position_rates(row, k), nan=0.0)
-    return (float(analytic.expected_tokens(row[schema.ALPHA], k)),
-            float(analytic.expected_tokens_positional(rates)))
-
-
 def baseline_rates(runs: pd.DataFrame) -> dict[tuple[float, int], float]:
     """Autoregressive decode seconds per new token per (temperature, batch): the median
     over kinds of work (the baseline's work does not depend on the text)."""
@@ -78,54 +70,6 @@ def baseline_rates(runs: pd.DataFrame) -> dict[tuple[float, int], float]:
     per_token = ar[schema.DECODE_S] / ar[schema.NEW_TOKENS]
     return {key: float(np.median(per_token[g.index]))
             for key, g in ar.groupby([schema.TEMPERATURE, schema.BATCH])}
-
-
-def predict_run(row, target_cfg, draft_cfg, fitted: tuple, swept: tuple,
-                baseline_rate: float) -> dict:
-    """The prediction columns of one speculative run. ``fitted`` and ``swept``: (target
-    time model, draft time model or None)."""
-    k, b, ctx = int(row[schema.K]), int(row[schema.BATCH]), int(row[schema.CACHE_LEN])
-    e_iid, e_pos = expected_tokens(row)
-    fit = Costs.of(target_cfg, draft_cfg, k, b, ctx, *fitted)
-    sw = Costs.of(target_cfg, draft_cfg, k, b, ctx, *swept)
-    c = fit.t_draft / fit.t_target_1
-    return {schema.E_IID: e_iid, schema.E_POSITIONAL: e_pos, schema.COST_RATIO: c,
-            schema.T_TARGET_1: fit.t_target_1, schema.T_VERIFY: fit.t_verify,
-            schema.T_DRAFT: fit.t_draft, schema.T_TARGET_1_SWEPT: sw.t_target_1,
-            schema.T_VERIFY_SWEPT: sw.t_verify, schema.T_DRAFT_SWEPT: sw.t_draft,
-            schema.PRED_IID: fit.speedup(e_iid, k), schema.PRED_POSITIONAL: fit.speedup(e_pos, k),
-            schema.PRED_SWEPT: sw.speedup(e_pos, k),
-            schema.PRED_CONSTANT_COST: float(analytic.speedup(row[schema.ALPHA], k, c)),
-            schema.MEASURED_SPEEDUP:
-                baseline_rate / (row[schema.DECODE_S] / row[schema.NEW_TOKENS]),
-            schema.LOOP_OVERHEAD:
-                row[schema.DECODE_S] / (row[schema.ITERATIONS] * (k * fit.t_draft + fit.t_verify))}
-
-
-def add_predictions(runs: pd.DataFrame, target, cost_models: dict, sweeps: pd.DataFrame,
-                    fits: dict) -> pd.DataFrame:
-    """``runs`` with the prediction columns beside every speculative run.
-    ``cost_models``: drafter name -> the Model a draft step costs (None: free)."""
-    def models_for(model, source):
-        if model is None:
-            return None
-        if source == "fit":
-            return batching.fit_time_model(fits[model.cfg.name])
-        return swept_time_model(sweeps, model.cfg.name)
-
-    base = baseline_rates(runs)
-    preds = []
-    for _, r in runs.iterrows():
-        if r[schema.DRAFTER] == schema.AUTOREGRESSIVE:
-            preds.append({})
-            continue
-        dm = cost_models[r[schema.DRAFTER]]
-        preds.append(predict_run(
-            r, target.cfg, None if dm is None else dm.cfg,
-            (models_for(target, "fit"), models_for(dm, "fit")),
-            (models_for(target, "swept"), models_for(dm, "swept")),
-            base[(r[schema.TEMPERATURE], r[schema.BATCH])]))
-    return pd.concat([runs, pd.DataFrame(preds, index=runs.index)], axis=1)
 
 
 def hardware_predictions(runs: pd.DataFrame, target, cost_models: dict, fits: dict,

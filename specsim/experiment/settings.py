@@ -8,12 +8,27 @@ from specsim import validation
 from specsim.errors import InvalidArgument
 from specsim.workloads import KINDS
 
+PART_NAMES = ("roofline", "instrument", "fidelity", "batch", "hardware", "drafters", "policies")
+"""The demo's parts in the order they run; `specsim.experiment.parts.PARTS` registers one
+module under each name (kept here so that settings can check ``parts`` without importing
+the parts, which import the settings)."""
+
 DRAFTER_KINDS = ("ngram", "layer-skip", "feature-head")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
 DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
 DEMO_PARTS = ("instrument", "fidelity", "batch")
 """What ``specsim demo`` runs by default (`DemoSettings.demo`): the central check,
 predicted against measured speedup from in-run pass times."""
+
+
+def check_parts(names) -> tuple[str, ...]:
+    """``names`` as a tuple, or an InvalidArgument naming the unknown ones and the choices."""
+    names = tuple(names)
+    bad = [n for n in names if n not in PART_NAMES]
+    if bad or not names:
+        raise InvalidArgument(f"parts must be a non-empty selection of {PART_NAMES}, "
+                              f"got {names!r}")
+    return names
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +51,7 @@ class DemoSettings:
     hardware: tuple[str, ...] = DEFAULT_HARDWARE
     hardware_dtype: str = "bfloat16"
     # lax.scan compiles each speculative program 2-3x faster than the unrolled loop and,
-    # with specsim's CPU kernel, runs as fast (see the README); every model's default.
+    # with specsim's CPU kernel, runs as fast (docs/engine.md); every model's default.
     layer_loop: str | None = "scan"
     parts: tuple[str, ...] = DEFAULT_PARTS
     seed: int = 0
@@ -52,15 +67,11 @@ class DemoSettings:
     shared_repeats: int = 1
     # ---- the policies part ----------------------------------------------------------
     # runs of each loop program (and pass call) a round, from one prefill, the fastest
-    # kept (`bench.interleaved_rounds`' inner): at batch 8 the least of 2 cut the
-    # round-to-round sd of Goodput-off's ratio to plain decoding from 6.5% to 2.6% (the
-    # least of 3: 3.4%); at batch 1 it stayed 3.6-7.6% (`data/policies-cpu-s33/`)
+    # kept (`bench.interleaved_rounds`' inner): the least of a few runs is the cost with
+    # the least interference from other processes
     loop_repeats: int = 2
-    # new tokens per run of the policies part (0: max_new_tokens). A policy that learns
-    # within a run needs room to: replayed on 309 prompts at this host's pass costs,
-    # Goodput's geometric mean against each prompt's best fixed K is 0.960 (n-gram) and
-    # 0.983 (feature head) at 40 tokens, 0.987 and 1.015 at 80, 0.995 and 1.015 at 160
-    # (`data/policies-cpu-s34/horizon.md`)
+    # new tokens per run of the policies part (0: max_new_tokens): a policy that learns
+    # within a run needs room to (docs/studies/ holds the horizon study)
     policy_max_new_tokens: int = 0
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
@@ -76,8 +87,7 @@ class DemoSettings:
     batch_ks: tuple[int, ...] = (2, 4)
     # new tokens per row of the batch part's groups at batch > 1 (0: max_new_tokens). A
     # batched run ends when its slowest row does, so its iteration count is a maximum over
-    # rows: at 40 tokens and batch 16 that draw alone moved the speedup by 6-9%; its
-    # spread falls as 1/sqrt(tokens)
+    # rows, a noisy draw whose spread falls as 1/sqrt(tokens)
     batch_max_new_tokens: int = 0
 
     def __post_init__(self):
@@ -99,7 +109,6 @@ class DemoSettings:
                      "shared_repeats", "loop_repeats"):
             validation.positive_int(name, getattr(self, name))
         self._check_inrun()
-        from specsim.experiment.parts import check_parts
         check_parts(self.parts)
 
     def _check_inrun(self) -> None:
@@ -140,19 +149,11 @@ class DemoSettings:
         policies part (``--parts policies``, not a default part; `policy_max_new_tokens`,
         which follows ``max_new_tokens`` where a caller sets that alone). ``quick``:
         the instrument over α {0.5, 0.9} × K {2, 4} at no draft cost, the n-gram drafter
-        at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs), timed in 4 rounds where the
-        full demo has 2: on the 2-core AMD host of session 12 its in-run MAPE was 15.3%
-        and 27.9% with 2 rounds (73-88 s) and 7.8%, 10.9%, 11.7% with 4 (119-131 s, a
-        cold compile cache included; `specsim demo --quick --repeats 2|4`). The short
-        calls every run of a group reads (one-token call, prefills, pass programs) are
-        timed ``shared_repeats`` times a round, 3 (quick: 2): on the same kind of host in
-        session 15 the full demo took 480 s with in-run MAPE 9.5% (472 s and 21.6% the
-        session before with 1), where repeating the baselines too took it to 612 s.
+        at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs).
 
-        Clock: process CPU time by default. On this shared machine the wall clock's
-        per-round spread of a speedup was 5-50% at load 6-22 while the CPU clock's was
-        under 10%; every call is timed by both clocks at once, so the wall-clock speedup
-        stays in every row (``measured_speedup_wall``) to compare on a quiet machine."""
+        Clock: process CPU time by default, which time-slicing by other processes does
+        not inflate; every call is timed by both clocks at once, so the wall-clock
+        speedup stays in every row (``measured_speedup_wall``)."""
         base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=2, clock="cpu",
                     shared_repeats=3,
                     kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=88,

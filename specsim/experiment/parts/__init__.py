@@ -1,12 +1,12 @@
 """The registry of the demo's parts, in the order they run.
 
 To add a part: write ``parts/<name>.py`` defining ``PART = Part(...)`` (see
-`specsim.experiment.part.Part`) and add it to ``PARTS`` below."""
+`specsim.experiment.part.Part`) and add it to ``PARTS`` below and its name to `specsim.experiment.settings.PART_NAMES`."""
 
 from __future__ import annotations
 
-from specsim.errors import InvalidArgument
 from specsim.experiment.part import Part
+from specsim.experiment.settings import PART_NAMES, check_parts
 from specsim.experiment.parts import (batch, drafters, fidelity, hardware, instrument, policies,
                                      roofline)
 
@@ -19,15 +19,11 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     drafters.PART,
     policies.PART,
 )}
+if tuple(PARTS) != PART_NAMES:       # one list of names, checked where both are known
+    raise ImportError(f"the parts registry {tuple(PARTS)} differs from "
+                      f"settings.PART_NAMES {PART_NAMES}")
 
-
-def check_parts(names) -> tuple[str, ...]:
-    """``names`` as a tuple, or a ValueError naming the unknown ones and the choices."""
-    names = tuple(names)
-    bad = [n for n in names if n not in PARTS]
-    if bad or not names:
-        raise InvalidArgument(f"parts must be a non-empty selection of {tuple(PARTS)}, got {names!r}")
-    return names
+__all__ = ["PARTS", "check_parts", "resolve"]
 
 
 def resolve(names) -> list[Part]:

@@ -1,7 +1,7 @@
 """Part ``drafters``: the real drafters side by side on the target — the quantised
 self-draft (int8; int4 in the full run), the distilled draft when one is trained
 (`drafter_study.find_distilled`; otherwise the log says how to train it), the feature
-head (trained, or the copy committed in data/drafts), n-gram lookup and the layer-skip
+head (trained, or the copy shipped in specsim/data/drafts), n-gram lookup and the layer-skip
 self-draft — and what limits each on this machine.
 
 Tables (`specsim.schema`):
@@ -14,7 +14,7 @@ Tables (`specsim.schema`):
   from bytes (`roofline.forward_cost` with ``weight_bits``) and with the fp32 copies
   XLA:CPU makes of dequantised matrices.
 * ``drafter_speedup``: measured speedup against K at temperature 0 on code and JSON
-  (the kinds the issue's goal names; the first kind otherwise), with predictions from
+  (the first kind otherwise), with predictions from
   the pass costs (one α, and the run's own tokens per iteration) and from the closed
   form at the measured c — the columns of the runs table, so
   `plots.experiment.speedup_predicted_vs_measured` draws it.
@@ -30,9 +30,12 @@ import pandas as pd
 from specsim import schema as S
 from specsim.experiment import drafter_study as study
 from specsim.experiment.part import Part
-from specsim.experiment.runspec import BASELINE_REPEATS
 from specsim.experiment.settings import DemoSettings
 from specsim.experiment.state import DemoState
+
+BASELINE_REPEATS = 3
+"""Turns a round of each plain-decoding baseline: one baseline serves every drafter of its
+kind of work, so its noise moves every speedup of that kind."""
 
 FULL_KS = (1, 2, 4, 6)          # K of the full run's speed runs (the default ks is 1..6)
 SPEED_KINDS = ("code", "json")

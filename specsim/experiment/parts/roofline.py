@@ -25,8 +25,7 @@ def fit_model_sweep(state: DemoState, name: str, df: pd.DataFrame, ceilings=None
     """Both roofline forms fitted to one sweep (logged); the better held-out one. With
     ``ceilings`` (the part's `bench.measure_ceilings` table) the fitted P and W are
     capped at the measured matmul and copy ceilings (`fit.ceiling_bounds`): without the
-    caps the max form put W at 278 GB/s on a 2-core VM whose copy measured 51.7 GB/s
-    (`specsim demo --parts roofline --quick`, session 10)."""
+    caps the max form can put W far above the copy ceiling the machine measured."""
     from specsim import fit
 
     bounds = fit.ceiling_bounds(ceilings) if ceilings is not None else {}
