@@ -457,9 +457,7 @@ def simulate_policy(policy, trace: AcceptanceTrace, *, costs=None,
     row's slot is refilled at once, as in a serving engine: time is charged per row
     present, speedup = Σ tokens · t_target(1) / Σ_i time_i · rows present_i). The two
     agree when every row runs at one rate (identical rows, or batch 1); on a mixed
-    batch the static batch runs at its slowest row's pace (n-gram lookup at K 2 on four
-    kinds of work, batch 8: rows at 1.95, 1.70, 1.14 and 1.08 tokens per iteration, 36
-    iterations against 21 for the fastest row).
+    batch the static batch runs at its slowest row's pace.
 
     ``off_draft``: what the trace's drafter's first draft costs while speculation is off
     (`specsim.drafters.off_draft`): "none" (a draft model: not judged), "free" (n-gram

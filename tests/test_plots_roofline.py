@@ -53,8 +53,8 @@ def _legend_groups(ax) -> dict[str, list[str]]:
 
 
 def _mixed_sweep():
-    """Batches 1, 2, 4, 8 and tokens 1–64: seaborn's numeric legend used to bin these
-    into 1, 3, 4, 6, 7 and 15–60."""
+    """Batches 1, 2, 4, 8 and tokens 1–64: seaborn's numeric legend would bin these into
+    1, 3, 4, 6, 7 and 15–60; the legends list the values measured."""
     pts = [(n, b, c) for n in (1, 2, 4, 8, 16, 32, 64) for b in (1, 2, 4, 8) for c in (64, 128)]
     n, b, c = (np.array(x) for x in zip(*pts))
     fl, by = forward_costs(TINY_LLAMA, n, b, c)

@@ -100,7 +100,7 @@ def _long_stats(I=400, B=4, K=5):
 
 
 def test_print_stats_is_a_compact_summary_not_arrays():
-    """`print(res.stats)` used to dump hundreds of lines of NaN arrays."""
+    """`print(res.stats)` prints a few summary lines, not the per-iteration arrays."""
     st = _long_stats()
     text = str(st)
     assert repr(st) == text == st.summary()
