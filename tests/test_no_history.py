@@ -1,12 +1,12 @@
 """The repository says what specsim is, not how it was built.
 
 No run numbers (a "session" followed by a number, a ``-sNN`` folder suffix, a bare ``sNN``
-tag), no issue numbers, no citation of the old "DESIGN" file under its upper-case name, and
+tag), no issue numbers, no citation of the old "DESIGN" file under its upper-case name;
 commit hashes only where a result names the commit that produced it (``data/``,
-``docs/results.md``, ``docs/studies/``). The walk covers every file git tracks or would
-track (tracked plus untracked, not ignored), its path as well as its text; a notebook is
-read as its cells' sources and text outputs, so cell ids (random hex) are not mistaken for
-hashes. Each failure prints ``file:line: text`` for every hit.
+``docs/results.md``, ``docs/studies/``); and every cited ``docs/`` page exists. The walk
+covers every file git tracks or would track (tracked plus untracked, not ignored), its
+path as well as its text; a notebook is read as its cells' sources and text outputs, so
+cell ids (random hex) are not mistaken for hashes. Each failure prints ``file:line``.
 """
 
 from __future__ import annotations
