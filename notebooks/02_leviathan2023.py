@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -19,8 +19,8 @@
 # **Question:** do the closed forms of *Fast Inference from Transformers via Speculative
 # Decoding* (Thm 3.8 speedup, Thm 3.11 arithmetic) reproduce the numbers the paper prints?
 #
-# The printed numbers are in `papers/leviathan2023/reported.csv`; `specsim.papers`
-# recomputes them. Each table below shows the printed value beside ours. Figures are
+# The printed numbers ship with specsim (`specsim/data/papers/leviathan2023/reported.csv`);
+# `specsim.papers` recomputes them. Each table below shows the printed value beside ours. Figures are
 # written to `results/figures/leviathan2023/`; `REGENERATE_FIGURES = True` rewrites the
 # committed ones in `papers/leviathan2023/`.
 

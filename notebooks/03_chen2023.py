@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -76,7 +76,7 @@ papers.chen_verify_sensitivity((0.0, 0.1, 0.2, 0.3))
 # ## Why c = 0.128 on 16 TPU v4 at batch 1
 #
 # At batch 1 each step reads every weight once. On 16 chips (the hardware row `tpu-v4` of
-# `data/hardware.csv`) that bounds the step from below; the arithmetic for K + 1 = 5 tokens
+# `specsim/data/hardware.csv`) that bounds the step from below; the arithmetic for K + 1 = 5 tokens
 # is a small fraction of it, which is why verifying 5 tokens costs about one step. The small
 # draft sits much further from its bandwidth bound (fixed per-step costs, cross-chip
 # communication), so c is more than twice the parameter ratio 4B/70B.

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -44,7 +44,7 @@ from specsim.plots.batching import speedup_vs_k, speedup_vs_load
 #
 # The shapes of Llama-3.1-8B (target; its own output head, 8.03 B parameters) and
 # Llama-3.2-1B (draft; tied head, 1.24 B), the presets `config.LLAMA31_8B` and
-# `config.LLAMA32_1B`, in bf16, on the `h100-sxm` row of `data/hardware.csv` (change
+# `config.LLAMA32_1B`, in bf16, on the `h100-sxm` row of `specsim/data/hardware.csv` (change
 # `HARDWARE` to any row below, or use the widgets at the end). `OVERHEAD` is the fixed
 # cost t₀ of a pass; notebook 06 fits it for this machine.
 

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -46,13 +46,13 @@ from specsim.plots.batching import speedup_vs_k, speedup_vs_load
 #
 # `bench.choose_sweep()` chooses on purpose: your own newest sweep under `results/` first
 # (`specsim bench --model smollm2-135m --out results/measurements` records one), else the
-# reference sweep `data/measurements/cpu-smollm2-135m.csv`. Runs kept as a record in
-# `data/measurements/history/` are used only when named (set `SWEEP_NAME` to a file stem
-# or path). The ceilings measured with the sweep (large matmul, large copy) bound the fit
-# through `fit.ceiling_bounds`: no fitted bandwidth above the measured copy ceiling.
+# reference sweep shipped with specsim (`specsim/data/measurements/cpu-smollm2-135m.csv`);
+# set `SWEEP_NAME` to a file stem or path to fit another. The ceilings measured with the
+# sweep (large matmul, large copy) bound the fit through `fit.ceiling_bounds`: no fitted
+# bandwidth above the measured copy ceiling.
 
 # %%
-SWEEP_NAME = None   # None: choose on purpose; or e.g. "cpu-smollm2-135m-interleaved-narrow"
+SWEEP_NAME = None   # None: choose on purpose; or a file stem / path, e.g. "cpu-smollm2-135m"
 FORM = None         # the fit's form: None picks the one with the lower held-out MAPE (as
                     # the demo does); "max" = t0 + max(FLOPs/P, bytes/W); "smooth" (p-norm)
 
@@ -126,9 +126,7 @@ def show_fit(sweep, form):
     display(roofline_plots.roofline_plot(ch.df, f, ceilings=ch.ceilings))
 
 
-sweep_options = [(f"{src}: {p.name}", str(p)) for src, p in bench.sweep_candidates()] + \
-    [(f"history: {p.name}", str(p)) for p in sorted(bench.HISTORY_DIR.glob("*.csv"))
-     if not p.name.endswith("ceilings.csv")]
+sweep_options = [(f"{src}: {p.name}", str(p)) for src, p in bench.sweep_candidates()]
 if widgets is not None and sweep_options:
     widgets.interact(show_fit,
                      sweep=widgets.Dropdown(options=sweep_options, description="sweep"),

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -123,8 +123,8 @@ report.hardware_table(hardware) if hardware is not None else print("no hardware 
 # The demo's `drafters` part (`specsim demo --parts drafters`; read from your own output,
 # else from the CPU run committed in `data/drafters-cpu/`) sets the target's own weights
 # quantised to int8 (a quantised self-draft), a draft distilled from the target
-# (`specsim train-draft`, when one is trained) and the feature head (committed in
-# `data/drafts/`) beside n-gram lookup and the layer-skip self-draft: α by kind of work
+# (`specsim train-draft`, when one is trained) and the feature head (shipped in
+# `specsim/data/drafts/`) beside n-gram lookup and the layer-skip self-draft: α by kind of work
 # and temperature, the draft's
 # cost ratio c measured from the loop's own programs and from bytes, the measured
 # speedup against K with its predictions, and what limits each drafter (the α it would

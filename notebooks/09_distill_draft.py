@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -79,7 +79,7 @@ else:
     from specsim import workloads
 
     target = models.load("smollm2-135m").with_layer_loop("scan")
-    prompts = None                                   # the shipped prompt set (data/prompts)
+    prompts = None                                   # the shipped prompt set (specsim/data/prompts.jsonl)
     eval_prompts = [workloads.prompt_text(kind, target.tokenizer) for kind in ("code", "json")]
     base = dict(layers=2, head_vocab=8192, minutes=None, n_prompts=96)
     max_new = 48

@@ -10,7 +10,7 @@ This module evaluates
 
 (`analytic.speedup_from_costs`) with every t(n) — one forward pass over n new tokens per
 row at batch B with a cache of ``context`` slots — taken from a time model: a datasheet
-row of ``data/hardware.csv`` through `roofline.predict_time`, or a fitted roofline
+row of ``specsim/data/hardware.csv`` through `roofline.predict_time`, or a fitted roofline
 (`fit.RooflineFit`). It then finds the best K at each load and the load beyond which no
 K pays (speedup ≤ 1): the reason serving engines switch speculation off by batch size.
 
@@ -34,7 +34,7 @@ TimeModel = Callable[..., float]
 
 
 def hardware_time_model(hw, dtype: str = "bfloat16", overhead: float = 0.0, mode: str = "max") -> TimeModel:
-    """Roofline time on a `roofline.Hardware` (or a name from ``data/hardware.csv``):
+    """Roofline time on a `roofline.Hardware` (or a name from ``specsim/data/hardware.csv``):
     ``overhead + max(FLOPs/peak, bytes/bandwidth)`` of `roofline.forward_cost`."""
     if isinstance(hw, str):
         hw = roofline.load_hardware(hw)

@@ -32,9 +32,12 @@ import numpy as np
 
 from specsim import schema, validation
 from specsim.errors import InvalidArgument
-from specsim.roofline import DATA_DIR, forward_cost
+from specsim.resources import data_path
+from specsim.roofline import forward_cost
 
-MEASUREMENTS_DIR = DATA_DIR / "measurements"
+RESULTS_DIR = Path("results")                  # what a user measures: under the working directory
+MEASUREMENTS_DIR = RESULTS_DIR / "measurements"  # `specsim bench` writes here unless told --out
+REFERENCE_DIR = data_path("measurements")      # the reference sweep, shipped with the package
 
 
 # ---- timing --------------------------------------------------------------------------
@@ -176,7 +179,12 @@ def _bar(label: str | None, total: int):
 
 
 # ---- metadata ------------------------------------------------------------------------
-def _git_commit(repo: Path = DATA_DIR.parent) -> str:
+def _git_commit(repo: Path | None = None) -> str:
+    """The commit of the checkout specsim is imported from (``+dirty`` when ``specsim/``
+    has uncommitted changes); "unknown" for an installed package or without git."""
+    repo = Path(__file__).resolve().parents[1] if repo is None else Path(repo)
+    if not (repo / ".git").exists():
+        return "unknown"
     try:
         out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)
@@ -480,6 +488,8 @@ def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, ru
 
     p = Path(name_or_path)
     csv_path = p if p.suffix == ".csv" else measurement_paths(str(name_or_path), directory)[0]
+    if p.suffix != ".csv" and not csv_path.exists():     # a stem of the reference sweep
+        csv_path = measurement_paths(str(name_or_path), REFERENCE_DIR)[0]
     if not csv_path.exists():
         raise InvalidArgument(f"no measurement file {csv_path}")
     df = pd.read_csv(csv_path)
@@ -496,9 +506,7 @@ def load_measurements(name_or_path, directory: Path | str = MEASUREMENTS_DIR, ru
 
 
 # ---- choosing data on purpose ------------------------------------------------------------
-RESULTS_DIR = DATA_DIR.parent / "results"
-REFERENCE_SWEEP = "cpu-smollm2-135m"      # the current reference sweep in data/measurements
-HISTORY_DIR = MEASUREMENTS_DIR / "history"  # past runs kept as a record, never chosen by default
+REFERENCE_SWEEP = "cpu-smollm2-135m"      # the reference sweep's stem in REFERENCE_DIR
 SWEEP_COLUMNS = ("n_tokens", "batch", "context", "time_s")
 
 
@@ -533,14 +541,14 @@ def _is_sweep(path: Path) -> bool:
 
 def sweep_candidates(*, results_dir: Path | str | None = None) -> list[tuple[str, Path]]:
     """Sweep files in the order `choose_sweep` tries them: the user's own under
-    ``results_dir`` (default ``results/`` at the repository root; newest file first),
-    then the reference sweep ``data/measurements/<REFERENCE_SWEEP>.csv``. Files under
-    ``data/measurements/history/`` are never candidates."""
+    ``results_dir`` (default ``results/`` under the working directory; newest file
+    first), then the reference sweep shipped with the package
+    (``specsim/data/measurements/<REFERENCE_SWEEP>.csv``)."""
     root = Path(RESULTS_DIR if results_dir is None else results_dir)
     own = sorted((p for p in root.rglob("*.csv") if _is_sweep(p)) if root.is_dir() else (),
                  key=lambda p: p.stat().st_mtime, reverse=True)
     out = [("results", p) for p in own]
-    reference = measurement_paths(REFERENCE_SWEEP)[0]
+    reference = measurement_paths(REFERENCE_SWEEP, REFERENCE_DIR)[0]
     if reference.is_file():
         out.append(("reference", reference))
     return out
@@ -576,21 +584,19 @@ def _named_sweep(name: str, results_dir: Path | str | None) -> Path:
     root = Path(RESULTS_DIR if results_dir is None else results_dir)
     stem = Path(name).stem
     for cand in (Path(name), root / "measurements" / f"{stem}.csv",
-                 MEASUREMENTS_DIR / f"{stem}.csv", HISTORY_DIR / f"{stem}.csv"):
+                 REFERENCE_DIR / f"{stem}.csv"):
         if cand.is_file():
             return cand
     raise ValueError(f"name {name!r}: no such sweep file (looked for the path, and for "
-                     f"{stem}.csv in {root / 'measurements'}, {MEASUREMENTS_DIR} and "
-                     f"{HISTORY_DIR})")
+                     f"{stem}.csv in {root / 'measurements'} and {REFERENCE_DIR})")
 
 
 def choose_sweep(model: str | None = None, *, name: str | None = None,
                  results_dir: Path | str | None = None) -> ChosenSweep:
-    """The forward sweep to fit, chosen on purpose: ``name`` (a path or a file stem,
-    which may name a historical run) when given; else the user's own newest sweep under
-    ``results/`` holding ``model``; else the reference sweep. Never a file from
-    ``data/measurements/history/`` unless named. One model and the file's newest run;
-    the ceilings measured beside it come along for `specsim.fit.ceiling_bounds`."""
+    """The forward sweep to fit, chosen on purpose: ``name`` (a path or a file stem)
+    when given; else the user's own newest sweep under ``results/`` holding ``model``;
+    else the reference sweep. One model and the file's newest run; the ceilings
+    measured beside it come along for `specsim.fit.ceiling_bounds`."""
     import pandas as pd
 
     if name is not None:

@@ -233,7 +233,8 @@ def _add_hardware_commands(sub) -> None:
         description="Measures matmul FLOP/s and copy bytes/s per device, then times one "
                     "forward pass of --model over tokens per pass, batch and context "
                     "(compiled outside the timed region, warmed up, medians of --repeats). "
-                    "Appends to data/measurements/<name>.csv with a JSON metadata sidecar.")
+                    "Appends to results/measurements/<name>.csv (under the working directory, "
+                    "or --out) with a JSON metadata sidecar.")
     p.add_argument("--model", default="smollm2-135m",
                    help="preset name, HF folder or .gguf (default smollm2-135m)")
     p.add_argument("--dtype", default=None, help="cast the model to this dtype (e.g. float32)")
@@ -242,7 +243,7 @@ def _add_hardware_commands(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for random weights and tokens")
     p.add_argument("--name", default=None,
                    help="measurement file stem (default <backend>-<model>[-quick])")
-    p.add_argument("--out", default=None, help="folder (default data/measurements)")
+    p.add_argument("--out", default=None, help="folder (default results/measurements)")
     p.add_argument("--points", nargs="+", default=None, metavar="N:B:C",
                    help="sweep these (tokens per pass : batch : context) points instead of "
                         "the default axes, e.g. 1:1:256 8:1:256 64:1:256")
@@ -255,7 +256,8 @@ def _add_hardware_commands(sub) -> None:
         description="Fits the roofline (and with --kind smooth a p-norm blend) to a "
                     "measurement CSV by least squares in log time; prints parameters "
                     "± standard errors, R² and held-out MAPE.")
-    p.add_argument("path", help="measurement CSV (or a stem under data/measurements)")
+    p.add_argument("path", help="measurement CSV, or a stem under results/measurements or "
+                                "of the shipped reference sweep (cpu-smollm2-135m)")
     p.add_argument("--kind", choices=("max", "smooth", "both"), default="both")
     p.add_argument("--holdout", type=float, default=0.25, help="held-out fraction (default 0.25)")
     p.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
@@ -406,7 +408,8 @@ def _write_demo(result) -> None:
 def _add_train_draft_command(sub) -> None:
     p = sub.add_parser(
         "train-draft", help="distil a small draft from the target (on-policy, restricted head)",
-        description="The target generates from the shipped prompt set (data/prompts); a "
+        description="The target generates from the shipped prompt set "
+                    "(specsim/data/prompts.jsonl); a "
                     "draft made of some of its layers, its frozen embedding and a head over "
                     "the most frequent tokens learns its next-token distributions (KL, "
                     "optax AdamW). Interruptible: Ctrl-C or the time budget leaves a "

@@ -1,7 +1,9 @@
 """Reproductions of published speculative-decoding numbers from their reported values.
 
-Each ``papers/<paper-id>/reported.csv`` holds numbers as printed (with table, row,
-section and page columns). The functions here load them and recompute every number
+Each paper's ``reported.csv`` (shipped with the package as
+``specsim/data/papers/<paper-id>/reported.csv``; the repository's ``papers/<paper-id>/``
+holds its README and figures) holds numbers as printed (with table, row, section and
+page columns). The functions here load them and recompute every number
 that follows from the others with :mod:`specsim.analytic`, returning DataFrames with
 the reported and the recomputed values side by side, so notebooks stay thin and the
 tests assert on the same tables.
@@ -25,6 +27,7 @@ from scipy import optimize
 
 from specsim import analytic
 from specsim.errors import InvalidArgument
+from specsim.resources import data_path
 from specsim.validation import choice, probability
 
 __all__ = [
@@ -51,17 +54,18 @@ __all__ = [
 ]
 
 PAPER_IDS = ("leviathan2023", "chen2023", "domain-table")
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+_CHECKOUT = Path(__file__).resolve().parents[1]     # the repository, when run from one
 
 
 # --------------------------------------------------------------------------- loading
 
 def papers_dir(root: str | os.PathLike | None = None) -> Path:
-    """The ``papers/`` folder: ``root`` if given, else ``$SPECSIM_PAPERS_DIR``, else the repo's."""
+    """The ``papers/`` folder of READMEs and committed figures: ``root`` if given, else
+    ``$SPECSIM_PAPERS_DIR``, else the checkout's (an installed package has none)."""
     if root is not None:
         return Path(root)
     env = os.environ.get("SPECSIM_PAPERS_DIR")
-    return Path(env) if env else _REPO_ROOT / "papers"
+    return Path(env) if env else _CHECKOUT / "papers"
 
 
 def _check_paper(paper_id: str) -> None:
@@ -70,7 +74,7 @@ def _check_paper(paper_id: str) -> None:
 
 def _raw(paper_id: str, root=None) -> pd.DataFrame:
     _check_paper(paper_id)
-    path = papers_dir(root) / paper_id / "reported.csv"
+    path = (data_path("papers") if root is None else Path(root)) / paper_id / "reported.csv"
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
@@ -79,7 +83,8 @@ _TEXT_COLUMNS = {"table", "row", "section", "page", "task", "target", "draft", "
 
 
 def load_reported(paper_id: str, root=None) -> pd.DataFrame:
-    """``papers/<paper_id>/reported.csv`` with numeric columns as floats (empty cells NaN)."""
+    """The paper's printed numbers, numeric columns as floats (empty cells NaN): the
+    shipped ``reported.csv``, or ``<root>/<paper_id>/reported.csv`` when ``root`` is given."""
     raw = _raw(paper_id, root)
     df = raw.copy()
     for col in df.columns:
@@ -101,8 +106,9 @@ def half_unit(printed: str) -> float:
     return 0.5 * 10.0 ** int(exponent)
 
 
-RESULTS_FIGURES_DIR = _REPO_ROOT / "results" / "figures"
-"""Where notebooks write paper figures unless asked to regenerate the committed ones."""
+RESULTS_FIGURES_DIR = Path("results") / "figures"
+"""Where notebooks write paper figures (under the working directory) unless asked to
+regenerate the committed ones."""
 
 
 def figures_dir(paper_id: str, *, regenerate: bool = False) -> Path:
@@ -114,6 +120,10 @@ def figures_dir(paper_id: str, *, regenerate: bool = False) -> Path:
     _check_paper(paper_id)
     if regenerate:
         base = papers_dir()
+        if not os.environ.get("SPECSIM_PAPERS_DIR") and not base.is_dir():
+            raise InvalidArgument(f"regenerate=True rewrites the committed figures of a "
+                                  f"specsim checkout's papers/ folder; there is none at "
+                                  f"{base} (set SPECSIM_PAPERS_DIR to it)")
     else:
         env = os.environ.get("SPECSIM_FIGURES_DIR")
         base = Path(env) if env else RESULTS_FIGURES_DIR

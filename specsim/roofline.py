@@ -48,10 +48,10 @@ from typing import Mapping
 import numpy as np
 
 from specsim.errors import InvalidArgument
+from specsim.resources import data_path
 from specsim.validation import choice, positive_int
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-HARDWARE_CSV = DATA_DIR / "hardware.csv"
+HARDWARE_CSV = data_path("hardware.csv")       # shipped with the package
 
 # Canonical dtype names and their spellings; bytes per element.
 _DTYPE_ALIASES = {
@@ -148,7 +148,7 @@ def hardware_names(path: Path = HARDWARE_CSV) -> tuple[str, ...]:
 
 
 def load_hardware(name: str, path: Path = HARDWARE_CSV) -> Hardware:
-    """One row of ``data/hardware.csv`` as a `Hardware` (names are case-insensitive)."""
+    """One row of ``specsim/data/hardware.csv`` as a `Hardware` (names are case-insensitive)."""
     rows = _read_rows(path)
     for row in rows:
         if row["name"].lower() == str(name).lower():
@@ -445,7 +445,7 @@ def allreduce_time(hw_or_bandwidth, cfg, batch: int = 1, n_tokens: int = 1, mode
           else float(hw_or_bandwidth))
     if not (bw > 0 and math.isfinite(bw)):
         name = getattr(hw_or_bandwidth, "name", "the interconnect")
-        raise ValueError(f"{name}: no interconnect bandwidth (data/hardware.csv column "
+        raise ValueError(f"{name}: no interconnect bandwidth (specsim/data/hardware.csv column "
                          f"interconnect_GBps); pass bytes/s instead")
     return nbytes / (bw / 2) + cfg.n_layers * 2 * latency
 

@@ -1,6 +1,6 @@
 """Data chosen on purpose (specsim.bench.choose_sweep): the user's own results/ first,
-newest file first, then the current reference sweep; never a historical run unless it
-is named; one model and one run; the ceilings measured with it come along."""
+newest file first, then the reference sweep shipped with the package; one model and one
+run; the ceilings measured with it come along."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _save(df, name, directory, run_id):
 
 def test_reference_sweep_without_results(tmp_path):
     chosen = bench.choose_sweep(results_dir=tmp_path / "none")
-    reference = bench.measurement_paths(bench.REFERENCE_SWEEP)[0]
+    reference = bench.measurement_paths(bench.REFERENCE_SWEEP, bench.REFERENCE_DIR)[0]
     raw = pd.read_csv(reference)
     assert chosen.source == "reference" and chosen.path == reference
     assert chosen.run_id == str(raw["run_id"].iloc[-1])                   # the newest run
@@ -37,18 +37,21 @@ def test_reference_sweep_without_results(tmp_path):
     assert "reference" in chosen.describe()
 
 
-def test_history_is_out_of_the_default_path(tmp_path):
-    history = sorted(bench.HISTORY_DIR.glob("*.csv"))
-    assert any("interleaved-narrow" in p.name for p in history)
-    assert not any("history" in p.parts for p in bench.MEASUREMENTS_DIR.glob("*.csv"))
-    # no sweep but the reference is left beside it, and the candidates skip history/
-    assert [p.stem for p in bench.MEASUREMENTS_DIR.glob("*.csv") if bench._is_sweep(p)] == \
+def test_the_package_ships_one_reference_sweep_and_writes_under_the_working_directory(
+        tmp_path, monkeypatch):
+    from specsim import resources
+    assert bench.REFERENCE_DIR == resources.data_path("measurements")
+    assert [p.stem for p in bench.REFERENCE_DIR.glob("*.csv") if bench._is_sweep(p)] == \
         [bench.REFERENCE_SWEEP]
-    for _, path in bench.sweep_candidates(results_dir=tmp_path):
-        assert bench.HISTORY_DIR not in path.parents
-    named = bench.choose_sweep(name="cpu-smollm2-135m-interleaved-narrow",
-                               results_dir=tmp_path)
-    assert named.source == "named" and bench.HISTORY_DIR in named.path.parents
+    named = bench.choose_sweep(name=bench.REFERENCE_SWEEP, results_dir=tmp_path)
+    assert named.source == "named" and named.path.parent == bench.REFERENCE_DIR
+    # a stem that is not the user's own falls back to the reference sweep
+    assert len(bench.load_measurements(bench.REFERENCE_SWEEP, tmp_path)) == \
+        len(pd.read_csv(named.path))
+    monkeypatch.chdir(tmp_path)
+    written = _save(_sweep("smollm2-135m", 2.0), "mine", bench.MEASUREMENTS_DIR, "r-1")
+    assert written.resolve() == tmp_path / "results" / "measurements" / "mine.csv"
+    assert bench.choose_sweep().path.resolve() == written.resolve()     # the default results/
 
 
 def test_users_own_results_come_first_newest_first(tmp_path):

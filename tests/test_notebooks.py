@@ -114,9 +114,11 @@ def test_notebook_matches_its_percent_script(path):
 
 def _expected_06():
     """Notebook 06 fits the sweep chosen on purpose (not the alphabetically first file),
-    bounded by its ceilings, and says which one it used."""
+    bounded by its ceilings, and says which one it used (it runs in notebooks/, so its
+    own results/ folder is notebooks/results/)."""
     from specsim import bench
-    return ["using " + bench.choose_sweep().describe(), "measured ceilings: matmul"]
+    chosen = bench.choose_sweep(results_dir=NOTEBOOK_DIR / bench.RESULTS_DIR)
+    return ["using " + chosen.describe(), "measured ceilings: matmul"]
 
 
 EXPECTED_OUTPUT = {"06_fit_to_hardware": _expected_06}
@@ -175,7 +177,8 @@ def _tracked_papers() -> dict[str, bytes]:
 
 def test_running_a_paper_notebook_leaves_papers_unchanged(kernel_spec_manager, monkeypatch):
     """Notebook 03 run as a user runs it (no SPECSIM_FIGURES_DIR): the committed files under
-    papers/ stay byte for byte, and the figure lands in results/figures/."""
+    papers/ stay byte for byte, and the figure lands in results/figures/ under the
+    notebook's working directory."""
     from specsim import papers
     monkeypatch.setenv("SPECSIM_QUICK", "1")
     monkeypatch.delenv("SPECSIM_FIGURES_DIR", raising=False)
@@ -184,7 +187,7 @@ def test_running_a_paper_notebook_leaves_papers_unchanged(kernel_spec_manager, m
     before = _tracked_papers()
     path = NOTEBOOK_DIR / "03_chen2023.ipynb"
     (paper_id, name), = re.findall(SAVE_FIGURE, _code(path))
-    target = papers.RESULTS_FIGURES_DIR / paper_id / name
+    target = NOTEBOOK_DIR / papers.RESULTS_FIGURES_DIR / paper_id / name   # the kernel's cwd
     target.unlink(missing_ok=True)
     _execute(nbformat.read(path, as_version=4), kernel_spec_manager, NOTEBOOK_DIR)
     assert _tracked_papers() == before

@@ -1,7 +1,8 @@
-"""Regenerate prompts.jsonl: short prompts over four kinds of work (code, json, extraction,
-prose), written by hand as pools of tasks and subjects, crossed deterministically.
+"""Regenerate the shipped prompt set: short prompts over four kinds of work (code, json,
+extraction, prose), written by hand as pools of tasks and subjects, crossed
+deterministically.
 
-    python data/prompts/make_prompts.py      # rewrites data/prompts/prompts.jsonl
+    python data/prompts/make_prompts.py [--out PATH]   # rewrites specsim/data/prompts.jsonl
 
 Nothing here is copied from a corpus; every subject, record and report was written for
 specsim. The evaluation prompts of `specsim.workloads` are deliberately absent.
@@ -9,6 +10,7 @@ specsim. The evaluation prompts of `specsim.workloads` are deliberately absent.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import random
@@ -223,14 +225,21 @@ def prose_prompts(rng: random.Random) -> list[str]:
     return [form.format(t=topic) for form, topic in pairs[:80]]
 
 
-def main() -> None:
+SHIPPED = Path(__file__).resolve().parents[2] / "specsim" / "data" / "prompts.jsonl"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=SHIPPED,
+                    help=f"where to write the set (default {SHIPPED})")
+    args = ap.parse_args(argv)
     rng = random.Random(20261130)
     rows = []
     for kind, make in (("code", code_prompts), ("json", json_prompts),
                        ("extraction", extraction_prompts), ("prose", prose_prompts)):
         texts = list(dict.fromkeys(make(rng)))          # unique, order kept
         rows += [{"kind": kind, "text": t} for t in texts]
-    path = Path(__file__).with_name("prompts.jsonl")
+    path = args.out
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(f"{len(rows)} prompts -> {path}")
 

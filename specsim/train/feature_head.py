@@ -283,7 +283,7 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
     alpha = chain_alpha(state["trainable"], embed, head, head_ids, eps, held)
     meta = {"target": tcfg.name, "config": cfg.identity(), "steps": state["step"],
             "seconds": round(state["seconds"], 1),
-            "data": {"prompts": "data/prompts/prompts.jsonl" if prompts is None else "given",
+            "data": {"prompts": "specsim/data/prompts.jsonl" if prompts is None else "given",
                      "samples": int(len(samples.tokens)), "holdout_samples": int(
                          len(np.unique(held.ex[:, 0]))),
                      "train_examples": int(len(train.ex)),

@@ -23,10 +23,11 @@ import numpy as np
 
 from specsim.models.compiler import jit
 from specsim.models.transformer import forward, init_cache
+from specsim.resources import data_path
 
 __all__ = ["Samples", "PROMPTS_PATH", "load_prompts", "encode_prompts", "generate_samples"]
 
-PROMPTS_PATH = Path(__file__).resolve().parents[2] / "data" / "prompts" / "prompts.jsonl"
+PROMPTS_PATH = data_path("prompts.jsonl")     # shipped with the package
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Samples:
 
 
 def load_prompts(path: str | Path | None = None) -> list[dict]:
-    """The shipped prompt set (``data/prompts/prompts.jsonl``): dicts with kind, text."""
+    """The shipped prompt set (``specsim/data/prompts.jsonl``): dicts with kind, text."""
     path = Path(path) if path is not None else PROMPTS_PATH
     if not path.is_file():
         raise ValueError(f"prompt set {path} not found")

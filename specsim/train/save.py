@@ -103,7 +103,7 @@ def save_draft(target, out: Path, dcfg, state: dict, frozen: dict, head_ids: np.
             "steps": int(state["step"]), "train_seconds": round(state["seconds"], 1),
             "loss_curve": [round(x, 5) for x in state["losses"]],
             "top1_curve": [round(x, 4) for x in state["top1"]],
-            "data": {"prompts": "data/prompts/prompts.jsonl (specsim's shipped prompt set)",
+            "data": {"prompts": "specsim/data/prompts.jsonl (specsim's shipped prompt set)",
                      "n_prompts": int(len(samples.tokens)), "generated_per_prompt": cfg.n_new,
                      "generated_tokens": int(samples.n_valid.sum()),
                      "sampling": "target samples, alternate rows greedy / temperature 1",
