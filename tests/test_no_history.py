@@ -25,8 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 SESSION = re.compile(r"\bsessions?[\s-]*#?\d+", re.IGNORECASE)
 # An ordinal run: a number with "st", "nd", "rd" or "th", then "session".
 ORDINAL_SESSION = re.compile(r"\b\d+(?:st|nd|rd|th)\s+session\b", re.IGNORECASE)
-# An issue number: "issue" or "issues", then a number (a hyphen or "#" between).
-ISSUE = re.compile(r"\bissues?[\s-]*#\s*\d+|\bissues?[\s-]+\d+", re.IGNORECASE)
+# An issue number: "issue" or "issues", then a number (a hyphen or "#" between). A line
+# that links another project's issue or pull request cites a source, not history.
+ISSUE = re.compile(r"\bissues?[\s-]*#?\s*(\d+)", re.IGNORECASE)
+LINKED_ISSUE = re.compile(r"https?://\S+/(?:issues|pull)/(\d+)")
 # A run tag as a name suffix: a hyphen, a lower-case "s" and two or three digits, as in a
 # folder named after the run that wrote it. Lower-case only, so the C++ FFI type names
 # (``ffi::S32``) stay out.
@@ -48,11 +50,13 @@ DOCS_PAGE = re.compile(r"(?<![\w/.-])(docs/[\w./-]*\w\.md)\b")
 # such as ``1.44269504088896341f`` or ``12194440e-4``, not after ``0x``).
 HEX_TOKEN = re.compile(r"(?<![\w.])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w.])"
                        r"(?![-+]\d)")
-# Where a result may name the commit that produced it.
-HASH_ALLOWED_PREFIXES = ("data/", "docs/studies/")
+# Where a result may name the commit that produced it: the measurements and their READMEs
+# (``data/``, the package's shipped rows under ``specsim/data/``), the study pages; and
+# ``papers/``, whose transcriptions cite an external source pinned at its own commit.
+HASH_ALLOWED_PREFIXES = ("data/", "specsim/data/", "docs/studies/", "papers/")
 HASH_ALLOWED_FILES = {"docs/results.md"}
-# Hex tokens that are not commits, by file, each with the reason it is there.
-HASH_ALLOWED_TOKENS: dict[str, set[str]] = {}
+# The hex digits in order: a made-up content hash in a test fixture, never a commit.
+HEX_ALPHABET = "0123456789abcdef"
 
 pytestmark = pytest.mark.skipif(
     shutil.which("git") is None or not (REPO / ".git").exists(),
@@ -87,7 +91,10 @@ def _notebook_lines(raw: str) -> list[tuple[str, str]]:
 
 def _text_lines(path: str) -> list[tuple[str, str]] | None:
     """(where, text) for each line of a text file, or None for a binary file."""
-    data = (REPO / path).read_bytes()
+    try:
+        data = (REPO / path).read_bytes()
+    except FileNotFoundError:          # removed from the work tree, not yet from the index
+        return None
     if b"\0" in data[:8192]:
         return None
     try:
@@ -102,8 +109,10 @@ def _text_lines(path: str) -> list[tuple[str, str]] | None:
 def run_number_hits(path: str, where: str, line: str) -> list[str]:
     """The run and issue numbers one line (or a path, ``where="path"``) holds."""
     found = []
-    for pattern in (SESSION, ORDINAL_SESSION, ISSUE, RUN_SUFFIX):
+    for pattern in (SESSION, ORDINAL_SESSION, RUN_SUFFIX):
         found += [m.group(0) for m in pattern.finditer(line)]
+    if not LINKED_ISSUE.search(line):
+        found += [m.group(0) for m in ISSUE.finditer(line)]
     for m in BARE_RUN_TAG.finditer(line):
         if path.endswith(C_SOURCES) and m.group(0) in XLA_INT_TYPES:
             continue
@@ -115,8 +124,7 @@ def commit_hash_hits(path: str, line: str) -> list[str]:
     """Commit-like tokens on a line of a file where no result names its commit."""
     if path.startswith(HASH_ALLOWED_PREFIXES) or path in HASH_ALLOWED_FILES:
         return []
-    allowed = HASH_ALLOWED_TOKENS.get(path, set())
-    return [m.group(0) for m in HEX_TOKEN.finditer(line) if m.group(0) not in allowed]
+    return [m.group(0) for m in HEX_TOKEN.finditer(line) if m.group(0) not in HEX_ALPHABET]
 
 
 def _report(hits: list[str], what: str) -> str:
@@ -188,6 +196,12 @@ def test_run_number_patterns_catch(line):
     assert run_number_hits("specsim/x.py", "1", line)
 
 
+def test_linked_issues_of_other_projects_are_sources():
+    url = f"https://github.com/vllm-project/vllm/issues/{20780}"
+    assert not run_number_hits("papers/x.md", "1", f"[vLLM issue {20780}]({url}), PR {5146}")
+    assert run_number_hits("papers/x.md", "1", f"vLLM issue {20780} without its link")
+
+
 @pytest.mark.parametrize("line", [
     'scope="session"', "session-scoped fixtures", "a session of the notebook",
     "np.float32", "dtype=jnp.int32", "f32[8,16]", "--rounds 5", "python -s 30 x",
@@ -212,6 +226,7 @@ def test_xla_types_allowed_only_in_c_sources():
     ("mask = 0x7f800000", []),
     ("sha = '" + "ab12" * 16 + "'", []),
     ("colour #1f77b4, decade, effaced", []),
+    ('folder = root / "gguf-0123456789abcdef"', []),
 ])
 def test_commit_hash_pattern(line, expected):
     assert commit_hash_hits("specsim/x.py", line) == expected
