@@ -94,7 +94,12 @@ def make_mesh(data: int = 1, model: int = 1, *, devices=None) -> Mesh:
 
 
 def axis_sizes(mesh: Mesh) -> tuple[int, int]:
-    """(data, model) sizes of a mesh; ValueError if it lacks those axis names."""
+    """(data, model) sizes of a mesh; ValueError if it is not a `jax.sharding.Mesh` (a
+    device name such as "gpu") or lacks those axis names."""
+    if not isinstance(mesh, Mesh):
+        raise InvalidArgument(f"mesh must be a jax.sharding.Mesh with axes {AXES} (build "
+                              f"it with sharding.make_mesh) or None, got {mesh!r} "
+                              f"({type(mesh).__name__})")
     if tuple(mesh.axis_names) != AXES:
         raise InvalidArgument(f"mesh axes must be {AXES}, got {tuple(mesh.axis_names)} "
                          f"(build it with sharding.make_mesh)")

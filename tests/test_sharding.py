@@ -184,3 +184,19 @@ def test_single_device_mesh_runs_and_mesh_axes_are_checked():
     other = jax.sharding.Mesh(mesh.devices, ("x", "y"))
     with pytest.raises(ValueError, match="mesh axes must be"):
         sharding.axis_sizes(other)
+
+
+@pytest.mark.parametrize("call", ["autoregressive", "speculative"])
+def test_a_device_name_for_the_mesh_is_a_clear_error(call):
+    from specsim import decode
+    from specsim.drafters import NGramDrafter
+    from specsim.errors import InvalidArgument
+    target = load("tiny-llama")
+    drafter = NGramDrafter(target.cfg.vocab_size)
+    run = {"autoregressive": lambda: decode.generate_autoregressive(
+               target, [[1, 2, 3]], 4, mesh="gpu"),
+           "speculative": lambda: decode.generate_speculative(
+               target, drafter, [[1, 2, 3]], 4, k=2, mesh="gpu")}[call]
+    with pytest.raises(InvalidArgument, match=r"mesh must be a jax\.sharding\.Mesh "
+                                              r".*make_mesh.*got 'gpu' \(str\)"):
+        run()
