@@ -94,7 +94,7 @@ class PositionalAcceptance:
             d = int(np.argmax(total))
             raise InvalidArgument(f"marginal must sum to at most 1 over the ranks of each "
                                   f"depth (at most one child is accepted); row {d} (depth "
-                                  f"{d + 1}) sums to {total[d]!r}")
+                                  f"{d + 1}) sums to {float(total[d])!r}")
         left = 1.0 - np.concatenate([np.zeros((q.shape[0], 1)), np.cumsum(q, axis=1)[:, :-1]],
                                     axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -66,8 +66,9 @@ def select_best_nodes(tree: TokenTree, path_scores, n_nodes: int
     if rising.any():
         i = int(np.flatnonzero(rising)[0])
         raise InvalidArgument(f"path_scores must not increase from a node to its child "
-                              f"(node {i}: {s[i]!r} > its parent's {parent_score[i]!r}); pass "
-                              f"products along the path, e.g. from path_scores(tree, scores)")
+                              f"(node {i}: {float(s[i])!r} > its parent's "
+                              f"{float(parent_score[i])!r}); pass products along the path, "
+                              f"e.g. from path_scores(tree, scores)")
     order = np.lexsort((np.arange(tree.n_nodes), tree.depths, -s))
     kept = np.sort(order[:n])
     return tree.subtree(kept), kept

@@ -94,7 +94,7 @@ def _times(name: str, t, n_max: int, *, allow_zero: bool = False) -> np.ndarray:
         n = int(np.flatnonzero(bad)[0]) + 1
         what = ">= 0" if allow_zero else "> 0"
         raise InvalidArgument(f"{name} must be finite and {what} seconds (got "
-                              f"{values[n - 1]!r} for {n} tokens)")
+                              f"{float(values[n - 1])!r} for {n} tokens)")
     return values
 
 

@@ -45,7 +45,7 @@ def _int_vector(name: str, values) -> np.ndarray:
     if arr.dtype.kind == "f":
         bad = ~(np.isfinite(arr) & (arr == np.floor(arr)))
         if bad.any():
-            raise InvalidArgument(f"{name} must hold integers (got {arr[bad][0]!r} at "
+            raise InvalidArgument(f"{name} must hold integers (got {arr[bad][0].item()!r} at "
                                   f"index {int(np.flatnonzero(bad)[0])})")
     return arr.astype(np.int64)
 
