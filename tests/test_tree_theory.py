@@ -14,7 +14,7 @@ from specsim import analytic, roofline
 from specsim import simulate as S
 from specsim.errors import InvalidArgument
 from specsim.trees import (PositionalAcceptance, TokenTree, draft_time, expected_tokens,
-                           node_probabilities, optimal_tree, optimal_trees, path_scores,
+                           node_probabilities, nodes_to_expand, optimal_tree, optimal_trees, path_scores,
                            plan_per_hardware, plan_tree, roofline_pass_time,
                            select_best_nodes, simulate_tree, tokens_pmf, tree_capacity,
                            tree_speedup)
@@ -131,6 +131,7 @@ def test_malformed_trees_name_the_argument(parents, ranks, message):
     (lambda: TokenTree.from_paths([(-1,)]), r"^paths\[0\] must hold ranks >= 0"),
     (lambda: TokenTree.chain(3).subtree([0, 2]), r"^keep must contain each kept node's "
                                                  r"parent \(node 2 is kept"),
+    (lambda: TokenTree.chain(3).subtree(np.zeros(3, bool)), r"^keep must name at least one"),
 ])
 def test_bad_constructor_input(build, message):
     with pytest.raises(InvalidArgument, match=message):
@@ -331,6 +332,14 @@ def test_rerank_keeps_a_tree_with_the_best_score_sum():
             assert scores[kept].sum() == pytest.approx(best, rel=1e-12)
 
 
+def test_expansion_picks_the_best_deepest_nodes():
+    t = TokenTree.from_top_k([2, 3])
+    scores = path_scores(t, [0.6, 0.3, 0.5, 0.2, 0.1, 0.9, 0.05, 0.01])
+    # depth-2 path scores: 0.3, 0.12, 0.06, 0.27, 0.015, 0.003
+    assert nodes_to_expand(t, scores, 2).tolist() == [2, 5]
+    assert nodes_to_expand(t, scores, 10).tolist() == [2, 5, 3, 4, 6, 7]
+
+
 def test_path_scores_by_hand_and_bad_scores():
     t = TokenTree.from_paths([(0,), (1,), (0, 0)])
     np.testing.assert_allclose(path_scores(t, [0.5, 0.3, 0.8]), [0.5, 0.3, 0.4])
@@ -430,6 +439,28 @@ def test_roofline_pass_time_by_hand_and_plans_per_row():
                 if n <= tree_capacity(d, 3):
                     tree = optimal_tree(a, n, max_depth=d)[0]
                     assert tree_speedup(tree, a, target, drafter) <= plan.speedup[n - 1] + 1e-12
+
+
+def test_pass_time_from_a_fitted_roofline():
+    from specsim.fit import RooflineFit
+    from specsim.models.config import SMOLLM2_135M
+
+    fit = RooflineFit(kind="max", t0=3e-4, peak_flops=2e11, bandwidth=1.5e10, p=np.inf,
+                      t0_se=0.0, peak_flops_se=0.0, bandwidth_se=0.0, p_se=np.nan, r2=1.0,
+                      r2_log=1.0, mape_train=0.0, mape_heldout=np.nan, n_train=10,
+                      n_heldout=0, heldout_index=(), seed=0, holdout=0.0)
+    t = roofline_pass_time(fit, SMOLLM2_135M, batch=2, context=64, dtype="float32")
+    cost = roofline.forward_cost(SMOLLM2_135M, batch=2, n_tokens=5, context=69,
+                                 dtype="float32")
+    assert t(5) == pytest.approx(3e-4 + max(cost.flops / 2e11, cost.bytes / 1.5e10), rel=1e-12)
+    a = PositionalAcceptance.same_at_every_depth([0.6, 0.3], 4)
+    plans = plan_per_hardware(a, SMOLLM2_135M, None, [fit], max_nodes=6, batch=2,
+                              context=64, dtype="float32", drafting="one_pass")
+    assert list(plans) == ["fitted roofline (max)"]
+    assert plans["fitted roofline (max)"].best_speedup == pytest.approx(
+        max(tree_speedup(optimal_tree(a, n)[0], a, t) for n in range(1, 7)), rel=1e-12)
+    with pytest.raises(InvalidArgument, match=r"^hardware must be a roofline.Hardware"):
+        roofline_pass_time(3.0, SMOLLM2_135M)
 
 
 def test_tree_modules_import_without_jax():

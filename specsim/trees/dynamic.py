@@ -23,7 +23,7 @@ from specsim.errors import InvalidArgument
 from specsim.trees.tree import TokenTree
 from specsim.validation import check_probability, positive_int
 
-__all__ = ["path_scores", "select_best_nodes"]
+__all__ = ["path_scores", "nodes_to_expand", "select_best_nodes"]
 
 
 def _per_node(name: str, tree: TokenTree, values) -> np.ndarray:
@@ -44,6 +44,16 @@ def path_scores(tree: TokenTree, scores) -> np.ndarray:
     for i, q in enumerate(tree.parents.tolist()):
         out[i] = s[i] * (out[q] if q >= 0 else 1.0)
     return out
+
+
+def nodes_to_expand(tree: TokenTree, path_scores, top_k: int) -> np.ndarray:
+    """EAGLE-2's expansion step: the (at most) ``top_k`` nodes of the deepest depth of
+    ``tree`` with the largest ``path_scores`` (float [N]), ties to the earlier node; the
+    drafter proposes the next depth's candidates below them. int64 indices, best first."""
+    s = _per_node("path_scores", tree, path_scores)
+    k = positive_int("top_k", top_k)
+    frontier = np.flatnonzero(tree.depths == tree.max_depth)
+    return frontier[np.lexsort((frontier, -s[frontier]))][:k].astype(np.int64)
 
 
 def select_best_nodes(tree: TokenTree, path_scores, n_nodes: int

@@ -271,8 +271,12 @@ def plan_per_hardware(acceptance: PositionalAcceptance, target_cfg, draft_cfg=No
         raise InvalidArgument("hardware must name at least one row (or be None for all)")
     plans = {}
     for hw in rows:
-        name = hw if isinstance(hw, str) else getattr(hw, "name", None) or getattr(
-            hw, "kind", "fit")
+        if isinstance(hw, str):
+            name = hw
+        elif isinstance(hw, roofline.Hardware):
+            name = hw.name
+        else:
+            name = f"fitted roofline ({getattr(hw, 'kind', type(hw).__name__)})"
         kw = dict(batch=batch, context=context, dtype=dtype, overhead=overhead)
         t_target = roofline_pass_time(hw, target_cfg, **kw)
         t_draft = None if draft_cfg is None else roofline_pass_time(hw, draft_cfg, **kw)

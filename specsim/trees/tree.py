@@ -280,6 +280,8 @@ class TokenTree:
                 raise InvalidArgument(f"keep must hold node indices in "
                                       f"[0, {self.n_nodes - 1}] (got {idx.tolist()})")
             mask[idx] = True
+        if not mask.any():
+            raise InvalidArgument("keep must name at least one node")
         orphans = mask & (self.parents >= 0) & ~mask[np.maximum(self.parents, 0)]
         if orphans.any():
             i = int(np.flatnonzero(orphans)[0])
