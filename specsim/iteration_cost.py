@@ -1,0 +1,359 @@
+"""The hardware cost of one speculative iteration, from datasheet rows and model shapes.
+
+One iteration of speculative decoding at batch B drafts, verifies and bookkeeps:
+
+    t_iter = t_target(n) + calls * t_draft_call + t_step + t_iteration
+    t_plain = t_target(1) + t_step
+    speedup = tau * t_plain / t_iter
+
+where n is the number of tokens the target scores per row (K + 1 for a chain, the
+nodes of a tree with its root) and tau the mean tokens an iteration yields. Each pass:
+
+    t_pass(n) = max(roofline(n), L * layer_floor) + all_reduce(n)
+    roofline(n) = max(FLOPs / (peak * FLOPS_EFFICIENCY), bytes / (bandwidth * BANDWIDTH_EFFICIENCY))
+
+FLOPs and bytes are `specsim.roofline.forward_cost`'s (weights, KV cache, logits; no
+intermediates: a GPU kernel keeps them on chip), split over ``tp`` devices with the
+output head vocabulary-parallel as vLLM, SGLang and TensorRT-LLM shard it, plus two
+ring all-reduces a layer (`specsim.roofline.allreduce_time`). A mixture-of-experts
+layer reads the distinct experts its B*n tokens route to (`expected_experts`) and
+computes ``experts_per_token`` of them per token. The draft costs, per call:
+
+* ``draft_model``: a pass of the draft model (its own layers and floor);
+* ``eagle``: one decoder layer of the target's width, its input projection and the
+  target's output head (`specsim.presets.eagle_head_shape`);
+* ``medusa``: every head's residual block and output head, once an iteration;
+  ``hydra``: one such head per sequential call;
+* ``ngram``, ``ngram_tree``, ``lookahead``: no model pass (free drafts).
+
+``layer_floor`` is the per-layer latency floor of kernel launches (CUDA graphs) or
+Python dispatch (PyTorch eager): why a 68M-parameter draft costs far more than its
+parameter ratio. It and the per-step, per-iteration and per-call overheads are
+`EngineOverheads`, one set per engine class with a prior (`PRIOR_OVERHEADS`), fitted to
+published results by `specsim.published` (leave-one-source-out). Formulas:
+docs/design.md (iteration cost).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from specsim.errors import InvalidArgument
+from specsim.presets import ModelShape, as_roofline_config, eagle_head_shape, get_shape
+from specsim.roofline import (Hardware, allreduce_time, attention_pairs_factor,
+                              canonical_dtype, dtype_bytes, forward_cost, load_hardware,
+                              predict_time)
+from specsim.validation import choice, positive_int
+
+__all__ = ["ENGINE_CLASSES", "DRAFTER_KINDS", "FREE_DRAFTERS", "EngineOverheads",
+           "PRIOR_OVERHEADS", "BANDWIDTH_EFFICIENCY", "FLOPS_EFFICIENCY",
+           "ALLREDUCE_LATENCY", "MEDUSA_HEADS", "MOE_FLOOR_FACTOR", "expected_experts", "PassCost",
+           "pass_cost", "DrafterSpec", "IterationTerms", "iteration_terms",
+           "speedup_from_terms", "IterationBreakdown", "breakdown", "engine_class"]
+
+# Engines as published results name them -> the class whose overheads they share.
+# Each serving engine (CUDA graphs, its own scheduler and sampler) is a class of its own.
+ENGINE_CLASSES = {"hf-eager": "eager", "pytorch-eager": "eager", "t5x-tpu": "xla",
+                  "jax": "xla", "vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
+DRAFTER_KINDS = ("draft_model", "eagle", "medusa", "hydra", "ngram", "ngram_tree",
+                 "lookahead")
+FREE_DRAFTERS = ("ngram", "ngram_tree", "lookahead")
+
+# Achievable fractions of the datasheet ceilings (priors, not fitted): decode-time GEMVs
+# stream weights at close to the memory bandwidth; small-M GEMMs reach a fraction of the
+# tensor-core peak. Both enter every pass alike, so the speedup depends on them only
+# where a pass turns compute-bound or meets the launch floor.
+BANDWIDTH_EFFICIENCY = 0.85
+FLOPS_EFFICIENCY = 0.6
+# Latency of one small all-reduce (seconds): a few microseconds over NVLink (a prior:
+# no datasheet states it); two per layer in a tensor-parallel pass.
+ALLREDUCE_LATENCY = 8e-6
+# Medusa-1 checkpoints of the Vicuna models carry 5 heads (medusa_num_heads 5 in their
+# config.json); all of them run once an iteration.
+MEDUSA_HEADS = 5
+# A mixture-of-experts layer launches about twice a dense layer's kernels (router, top-k,
+# token permutation, two grouped GEMMs, un-permutation besides attention): its share of
+# the launch floor (a prior).
+MOE_FLOOR_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class EngineOverheads:
+    """Seconds an engine spends beyond the roofline: ``layer_floor`` per layer of every
+    pass (launch or dispatch floor; a pass costs at least L times it), ``step`` per target
+    pass (sampling, host synchronisation; plain and speculative decoding alike),
+    ``iteration`` per speculative iteration (acceptance, tree masks, bookkeeping) and
+    ``draft_call`` per sequential drafter call."""
+    layer_floor: float
+    step: float
+    iteration: float
+    draft_call: float
+
+    def __post_init__(self) -> None:
+        for name in ("layer_floor", "step", "iteration", "draft_call"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise InvalidArgument(f"{name} must be a finite number >= 0 seconds, got {v!r}")
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.layer_floor, self.step, self.iteration, self.draft_call])
+
+    @classmethod
+    def from_array(cls, x) -> "EngineOverheads":
+        return cls(*(float(v) for v in np.asarray(x, float)))
+
+
+# Priors (order-of-magnitude engineering estimates, replaced by the fit where published
+# rows of that engine class exist): PyTorch eager dispatches each of a Llama layer's
+# ~25 kernels from Python at ~10 us each; CUDA graphs replay a layer's ~10 kernels at
+# a few us of launch gap each; XLA fuses a layer into a few TPU ops.
+PRIOR_OVERHEADS = {
+    "eager": EngineOverheads(layer_floor=2.5e-4, step=2e-3, iteration=3e-3, draft_call=1.5e-3),
+    "vllm": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
+    "sglang": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
+    "trtllm": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
+    "xla": EngineOverheads(layer_floor=1e-5, step=1e-4, iteration=2e-4, draft_call=1e-4),
+}
+
+
+def engine_class(engine: str) -> str:
+    """'hf-eager' -> 'eager'; InvalidArgument listing the engines otherwise."""
+    try:
+        return ENGINE_CLASSES[str(engine).lower()]
+    except KeyError:
+        raise InvalidArgument(f"engine must be one of {sorted(ENGINE_CLASSES)}, "
+                              f"got {engine!r}") from None
+
+
+def expected_experts(n_experts: int, experts_per_token: int, n_tokens) -> np.ndarray:
+    """Expected distinct experts that ``n_tokens`` tokens read with top-k routing, each
+    token picking ``experts_per_token`` of ``n_experts`` uniformly:
+    E * (1 - (1 - k/E)^n). One token reads k; many read all E."""
+    E = positive_int("n_experts", n_experts)
+    k = positive_int("experts_per_token", experts_per_token)
+    if k > E:
+        raise InvalidArgument(f"experts_per_token ({k}) must be at most n_experts ({E})")
+    n = np.asarray(n_tokens, float)
+    if np.any(n < 0):
+        raise InvalidArgument("n_tokens must be >= 0")
+    out = E * (1.0 - (1.0 - k / E) ** n)
+    return float(out) if out.ndim == 0 else out
+
+
+# ---- one forward pass ---------------------------------------------------------------
+@dataclass(frozen=True)
+class PassCost:
+    """One pass on one device of a tensor-parallel group: FLOPs and bytes, the roofline
+    seconds they take at the efficient ceilings, the all-reduce seconds, and the layers
+    the launch floor multiplies (MOE_FLOOR_FACTOR per mixture-of-experts layer)."""
+    flops: float
+    bytes: float
+    compute_s: float
+    memory_s: float
+    allreduce_s: float
+    layers: float
+
+    @property
+    def roofline_s(self) -> float:
+        return max(self.compute_s, self.memory_s)
+
+
+def _ceilings(hw: Hardware, dtype: str) -> tuple[float, float]:
+    try:
+        peak = hw.peak(dtype)
+    except ValueError:
+        peak = hw.peak("bfloat16") if "bfloat16" in hw.dtypes else max(v for _, v in hw.peak_flops)
+    return peak * FLOPS_EFFICIENCY, hw.bandwidth * BANDWIDTH_EFFICIENCY
+
+
+def _storage_dtype(dtype: str) -> str:
+    """fp8 weights are stored in one byte; the roofline module knows 2- and 4-byte types."""
+    return "float16" if str(dtype).lower() in ("float8", "fp8") else canonical_dtype(dtype)
+
+
+def pass_cost(shape: ModelShape, hw: Hardware, *, n_tokens: int, batch: int = 1,
+              context: int = 512, tp: int = 1, dtype: str | None = None) -> PassCost:
+    """Cost of one forward pass of ``shape`` over ``n_tokens`` new tokens for each of
+    ``batch`` rows with ``context`` tokens cached, on one of ``tp`` tensor-parallel
+    ``hw`` chips (see the module docstring for what is counted)."""
+    n = positive_int("n_tokens", n_tokens)
+    B = positive_int("batch", batch)
+    p = positive_int("tp", tp)
+    S = max(positive_int("context", context), n)
+    raw_dtype = dtype or shape.dtype
+    fp8 = str(raw_dtype).lower() in ("float8", "fp8")
+    dt = _storage_dtype(raw_dtype)
+    if shape.is_moe:
+        read = expected_experts(shape.n_experts, shape.experts_per_token, B * n)
+        bytes_cfg = as_roofline_config(shape, d_ff=max(1, round(read * shape.d_expert)))
+        flops_cfg = as_roofline_config(shape, d_ff=shape.experts_per_token * shape.d_expert)
+    else:
+        bytes_cfg = flops_cfg = as_roofline_config(shape)
+    by = forward_cost(bytes_cfg, B, n, S, dt, activations=False)
+    fl = by if flops_cfg is bytes_cfg else forward_cost(flops_cfg, B, n, S, dt, activations=False)
+    flops_by = dict(fl.flops_by)
+    # specsim's CPU engine computes kv-head pairs (attention_pairs_factor); a GPU kernel
+    # computes the grouped form once.
+    flops = fl.flops - flops_by["attention"] * (1 - 1 / attention_pairs_factor(flops_cfg, n))
+    nbytes = by.bytes
+    w = dtype_bytes(dt)
+    if fp8:                                   # weights at one byte, the rest as bf16
+        weights = dict(by.bytes_by)["weights"]
+        nbytes -= weights / 2
+    if shape.cross_attention:                 # T5 decoder: cross-attention weights + K/V
+        attn = shape.attention_params()
+        flops += shape.n_layers * 2.0 * B * n * attn + shape.n_layers * 4.0 * B * shape.n_heads * n * S * shape.head_dim
+        nbytes += shape.n_layers * (attn * w + 2.0 * B * S * shape.n_kv_heads * shape.head_dim * w)
+    flops, nbytes = flops / p, nbytes / p
+    peak, bw = _ceilings(hw, dt)
+    compute_s = flops / peak
+    memory_s = nbytes / bw
+    ar = 0.0
+    if p > 1:
+        ar = allreduce_time(hw, as_roofline_config(shape), B, n, p, dt, latency=ALLREDUCE_LATENCY)
+    return PassCost(flops=float(flops), bytes=float(nbytes), compute_s=float(compute_s),
+                    memory_s=float(memory_s), allreduce_s=float(ar),
+                    layers=shape.n_layers * (MOE_FLOOR_FACTOR if shape.is_moe else 1.0))
+
+
+# ---- the drafter ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class DrafterSpec:
+    """What drafts: ``kind`` (one of DRAFTER_KINDS), the draft model for ``draft_model``
+    (a preset name or `ModelShape`), ``calls`` sequential drafter calls an iteration and
+    ``width`` tokens each call scores per row (1 for a chain; a tree level's nodes)."""
+    kind: str
+    calls: int
+    width: int = 1
+    draft_model: ModelShape | None = None
+    fused_inputs: int = 2
+
+    def __post_init__(self) -> None:
+        choice("kind", self.kind, DRAFTER_KINDS)
+        if self.kind == "draft_model" and self.draft_model is None:
+            raise InvalidArgument("kind 'draft_model' needs draft_model (a preset name or "
+                                  "ModelShape)")
+        if self.calls < 0 or self.width < 1:
+            raise InvalidArgument(f"calls must be >= 0 and width >= 1, got {self.calls}, "
+                                  f"{self.width}")
+
+
+def _head_cost(shape: ModelShape, hw: Hardware, *, heads: int, n_tokens: int, batch: int,
+               tp: int, dtype: str) -> PassCost:
+    """``heads`` Medusa/Hydra heads: a residual block (D x D) and an output head (D x V)
+    each, over ``n_tokens`` tokens a row."""
+    dt = _storage_dtype(dtype)
+    w = dtype_bytes(dt)
+    per_head = shape.d_model * shape.d_model + shape.d_model * shape.vocab_size
+    N = batch * n_tokens
+    flops = heads * 2.0 * N * per_head / tp
+    nbytes = (heads * per_head * w + heads * 4.0 * N * shape.vocab_size) / tp
+    peak, bw = _ceilings(hw, dt)
+    return PassCost(flops=flops, bytes=nbytes, compute_s=flops / peak, memory_s=nbytes / bw,
+                    allreduce_s=0.0, layers=1)
+
+
+def draft_call_cost(drafter: DrafterSpec, target: ModelShape, hw: Hardware, *, batch: int,
+                    context: int, tp: int, dtype: str) -> PassCost | None:
+    """One sequential drafter call; None for a free drafter."""
+    if drafter.kind in FREE_DRAFTERS or drafter.calls == 0:
+        return None
+    if drafter.kind == "draft_model":
+        return pass_cost(get_shape(drafter.draft_model), hw, n_tokens=drafter.width,
+                         batch=batch, context=context, tp=tp, dtype=dtype)
+    if drafter.kind == "eagle":
+        head = eagle_head_shape(target, fused_inputs=drafter.fused_inputs)
+        c = pass_cost(head, hw, n_tokens=drafter.width, batch=batch, context=context, tp=tp,
+                      dtype=dtype)
+        dt = _storage_dtype(dtype)
+        fc = drafter.fused_inputs * target.d_model * target.d_model
+        flops = c.flops + 2.0 * batch * drafter.width * fc / tp
+        nbytes = c.bytes + fc * dtype_bytes(dt) / tp
+        peak, bw = _ceilings(hw, dt)
+        return PassCost(flops=flops, bytes=nbytes, compute_s=flops / peak,
+                        memory_s=nbytes / bw, allreduce_s=c.allreduce_s, layers=1)
+    heads = MEDUSA_HEADS if drafter.kind == "medusa" else 1
+    return _head_cost(target, hw, heads=heads, n_tokens=drafter.width, batch=batch, tp=tp,
+                      dtype=dtype)
+
+
+# ---- one iteration ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class IterationTerms:
+    """The overhead-free parts of one iteration and of one plain decoding step: the
+    passes' roofline and all-reduce seconds and the layers each floor multiplies. With
+    `EngineOverheads` these give the times (`speedup_from_terms`)."""
+    plain: PassCost
+    verify: PassCost
+    draft: PassCost | None
+    draft_calls: int
+
+
+def iteration_terms(target, hw, drafter: DrafterSpec, *, verify_tokens: int, batch: int = 1,
+                    context: int = 512, tp: int = 1, dtype: str | None = None) -> IterationTerms:
+    """`IterationTerms` for ``target`` (preset name or shape) on ``hw`` (a `Hardware` or a
+    row name of the datasheet table) verifying ``verify_tokens`` tokens a row."""
+    shape = get_shape(target)
+    hw = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    dt = dtype or shape.dtype
+    plain = pass_cost(shape, hw, n_tokens=1, batch=batch, context=context, tp=tp, dtype=dt)
+    verify = pass_cost(shape, hw, n_tokens=verify_tokens, batch=batch, context=context,
+                       tp=tp, dtype=dt)
+    draft = draft_call_cost(drafter, shape, hw, batch=batch, context=context, tp=tp, dtype=dt)
+    calls = 0 if draft is None else drafter.calls
+    return IterationTerms(plain=plain, verify=verify, draft=draft, draft_calls=calls)
+
+
+def _pass_time(cost: PassCost, layer_floor):
+    return np.maximum(cost.roofline_s, cost.layers * layer_floor) + cost.allreduce_s
+
+
+def iteration_times(terms: IterationTerms, overheads: EngineOverheads) -> tuple[float, float]:
+    """(seconds of one plain decoding step, seconds of one speculative iteration)."""
+    o = overheads
+    plain = _pass_time(terms.plain, o.layer_floor) + o.step
+    it = _pass_time(terms.verify, o.layer_floor) + o.step + o.iteration
+    if terms.draft is not None:
+        it = it + terms.draft_calls * (_pass_time(terms.draft, o.layer_floor) + o.draft_call)
+    return float(plain), float(it)
+
+
+def speedup_from_terms(terms: IterationTerms, overheads: EngineOverheads, tau) -> float:
+    """tau * t_plain / t_iter: tokens per second of speculative over plain decoding."""
+    plain, it = iteration_times(terms, overheads)
+    return float(np.asarray(tau, float) * plain / it)
+
+
+@dataclass(frozen=True)
+class IterationBreakdown:
+    """Seconds of one iteration by term, and the term that bounds it."""
+    terms: dict
+    total_s: float
+    plain_s: float
+    bound: str
+
+
+def breakdown(terms: IterationTerms, overheads: EngineOverheads) -> IterationBreakdown:
+    """The iteration's seconds split into named terms: the target's verify pass as
+    memory, compute or launch floor (whichever sets it), its all-reduces, the drafter's
+    calls, and the engine's step and iteration overheads; ``bound`` names the largest."""
+    o = overheads
+    v = terms.verify
+    floor = v.layers * o.layer_floor
+    parts = {"target memory": 0.0, "target compute": 0.0, "launch floor": 0.0}
+    if floor >= v.roofline_s:
+        parts["launch floor"] = floor
+    elif v.compute_s >= v.memory_s:
+        parts["target compute"] = v.compute_s
+    else:
+        parts["target memory"] = v.memory_s
+    parts["all-reduce"] = v.allreduce_s
+    parts["draft"] = 0.0 if terms.draft is None else terms.draft_calls * (
+        float(_pass_time(terms.draft, o.layer_floor)) + o.draft_call)
+    parts["engine overhead"] = o.step + o.iteration
+    plain, total = iteration_times(terms, overheads)
+    return IterationBreakdown(terms=parts, total_s=total, plain_s=plain,
+                              bound=max(parts, key=parts.get))

@@ -1,0 +1,279 @@
+"""Published GPU/TPU speedups against the iteration cost model, leave-one-source-out.
+
+    rows = load_published()                   # papers/published/results.csv
+    pred = leave_one_source_out(rows)         # one prediction per row, fitted without its source
+    summary(pred)                             # MAPE, mean signed error, worst, share within 10%
+
+Each row is predicted from its hardware row, model presets, engine, drafter settings and
+its own acceptance (α or τ); its reported speedup is never an input to its own
+prediction. The fitted parameters are the engine overheads of
+`specsim.iteration_cost.EngineOverheads`, one set per engine class: for each held-out
+source they are fitted on the other sources' rows of that class (or left at
+`PRIOR_OVERHEADS` where the other sources have none of that class). The fit is
+least squares on log speedup with a log-normal prior (a factor of ``PRIOR_SPREAD``)
+around the priors. The results are on docs/studies/published-speedups.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specsim import analytic
+from specsim.iteration_cost import (FREE_DRAFTERS, PRIOR_OVERHEADS, DrafterSpec,
+                                    EngineOverheads, IterationTerms, engine_class,
+                                    iteration_terms, iteration_times, speedup_from_terms)
+from specsim.presets import PRESETS, eagle_head_shape, get_shape
+from specsim.papers import papers_dir
+from specsim.roofline import load_hardware
+
+__all__ = ["published_csv", "load_published", "DEFAULT_CONTEXT", "PRIOR_SPREAD",
+           "RowModel", "row_model", "row_models", "fit_overheads", "Fold",
+           "leave_one_source_out", "summary", "fitted_overheads", "typical_acceptance",
+           "closed_form_speedup"]
+
+DEFAULT_CONTEXT = 512          # tokens cached when a row prints no context (chat prompts)
+PRIOR_SPREAD = 10.0            # the prior allows each overhead a factor of 10 either way
+RESIDUAL_SCALE = 0.1           # log-speedup residual scale the data term is weighted by
+MIN_FIT_ROWS = 3               # fewer rows of an engine class than this: keep the prior
+
+
+def published_csv(root=None) -> Path:
+    return papers_dir(root) / "published" / "results.csv"
+
+
+def load_published(root=None):
+    """The published rows as a pandas DataFrame (numbers as floats, blanks as NaN)."""
+    import pandas as pd
+
+    df = pd.read_csv(published_csv(root))
+    for col in ("k", "verify_tokens", "draft_steps", "temperature", "batch", "context",
+                "acceptance", "speedup", "n_devices"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+@dataclass(frozen=True)
+class RowModel:
+    """What the cost model needs of one published row: its overhead-free iteration terms,
+    the tokens an iteration yields, its engine class, and whether it is a tree."""
+    row_id: int
+    source_id: str
+    terms: IterationTerms
+    tau: float
+    engine_class: str
+    tree: bool
+    plain_s_observed: float = float("nan")
+
+
+def _drafter_spec(row, target) -> DrafterSpec:
+    kind = row["drafter_kind"]
+    steps = 0 if math.isnan(row["draft_steps"]) else int(row["draft_steps"])
+    n = int(row["verify_tokens"])
+    if kind in FREE_DRAFTERS:
+        return DrafterSpec(kind=kind, calls=0)
+    width = max(1, math.ceil((n - 1) / max(steps, 1)))
+    if kind == "draft_model":
+        return DrafterSpec(kind=kind, calls=steps, width=width, draft_model=get_shape(row["drafter"]))
+    if kind == "medusa":
+        return DrafterSpec(kind=kind, calls=1, width=1)
+    fused = 3 if "EAGLE-3" in str(row["drafter"]) else 2
+    return DrafterSpec(kind=kind, calls=steps, width=width, fused_inputs=fused)
+
+
+def _tau(row) -> float:
+    if row["acceptance_kind"] == "tau":
+        return float(row["acceptance"])
+    return float(analytic.expected_tokens(float(row["acceptance"]), int(row["k"])))
+
+
+def row_model(row) -> RowModel | None:
+    """The `RowModel` of one published row (a mapping or DataFrame row); None when the
+    row's target has no preset (it is listed, not predicted)."""
+    if str(row["target"]).lower() not in PRESETS:
+        return None
+    target = get_shape(row["target"])
+    context = DEFAULT_CONTEXT if math.isnan(row["context"]) else int(row["context"])
+    terms = iteration_terms(target, load_hardware(row["hardware"]), _drafter_spec(row, target),
+                            verify_tokens=int(row["verify_tokens"]), batch=int(row["batch"]),
+                            context=context, tp=int(row["n_devices"]), dtype=row["dtype"])
+    tree = math.isnan(row["k"])
+    base = float(row.get("baseline_tps", float("nan")) or float("nan"))
+    plain_s = int(row["batch"]) / base if base > 0 else float("nan")
+    return RowModel(row_id=int(row["row_id"]), source_id=row["source_id"], terms=terms,
+                    tau=_tau(row), engine_class=engine_class(row["engine"]), tree=tree,
+                    plain_s_observed=plain_s)
+
+
+def row_models(df) -> dict[int, RowModel]:
+    """`row_model` of every predictable row, by row_id."""
+    out = {}
+    for _, row in df.iterrows():
+        m = row_model(row)
+        if m is not None:
+            out[m.row_id] = m
+    return out
+
+
+def _predict(models, overheads: EngineOverheads) -> np.ndarray:
+    return np.array([speedup_from_terms(m.terms, overheads, m.tau) for m in models])
+
+
+def _plain_residuals(models, overheads: EngineOverheads) -> np.ndarray:
+    """log(predicted / printed) seconds of a plain decoding step, for the training rows
+    that print their baseline throughput (they pin the overheads' absolute size)."""
+    out = [math.log(iteration_times(m.terms, overheads)[0] / m.plain_s_observed)
+           for m in models if m.plain_s_observed > 0]
+    return np.array(out)
+
+
+def fit_overheads(models: list[RowModel], observed, prior: EngineOverheads) -> EngineOverheads:
+    """The overheads that best predict ``observed`` speedups of ``models`` (rows of one
+    engine class): least squares on log speedup, and on the log seconds of a plain step
+    where a row prints its baseline throughput (residual scale RESIDUAL_SCALE), plus a
+    log-normal prior of spread PRIOR_SPREAD around ``prior``. Fewer than MIN_FIT_ROWS
+    rows: the prior itself."""
+    from scipy.optimize import least_squares
+
+    y = np.log(np.asarray(observed, float))
+    if len(models) < MIN_FIT_ROWS:
+        return prior
+    theta0 = np.log(np.maximum(prior.as_array(), 1e-9))
+    sigma_p = math.log(PRIOR_SPREAD)
+
+    def resid(theta):
+        o = EngineOverheads.from_array(np.exp(theta))
+        s = _predict(models, o)
+        return np.concatenate([(np.log(s) - y) / RESIDUAL_SCALE,
+                               _plain_residuals(models, o) / RESIDUAL_SCALE,
+                               (theta - theta0) / sigma_p])
+
+    sol = least_squares(resid, theta0, method="trf", x_scale=1.0, max_nfev=400)
+    return EngineOverheads.from_array(np.exp(sol.x))
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One leave-one-source-out fold: the held-out source, the row_ids the overheads
+    were fitted on, and the fitted overheads per engine class."""
+    held_out: str
+    train_row_ids: tuple[int, ...]
+    overheads: dict
+
+
+def _fit_all(models: dict[int, RowModel], observed: dict[int, float], row_ids) -> dict:
+    out = {}
+    for cls, prior in PRIOR_OVERHEADS.items():
+        ids = [i for i in row_ids if models[i].engine_class == cls]
+        out[cls] = fit_overheads([models[i] for i in ids], [observed[i] for i in ids], prior)
+    return out
+
+
+def leave_one_source_out(df=None):
+    """Predict every predictable row with overheads fitted on the other sources.
+
+    Returns (predictions, folds): a DataFrame with row_id, source_id, engine_class, tree,
+    tau, observed, predicted, prior_only (the prediction at PRIOR_OVERHEADS),
+    closed_form (`closed_form_speedup`) and error (predicted / observed - 1); and the
+    list of `Fold`s (tests check no fold trains on its own source)."""
+    import pandas as pd
+
+    df = load_published() if df is None else df
+    models = row_models(df)
+    observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
+    by_id = {int(r["row_id"]): r for _, r in df.iterrows()}
+    rows, folds = [], []
+    for source in sorted(df["source_id"].unique()):
+        train = tuple(i for i in models if models[i].source_id != source)
+        fitted = _fit_all(models, observed, train)
+        folds.append(Fold(held_out=source, train_row_ids=train, overheads=fitted))
+        for i, m in models.items():
+            if m.source_id != source:
+                continue
+            pred = speedup_from_terms(m.terms, fitted[m.engine_class], m.tau)
+            prior = speedup_from_terms(m.terms, PRIOR_OVERHEADS[m.engine_class], m.tau)
+            rows.append(dict(row_id=i, source_id=source, engine_class=m.engine_class,
+                             tree=m.tree, tau=m.tau, observed=observed[i], predicted=pred,
+                             prior_only=prior, closed_form=closed_form_speedup(by_id[i]),
+                             error=pred / observed[i] - 1))
+    out = pd.DataFrame(rows).sort_values("row_id").reset_index(drop=True)
+    return out, folds
+
+
+def _stats(err) -> dict:
+    err = np.asarray(err, float)
+    a = np.abs(err)
+    return dict(rows=len(err), mape=float(a.mean()), mean_signed=float(err.mean()),
+                worst=float(err[np.argmax(a)]), within_10=float((a <= 0.10).mean()))
+
+
+def summary(pred, column: str = "predicted"):
+    """MAPE, mean signed error, worst (signed) and share within 10% of ``column`` against
+    the observed speedups: per source, chain and tree rows apart, and overall."""
+    import pandas as pd
+
+    err = pred[column] / pred["observed"] - 1
+    rows = []
+    for source, g in pred.groupby("source_id"):
+        rows.append(dict(group=source, **_stats(err[g.index])))
+    for name, mask in (("chain rows", ~pred["tree"]), ("tree rows", pred["tree"]),
+                       ("all rows", pred["tree"] | ~pred["tree"])):
+        if mask.any():
+            rows.append(dict(group=name, **_stats(err[mask])))
+    return pd.DataFrame(rows)
+
+
+@functools.lru_cache(maxsize=4)
+def fitted_overheads(root=None) -> dict:
+    """Overheads per engine class fitted on every published row (for `specsim.predict`)."""
+    df = load_published(root)
+    models = row_models(df)
+    observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
+    return _fit_all(models, observed, tuple(models))
+
+
+def typical_acceptance(drafter_kind: str, root=None, *, temperature: float | None = None) -> dict:
+    """The median τ of the published rows of ``drafter_kind`` (at ``temperature`` when
+    given and present), with the rows' spread: a typical acceptance for a what-if when
+    the user has none. For α rows τ is E(α, K)."""
+    df = load_published(root)
+    sel = df[df["drafter_kind"] == drafter_kind]
+    if temperature is not None and (sel["temperature"] == temperature).any():
+        sel = sel[sel["temperature"] == temperature]
+    if sel.empty:
+        kinds = sorted(df["drafter_kind"].unique())
+        from specsim.errors import InvalidArgument
+        raise InvalidArgument(f"no published rows for drafter kind {drafter_kind!r}; "
+                              f"kinds with rows: {kinds}")
+    taus = np.array([_tau(r) for _, r in sel.iterrows()])
+    return dict(tau=float(np.median(taus)), tau_low=float(np.quantile(taus, 0.1)),
+                tau_high=float(np.quantile(taus, 0.9)), rows=len(taus))
+
+
+def closed_form_speedup(row) -> float:
+    """Today's closed form for a published row: τ / (calls * c + 1) with c the draft's
+    parameter ratio to the target (0 for free drafts; the head's parameters for EAGLE,
+    Medusa, Hydra) and a verify pass costing one decode step (Leviathan et al. 2023,
+    Thm 3.8 in τ form). The baseline the cost model is compared with."""
+    if str(row["target"]).lower() not in PRESETS:
+        return float("nan")
+    target = get_shape(row["target"])
+    kind = row["drafter_kind"]
+    steps = 0 if math.isnan(row["draft_steps"]) else int(row["draft_steps"])
+    if kind in FREE_DRAFTERS:
+        c, calls = 0.0, 0
+    elif kind == "draft_model":
+        c, calls = get_shape(row["drafter"]).active_params() / target.active_params(), steps
+    elif kind == "eagle":
+        head = eagle_head_shape(target)
+        c = (head.decoder_layer_params() + 2 * target.d_model ** 2) / target.active_params()
+        calls = steps
+    else:
+        per_head = target.d_model ** 2 + target.d_model * target.vocab_size
+        heads = 5 if kind == "medusa" else 1
+        c, calls = heads * per_head / target.active_params(), (1 if kind == "medusa" else steps)
+    return float(_tau(row) / (calls * c + 1))
