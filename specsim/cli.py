@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_command(sub)
     # --- training (specsim.train) --------------------------------------------------------
     _add_train_draft_command(sub)
+    # --- what specsim keeps on disk (specsim.cache_usage) --------------------------------
+    _add_cache_command(sub)
     return parser
 
 
@@ -121,11 +123,22 @@ def _add_inrun_arguments(p) -> None:
                         "CPU time, which other jobs on a shared machine do not inflate) or wall; "
                         "both are recorded")
     p.add_argument("--repeats", type=int, default=None,
-                   help="timing rounds (default 2; --quick 4)")
+                   help="the least paired timing rounds of every run (default 3)")
+    p.add_argument("--max-rounds", type=int, default=None,
+                   help="the most paired timing rounds of a run (default 12)")
+    p.add_argument("--target-half-width", type=float, default=None,
+                   help="a run's rounds stop once its measured speedup's 95%% interval is "
+                        "within this fraction either side (default 0.03)")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="wall seconds from the start by which the timed rounds end, "
+                        "compiles included; the in-run parts share what is left (default "
+                        "540; --quick 150)")
+    p.add_argument("--calibration-prompts", type=int, default=None,
+                   help="untimed runs on other prompts of the same kind that give a real "
+                        "drafter's per-position α before its run (default 2; --quick 1)")
     p.add_argument("--shared-repeats", type=int, default=None,
-                   help="times a round each short call that several runs read (the "
-                        "one-token call, prefills, pass programs) is timed (default 3; "
-                        "--quick 2)")
+                   help="part policies: times a round each cell's plain-decoding baseline "
+                        "is timed (default 3; --quick 2)")
     p.add_argument("--loop-repeats", type=int, default=None,
                    help="part policies: runs of each loop program a round from one "
                         "prefill, the fastest kept (default 2)")
@@ -200,15 +213,16 @@ def _cmd_speedup(args) -> int:
         print("\n".join(notes))
     if args.csv:
         import csv
-        from pathlib import Path
-        path = Path(args.csv)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(list(table))
-            for row in zip(*table.values()):
-                writer.writerow([repr(float(v)) if isinstance(v, np.floating) else int(v)
-                                 for v in row])
+        import io
+
+        from specsim import atomic
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(list(table))
+        for row in zip(*table.values()):
+            writer.writerow([repr(float(v)) if isinstance(v, np.floating) else int(v)
+                             for v in row])
+        path = atomic.write(args.csv, lambda tmp: tmp.write_text(text.getvalue(), newline=""))
         print(f"wrote {path}")
     return 0
 
@@ -313,8 +327,11 @@ def _cmd_bench(args) -> int:
                   f"(n={row.matmul_size}), copy {row.copy_bytes_per_s / 1e9:.2f} GB/s (read+write)")
         paths = bench.save_measurements(ceil, f"{stem}-ceilings", meta, out)
         print(f"wrote {paths[0]}")
+        args.done = [f"wrote {paths[0]} (the ceilings), not the sweep"]
+    args.interrupted = "during the sweep"
     df = bench.sweep_forward(model, points, quick=args.quick, repeats=repeats, seed=args.seed)
     paths = bench.save_measurements(df, stem, meta, out)
+    args.interrupted, args.done = "after the sweep", [f"wrote {paths[0]} and {paths[1]}"]
     print(df[["n_tokens", "batch", "context", "time_s", "time_iqr"]].to_string(index=False))
     print(f"wrote {paths[0]} and {paths[1]} (run {meta['run_id']})")
     if not args.no_fit and len(df) >= 5:
@@ -356,8 +373,16 @@ def _cmd_demo(args) -> int:
         return 0
     settings = _demo_settings(args)
     experiment.enable_compilation_cache()
-    result = experiment.run_demo(settings, progress=not args.no_progress)
-    _write_demo(result)
+
+    def log(line: str) -> None:          # the last step begun ("2/4 ...") is what Ctrl-C stops
+        if line.split(" ", 1)[0].replace("/", "").isdigit():
+            args.interrupted = f"during {line.removesuffix(' ...')}"
+        print(line)
+    args.interrupted = "before its first step (loading the models)"
+    args.done = [f"nothing written to {settings.out_dir}/ (written whole at the end)"]
+    result = experiment.run_demo(settings, log=log, progress=not args.no_progress)
+    args.interrupted = "while writing the results"
+    _write_demo(result, args)
     return 0
 
 
@@ -375,6 +400,9 @@ def _demo_settings(args):
                 "max_new_tokens": args.max_new_tokens,
                 "parts": tuple(args.parts) if args.parts else None,
                 "clock": args.clock, "repeats": args.repeats,
+                "max_rounds": args.max_rounds, "target_half_width": args.target_half_width,
+                "time_budget_s": args.time_budget,
+                "calibration_prompts": args.calibration_prompts,
                 "shared_repeats": args.shared_repeats, "loop_repeats": args.loop_repeats,
                 "instrument_alphas": tuple(args.alphas) if args.alphas else None,
                 "instrument_ks": (tuple(parse_k_values(args.instrument_k))
@@ -387,7 +415,7 @@ def _demo_settings(args):
     return experiment.DemoSettings.demo(quick=args.quick, **changes)
 
 
-def _write_demo(result) -> None:
+def _write_demo(result, args) -> None:
     """The face of the demo: figures (`specsim.plots`) and files (`specsim.report`)."""
     from pathlib import Path
 
@@ -396,11 +424,80 @@ def _write_demo(result) -> None:
 
     out = result.settings.out_dir
     result.files = report.write_demo(result, Path(out), demo_figures(result))
+    args.interrupted, args.done = "after writing the results", [f"wrote {out}/"]
     print(report.summary_table(result))
     if report.S.PREDICTED_SPEEDUP in result.runs:
         f = report.fidelity_summary(result)
+        if f.get("prior", {}).get("n_runs"):
+            print(f"prediction before the run: {report.fidelity_headline(f['prior'])}")
         print(f"in-run prediction: {report.fidelity_headline(f)}")
     print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
+
+
+# --- what specsim keeps on disk --------------------------------------------------------------
+
+def _add_cache_command(sub) -> None:
+    from specsim.cache_usage import KINDS
+
+    p = sub.add_parser(
+        "cache", help="list (with sizes) or clear what specsim keeps on disk",
+        description="Lists what specsim keeps under its cache root ($SPECSIM_CACHE, default "
+                    "~/.cache/specsim) with sizes and the total: dequantised models (one "
+                    "per GGUF file's content, shared by every install), JAX's compiled "
+                    "programs, the CPU kernels, trained drafters, unfinished writes. "
+                    "'clear' removes them (every kind specsim writes, or the --kind "
+                    "given); each is rebuilt when next needed.")
+    p.add_argument("action", nargs="?", choices=("list", "clear"), default="list",
+                   help="list (default) or clear")
+    p.add_argument("--kind", nargs="+", choices=KINDS, default=None,
+                   help="only these kinds (clear: default all but 'other', files specsim "
+                        "did not write, removed only when named)")
+    p.add_argument("--yes", action="store_true", help="clear without asking")
+    p.set_defaults(func=_cmd_cache)
+
+
+def _cmd_cache(args) -> int:
+    from specsim import cache_usage as cu
+
+    root = cu.cache_root()
+    items = cu.entries(root)
+    fmt = cu.format_bytes
+
+    def count(n: int) -> str:
+        return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+    def show(chosen):
+        for e in chosen:
+            name = e.path.relative_to(root) if e.path.is_relative_to(root) else e.path
+            print(f"  {e.kind:<10} {fmt(e.size):>9}  {name}  {e.about}".rstrip())
+
+    if args.action == "list":
+        chosen = cu.select(items, tuple(args.kind)) if args.kind else items
+        print(f"{root}" + ("" if root.is_dir() else " (not created yet)"))
+        show(chosen)
+        print(f"total {fmt(cu.total_bytes(chosen))} in {count(len(chosen))}")
+        return 0
+    chosen = cu.select(items, tuple(args.kind) if args.kind else None)
+    if not chosen:
+        print(f"{root}: nothing to clear")
+        return 0
+    size = fmt(cu.total_bytes(chosen))
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ValueError(f"clear would remove {count(len(chosen))} ({size}) under "
+                             f"{root}; add --yes to remove them without a question")
+        show(chosen)
+        if input(f"remove {count(len(chosen))} ({size})? [y/N] ").strip().lower() \
+                not in ("y", "yes"):
+            print("nothing removed")
+            return 0
+    args.done, freed = ["nothing removed"], 0
+    for i, e in enumerate(chosen, start=1):
+        args.interrupted = f"removing {e.path}"
+        freed += cu.clear([e])
+        args.done = [f"removed {i} of {count(len(chosen))} ({fmt(freed)})"]
+    print(f"removed {count(len(chosen))} under {root}: {fmt(freed)} freed")
+    return 0
 
 
 # --- training (specsim.train) ----------------------------------------------------------------
@@ -524,11 +621,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     compile_cache.enable_deferred()     # on unless SPECSIM_COMPILATION_CACHE=0 (no JAX import)
+    # A command may say what it is doing (args.interrupted) and what it has left on disk
+    # (args.done), for the one line that Ctrl-C prints.
+    args.interrupted, args.done = "", []
     try:
         return int(args.func(args) or 0)
     except ValueError as err:  # bad input: one clear line, no traceback
         print(f"specsim {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback, the shell's code for SIGINT
+        done = "; ".join(args.done) or "nothing written"
+        where = f" {args.interrupted}" if args.interrupted else ""
+        print(f"specsim {args.command}: interrupted{where}; {done}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

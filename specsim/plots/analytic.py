@@ -15,7 +15,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from specsim import analytic
+from specsim import analytic, atomic
 
 __all__ = [
     "speedup_vs_alpha",
@@ -131,8 +131,7 @@ def analytic_report(out_dir="results/demo", *, c: float = 0.05,
                      for a, k, s in zip(alphas, k_star, s_star))
     text = (f"Closed-form speedup S(alpha, K, c={c:g}) (Leviathan et al. 2023, Thm 3.8)\n"
             f"{table}\nOptimal K (K <= {k_max}):\n{best}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "analytic_speedup.png"
-    analytic_overview(c=c, k_max=k_max).savefig(path, dpi=dpi)
+    path = Path(out_dir) / "analytic_speedup.png"
+    fig = analytic_overview(c=c, k_max=k_max)
+    atomic.write(path, lambda tmp: fig.savefig(tmp, dpi=dpi))
     return AnalyticReport(table=text, figures=(path,))
