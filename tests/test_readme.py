@@ -51,6 +51,22 @@ def test_every_linked_file_exists():
     assert not missing, f"README.md links files that do not exist: {missing}"
 
 
+def test_every_docs_link_resolves():
+    """Relative links in docs/ point at files, and every study page the code, tests,
+    notebooks or benchmarks cite by its path under docs/studies/ exists."""
+    missing = []
+    for page in sorted((REPO / "docs").rglob("*.md")):
+        for target in re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8")):
+            if not target.startswith("http") and not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(REPO)} -> {target}")
+    for folder in ("specsim", "tests", "notebooks", "benchmarks"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for cited in re.findall(r"docs/studies/[\w.-]+\.md", path.read_text(encoding="utf-8")):
+                if not (REPO / cited).exists():
+                    missing.append(f"{path.relative_to(REPO)} cites {cited}")
+    assert not missing, "\n".join(missing)
+
+
 def test_every_notebook_is_listed_and_every_listed_one_exists():
     listed = set(re.findall(r"^\| `(\d\d_\w+)` \|", _text(), flags=re.M))
     present = {p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.py")}
