@@ -30,3 +30,12 @@ __version__ = "0.1.0"
 from specsim import compile_cache as _compile_cache  # noqa: E402
 
 _compile_cache.enable_in_notebook()
+
+
+def __getattr__(name):
+    """``specsim.predict``: the hardware what-if (`specsim.what_if.predict`), imported on
+    first use so that ``import specsim`` stays light and JAX-free."""
+    if name == "predict":
+        from specsim.what_if import predict
+        return predict
+    raise AttributeError(f"module 'specsim' has no attribute {name!r}")

@@ -196,6 +196,10 @@ _SHAPES = [
     ModelShape(name="qwen2.5-0.5b", n_layers=24, d_model=896, n_heads=14, n_kv_heads=2,
                head_dim=64, d_ff=4864, vocab_size=151936, qkv_bias=True,
                tie_embeddings=True, source=_HF.format("Qwen/Qwen2.5-0.5B-Instruct")),
+    # specsim's own demo target (specsim.models.config.SMOLLM2_135M), float32 on the CPU.
+    ModelShape(name="smollm2-135m", n_layers=30, d_model=576, n_heads=9, n_kv_heads=3,
+               head_dim=64, d_ff=1536, vocab_size=49152, tie_embeddings=True,
+               dtype="float32", source=_HF.format("HuggingFaceTB/SmolLM2-135M-Instruct")),
     # T5 version 1.1 (Leviathan et al. 2023): gated GELU, untied head, no biases.
     ModelShape(name="t5-v1.1-xxl", n_layers=24, encoder_layers=24, d_model=4096, n_heads=64,
                n_kv_heads=64, head_dim=64, d_ff=10240, **_T5,

@@ -229,7 +229,7 @@ def summary(pred, column: str = "predicted"):
 
 @functools.lru_cache(maxsize=4)
 def fitted_overheads(root=None) -> dict:
-    """Overheads per engine class fitted on every published row (for `specsim.predict`)."""
+    """Overheads per engine class fitted on every published row (for `specsim.what_if.predict`)."""
     df = load_published(root)
     models = row_models(df)
     observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
