@@ -49,6 +49,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("SPECSIM_CACHE") or Path.home() / ".cache" / "specsim")
 
 
+def _unfinished(name: str) -> bool:
+    """A temporary name of specsim's writers (".tmp-*", ".<name>.tmp-*", ".<name>.*.tmp")
+    or of an interrupted `clear` (".trash-*")."""
+    return name.startswith(".") and (".tmp" in name or name.startswith(".trash-"))
+
+
 def _size(path: Path) -> int:
     if path.is_symlink() or not path.is_dir():
         return path.lstat().st_size
@@ -73,7 +79,7 @@ def _model_about(folder: Path) -> str:
 
 def _classify(path: Path, jax_dir: Path) -> tuple[str, str]:
     name = path.name
-    if name.startswith((".tmp-", ".trash-")):
+    if _unfinished(name):
         return "unfinished", "left by a process that stopped mid-write"
     if path.is_dir() and path.resolve() == jax_dir.resolve():
         return "compiled", "JAX's compiled programs"
@@ -87,7 +93,7 @@ def _classify(path: Path, jax_dir: Path) -> tuple[str, str]:
 
 
 def _draft_entry(path: Path) -> CacheEntry:
-    if path.name.startswith((".tmp-", ".trash-")):
+    if _unfinished(path.name):
         kind, about = "unfinished", "left by a process that stopped mid-write"
     elif path.name.endswith(".partial"):
         kind, about = "drafter", "training checkpoint (the same train-draft command resumes it)"
@@ -140,7 +146,7 @@ def clear(items: list[CacheEntry]) -> int:
         if not e.path.exists() and not e.path.is_symlink():
             continue
         trash = e.path
-        if not e.path.name.startswith((".tmp-", ".trash-")):
+        if not _unfinished(e.path.name):
             trash = e.path.with_name(f".trash-{uuid.uuid4().hex[:8]}-{e.path.name}")
             os.replace(e.path, trash)
         if trash.is_dir() and not trash.is_symlink():

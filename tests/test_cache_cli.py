@@ -15,7 +15,8 @@ from specsim.cli import main
 SIZES = {"gguf-00aa/model.safetensors": 3_000_000, "gguf-00aa/config.json": None,
          "jax/prog-1": 40_000, "jax/nested/prog-2": 2_000, "kernels/lib.so": 123_456,
          "drafts/tiny-distilled-L2/weights": 7_000, "drafts/tiny-distilled-L2.partial/state": 500,
-         ".tmp-dead/model.safetensors": 999, "notes/mine.txt": 11}
+         ".tmp-dead/model.safetensors": 999, "drafts/.tiny-distilled-L2.tmp-x1/w": 77,
+         "notes/mine.txt": 11}
 
 
 @pytest.fixture
@@ -50,10 +51,11 @@ def test_list_shows_every_entry_with_its_size_and_the_total(root, capsys):
         "jax": ("compiled", "42.0 kB"), "kernels": ("kernels", "123.5 kB"),
         "drafts/tiny-distilled-L2": ("drafter", "7.0 kB"),
         "drafts/tiny-distilled-L2.partial": ("drafter", "500 B"),
-        ".tmp-dead": ("unfinished", "999 B"), "notes": ("other", "11 B")}
+        ".tmp-dead": ("unfinished", "999 B"),
+        "drafts/.tiny-distilled-L2.tmp-x1": ("unfinished", "77 B"), "notes": ("other", "11 B")}
     assert "dequantised model tiny-model (float32)" in out
     total = sum(n for n in SIZES.values() if n) + config
-    assert out.splitlines()[-1] == f"total {total / 1e6:.1f} MB in 7 entries"
+    assert out.splitlines()[-1] == f"total {total / 1e6:.1f} MB in 8 entries"
     assert main(["cache", "list", "--kind", "drafter"]) == 0
     out = capsys.readouterr().out
     assert set(_rows(out)) == {"drafts/tiny-distilled-L2", "drafts/tiny-distilled-L2.partial"}
@@ -64,13 +66,13 @@ def test_clear_asks_for_yes_and_removes_nothing_without_it(root, capsys):
     before = sorted(p.relative_to(root) for p in root.rglob("*"))
     assert main(["cache", "clear"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("specsim cache: error: clear would remove 6 entries") and "--yes" in err
+    assert err.startswith("specsim cache: error: clear would remove 7 entries") and "--yes" in err
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
 
 
 def test_clear_by_kind_then_all_keeps_what_specsim_did_not_write(root, capsys):
     assert main(["cache", "clear", "--kind", "model", "unfinished", "--yes"]) == 0
-    assert "removed 2 entries" in capsys.readouterr().out
+    assert "removed 3 entries" in capsys.readouterr().out
     assert sorted(p.name for p in root.iterdir()) == ["drafts", "jax", "kernels", "notes"]
     assert main(["cache", "clear", "--yes"]) == 0
     out = capsys.readouterr().out
