@@ -2,7 +2,7 @@
 
     python benchmarks/bench_analytic.py [--repeats 7]
 
-Targets (issue 2, on the 2-core development machine): a 10^6-point (alpha, K, c) grid
+Targets on a 2-core CPU: a 10^6-point (alpha, K, c) grid
 through ``speedup`` and ``optimal_k`` in under 50 ms, 10^6 simulated iterations in
 under 1 s. Prints the median and min wall time and the median process CPU time of
 ``--repeats`` runs after one warm-up, with the NumPy version, CPU count, load average

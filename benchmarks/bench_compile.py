@@ -12,8 +12,8 @@ pass, are compiled too); both by default.
 
 Each policy program is compiled as `decode.generate_speculative` compiles it by default
 (``verify_widths="auto"``: every width 1..K_max + 1 for the heuristic, the fewest widths
-within 5% of its own pass costs for Goodput, here t(n)/t(1) = 1.01, 1.06, 1.16, 1.17 for
-n = 2..5, the kernel's on this CPU (data/kernel-cpu-s26/), so (1, 3, 5)), and Goodput
+within 5% of its own pass costs for Goodput: (1, 3, 5) with the CPU kernel's costs in
+`data/kernel-cpu/`), and Goodput
 also at every width. ``--verify-widths``: the policy programs also compile their verify
 pass at these widths only (each width is one more forward pass in the program).
 
@@ -30,7 +30,7 @@ drafter shows it as a term of its own, and the later K's do not pay it.
 
 Every program compiles with specsim's XLA:CPU options (`specsim.models.compiler`);
 ``SPECSIM_XLA_OPTIONS=0`` compiles them with XLA's defaults instead, for an A/B in
-alternated runs (data/compile-cpu-s29/).
+alternated runs.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from jax import monitoring
 
 KERNEL_RATIOS = (1.0, 1.01, 1.06, 1.16, 1.17)
 """t(n)/t(1), n = 1..5, of SmolLM2-135M's pass with specsim's CPU kernel on the 2-core
-host (`benchmarks/bench_kernel.py`, data/kernel-cpu-s26/); Goodput's costs here (a K_max
+host (`benchmarks/bench_kernel.py`, `data/kernel-cpu/`); Goodput's costs here (a K_max
 above 4 extends them by 0.04 a token)."""
 
 

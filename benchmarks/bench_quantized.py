@@ -15,21 +15,8 @@ decoding -- every ratio measured side by side in one process.
 * Speedup: the same batch's generation time, speculative vs autoregressive (fp32
   target, temperature 0), in interleaved rounds.
 
-Measured 2026-11-30 (jax 0.10.2, XLA:CPU, 2 cores at load average ~20, commit e53f878;
-α per slot on code/json/extraction/prose):
-
-    target <- draft      T=0                       T=1
-    fp32 <- int8         .893 1.00 .893 .857       .929 .929 .844 1.00
-    fp32 <- int4-g32     .722 .929 .719 .396       .750 .667 .385 .525
-    fp32 <- int8+head    .893 1.00 .893 .857       .844 .812 .719 1.00
-    int8 <- int8         1.00 1.00 1.00 1.00       1.00 1.00 1.00 1.00  (identical model)
-    int8 <- int4-g32     .611 .844 .611 .455       .719 .625 .477 .417
-    int8 <- int8+head    1.00 1.00 1.00 .929       .893 1.00 1.00 1.00
-
-    c (1 token/pass)   unroll  scan   bytes       speedup vs AR (scan, T=0, batch 4)
-    int8               5.45    0.94   0.437       0.77
-    int4-g32           5.34    3.86   0.365       0.37
-    int8+head          6.32    2.18   0.287       0.91
+Prints the α table by kind of work, c under both layer loops and from bytes, and the
+speedups, with the machine and commit.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # specsim on an NVIDIA GPU: install the CUDA extra into its own venv, run the forward
 # sweep (`specsim bench --quick`) and `specsim demo --quick` within a time budget, and
-# write data/measurements/gpu-<gpu>-* plus a report with their metadata.
+# write results/measurements/gpu-<gpu>-* plus a report with their metadata.
 #
 #   bash benchmarks/device_run.sh [--out DIR] [--timeout SECONDS] [--venv DIR]
 #                                 [--skip-install] [--dry-run] [--help]
 #
-#   --out DIR        where the sweep, the demo and the report go (default data/measurements)
+#   --out DIR        where the sweep, the demo and the report go (default results/measurements)
 #   --timeout S      seconds for the two runs together, install excluded (default 480 = 8 min);
 #                    the sweep gets at most half, the demo the rest
 #   --venv DIR       the venv to create / use (default .venv-gpu)
@@ -21,7 +21,7 @@ set -euo pipefail
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "device_run.sh: error: $*" >&2; exit 2; }
 
-OUT="data/measurements"
+OUT="results/measurements"
 TIMEOUT=480
 VENV=".venv-gpu"
 DRY=0

@@ -73,7 +73,7 @@ def test_dry_run_without_a_gpu_and_skip_install(tmp_path):
                env_extra={"NVIDIA_SMI": str(tmp_path / "missing")})
     assert got.returncode == 0
     assert "pip install" not in got.stdout
-    assert "--name gpu-<gpu>-smollm2-135m --out data/measurements" in got.stdout
+    assert "--name gpu-<gpu>-smollm2-135m --out results/measurements" in got.stdout
     assert "timeout: 480s (sweep <= 240s" in got.stdout       # the 8-minute default
 
 
