@@ -208,7 +208,7 @@ def _stats(err) -> dict:
     err = np.asarray(err, float)
     a = np.abs(err)
     return dict(rows=len(err), mape=float(a.mean()), mean_signed=float(err.mean()),
-                worst=float(err[np.argmax(a)]), within_10=float((a <= 0.10).mean()))
+                worst=float(err[np.argmax(a)]), within_10=float((a <= 0.10 + 1e-9).mean()))
 
 
 def summary(pred, column: str = "predicted"):

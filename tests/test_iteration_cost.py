@@ -1,0 +1,168 @@
+"""Each term of the iteration cost model against a case computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from specsim import iteration_cost as ic
+from specsim.errors import InvalidArgument
+from specsim.presets import ModelShape, eagle_head_shape, get_shape
+from specsim.roofline import Hardware
+
+# A chip with round ceilings: 100 TFLOP/s bf16, 1 TB/s, 100 GB/s links.
+HW = Hardware(name="round", peak_flops=(("bfloat16", 1e14),), bandwidth=1e12,
+              interconnect_bandwidth=1e11)
+PEAK = 1e14 * ic.FLOPS_EFFICIENCY
+BW = 1e12 * ic.BANDWIDTH_EFFICIENCY
+# Dense toy: L=2, D=64, 4 heads of 16 (2 kv heads), F=128, V=100, untied head.
+TOY = ModelShape(name="toy", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16,
+                 d_ff=128, vocab_size=100)
+
+
+def _toy_bytes(n, B=1, S=32, w=2):
+    """Weights + gathered embedding rows + KV read (S slots) and written (n) + fp32 logits."""
+    L, D, F, V, G, E = 2, 64, 128, 100, 2, 16
+    attn = D * 64 + 2 * D * 32 + 64 * D
+    weights = L * (attn + 3 * D * F + 2 * D) * w + D * V * w + (B * n * D + D) * w
+    kv = 2.0 * L * B * G * E * w * (S + n)
+    return weights + kv + 4.0 * B * n * V
+
+
+def _toy_flops(n, B=1, S=32):
+    L, D, F, V, H, E = 2, 64, 128, 100, 4, 16
+    N = B * n
+    mat = L * 2.0 * N * (D * (64 + 2 * 32) + 64 * D + 3 * D * F) + 2.0 * N * D * V
+    attention = L * 4.0 * B * H * n * S * E
+    elementwise = L * (2 * 4.0 * N * D + 3.0 * N * (64 + 32) + 5.0 * B * H * n * S
+                       + 5.0 * N * F + 2.0 * N * D) + 4.0 * N * D
+    return mat + attention + elementwise
+
+
+def test_expected_experts_by_hand():
+    assert ic.expected_experts(8, 2, 1) == pytest.approx(2.0)
+    assert ic.expected_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75 ** 2))   # 3.5
+    assert ic.expected_experts(128, 8, 16) == pytest.approx(128 * (1 - (15 / 16) ** 16))
+    assert ic.expected_experts(8, 2, 0) == 0.0
+    assert ic.expected_experts(8, 2, 10_000) == pytest.approx(8.0)
+    with pytest.raises(InvalidArgument, match="experts_per_token"):
+        ic.expected_experts(4, 5, 1)
+
+
+def test_dense_pass_bytes_flops_and_seconds_by_hand():
+    c = ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32)
+    assert c.bytes == pytest.approx(_toy_bytes(3), rel=1e-12)
+    assert c.flops == pytest.approx(_toy_flops(3), rel=1e-12)
+    assert c.memory_s == pytest.approx(_toy_bytes(3) / BW)
+    assert c.compute_s == pytest.approx(_toy_flops(3) / PEAK)
+    assert c.allreduce_s == 0.0 and c.layers == 2
+
+
+def test_tensor_parallel_splits_the_pass_and_adds_two_all_reduces_a_layer():
+    one = ic.pass_cost(TOY, HW, n_tokens=3, batch=2, context=32)
+    two = ic.pass_cost(TOY, HW, n_tokens=3, batch=2, context=32, tp=2)
+    assert two.bytes == pytest.approx(one.bytes / 2) and two.flops == pytest.approx(one.flops / 2)
+    # ring: L * 2 all-reduces of B*T*D*2 bytes, 2(p-1)/p of it each way at half the link
+    moved = 2 * 2 * 2.0 * (1 / 2) * 2 * 3 * 64 * 2
+    assert two.allreduce_s == pytest.approx(moved / (1e11 / 2) + 2 * 2 * ic.ALLREDUCE_LATENCY)
+
+
+def test_a_mixture_of_experts_pass_reads_the_experts_its_tokens_route_to():
+    moe = TOY.replace(name="moe", n_experts=8, experts_per_token=2, d_expert=32)
+    one = ic.pass_cost(moe, HW, n_tokens=1, context=32)
+    four = ic.pass_cost(moe, HW, n_tokens=4, context=32)
+    w, L, D = 2, 2, 64
+    per_expert = 3 * D * 32 * w
+    read4 = ic.expected_experts(8, 2, 4)
+    # bytes differ by the extra experts read, plus the per-token terms of 3 more tokens
+    per_token = lambda n: (n * D) * w + 2.0 * L * 2 * 16 * w * n + 4.0 * n * 100
+    assert four.bytes - one.bytes == pytest.approx(
+        L * (read4 - 2) * per_expert + per_token(4) - per_token(1), rel=1e-9)
+    assert one.layers == 2 * ic.MOE_FLOOR_FACTOR
+    # compute: 2 experts a token, whatever the number read
+    dense_like = TOY.replace(name="d", d_ff=64)
+    assert four.flops == pytest.approx(ic.pass_cost(dense_like, HW, n_tokens=4, context=32).flops)
+
+
+def test_fp8_weights_are_read_in_one_byte():
+    bf16 = ic.pass_cost(TOY, HW, n_tokens=1, context=32, dtype="bfloat16")
+    fp8 = ic.pass_cost(TOY, HW, n_tokens=1, context=32, dtype="float8")
+    weights = 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64) * 2 + 64 * 100 * 2 + 2 * 64 * 2
+    assert bf16.bytes - fp8.bytes == pytest.approx(weights / 2)
+
+
+def test_medusa_heads_and_eagle_head_by_hand():
+    t = TOY
+    med = ic.draft_call_cost(ic.DrafterSpec(kind="medusa", calls=1), t, HW, batch=1, context=32,
+                             tp=1, dtype="bfloat16")
+    per_head = 64 * 64 + 64 * 100
+    assert med.bytes == pytest.approx(ic.MEDUSA_HEADS * (per_head * 2 + 4.0 * 100))
+    eag = ic.draft_call_cost(ic.DrafterSpec(kind="eagle", calls=3, width=2), t, HW, batch=1,
+                             context=32, tp=1, dtype="bfloat16")
+    head = ic.pass_cost(eagle_head_shape(t), HW, n_tokens=2, context=32)
+    assert eag.bytes == pytest.approx(head.bytes + 2 * 64 * 64 * 2)
+    assert eag.flops == pytest.approx(head.flops + 2.0 * 2 * 2 * 64 * 64)
+    assert ic.draft_call_cost(ic.DrafterSpec(kind="ngram", calls=0), t, HW, batch=1, context=32,
+                              tp=1, dtype="bfloat16") is None
+
+
+def _cost(roof, layers=10, ar=0.0):
+    return ic.PassCost(flops=0.0, bytes=roof * BW, compute_s=0.0, memory_s=roof,
+                       allreduce_s=ar, layers=layers)
+
+
+def test_iteration_times_and_speedup_by_hand():
+    terms = ic.IterationTerms(plain=_cost(10e-3), verify=_cost(12e-3, ar=1e-3),
+                              draft=_cost(0.1e-3, layers=2), draft_calls=4)
+    o = ic.EngineOverheads(layer_floor=0.2e-3, step=1e-3, iteration=2e-3, draft_call=0.5e-3)
+    plain, it = ic.iteration_times(terms, o)
+    # launch floor: 10 layers * 0.2 ms = 2 ms < 10 ms roofline; the draft's 2 * 0.2 > 0.1 ms
+    assert plain == pytest.approx(10e-3 + 1e-3)
+    assert it == pytest.approx(12e-3 + 1e-3 + 1e-3 + 2e-3 + 4 * (0.4e-3 + 0.5e-3))
+    assert ic.speedup_from_terms(terms, o, 3.0) == pytest.approx(3.0 * plain / it)
+
+
+def test_the_launch_floor_binds_a_small_pass():
+    terms = ic.IterationTerms(plain=_cost(1e-3), verify=_cost(1e-3), draft=None, draft_calls=0)
+    o = ic.EngineOverheads(layer_floor=0.5e-3, step=0.0, iteration=0.0, draft_call=0.0)
+    assert ic.iteration_times(terms, o) == pytest.approx((5e-3, 5e-3))
+    b = ic.breakdown(terms, o)
+    assert b.bound == "launch floor" and b.terms["launch floor"] == pytest.approx(5e-3)
+
+
+def test_breakdown_names_the_largest_term():
+    terms = ic.IterationTerms(plain=_cost(10e-3), verify=_cost(10e-3),
+                              draft=_cost(1e-3, layers=1), draft_calls=20)
+    o = ic.EngineOverheads(layer_floor=0.0, step=0.0, iteration=0.0, draft_call=0.0)
+    b = ic.breakdown(terms, o)
+    assert b.bound == "draft" and b.terms["draft"] == pytest.approx(20e-3)
+    assert b.total_s == pytest.approx(30e-3)
+
+
+def test_a_small_draft_costs_more_than_its_parameter_ratio_at_the_floor():
+    """The reason for the launch floor: a 68M draft step on a 7B target under PyTorch
+    eager dispatch costs its 2 layers' floor, far above 68M/6.7B of a target step."""
+    o = ic.PRIOR_OVERHEADS["eager"]
+    t = ic.iteration_terms("vicuna-7b", "a100-80gb",
+                           ic.DrafterSpec(kind="draft_model", calls=1, draft_model="vicuna-68m"),
+                           verify_tokens=2)
+    draft_s = float(np.maximum(t.draft.roofline_s, t.draft.layers * o.layer_floor))
+    target_s = float(np.maximum(t.plain.roofline_s, t.plain.layers * o.layer_floor))
+    ratio = get_shape("vicuna-68m").n_params() / get_shape("vicuna-7b").n_params()
+    assert draft_s / target_s > 5 * ratio
+
+
+def test_bad_inputs_name_the_argument():
+    with pytest.raises(InvalidArgument, match="kind"):
+        ic.DrafterSpec(kind="magic", calls=1)
+    with pytest.raises(InvalidArgument, match="draft_model"):
+        ic.DrafterSpec(kind="draft_model", calls=1)
+    with pytest.raises(InvalidArgument, match="layer_floor"):
+        ic.EngineOverheads(layer_floor=-1.0, step=0, iteration=0, draft_call=0)
+    with pytest.raises(InvalidArgument, match="engine"):
+        ic.engine_class("tgi")
+    with pytest.raises(InvalidArgument, match="batch"):
+        ic.pass_cost(TOY, HW, n_tokens=1, batch=0)
+    assert math.isfinite(ic.pass_cost(TOY, HW, n_tokens=64, context=8).memory_s)

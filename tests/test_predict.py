@@ -1,0 +1,129 @@
+"""specsim.predict / `specsim predict`: the datasheet what-if."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from specsim import analytic
+from specsim import iteration_cost as ic
+from specsim.errors import InvalidArgument
+from specsim.published import fitted_overheads
+from specsim.what_if import BREAK_EVEN_BATCHES, predict, predict_from_ceilings
+
+O = ic.EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4)
+
+
+def _chain(k, alpha, batch=1, target="llama-3.1-8b", hw="h100-sxm", kind="eagle"):
+    terms = ic.iteration_terms(target, hw, ic.DrafterSpec(kind=kind, calls=k),
+                               verify_tokens=k + 1, batch=batch)
+    return ic.speedup_from_terms(terms, O, float(analytic.expected_tokens(alpha, k)))
+
+
+def test_a_chain_prediction_is_the_cost_model_at_that_k():
+    p = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", alpha=0.7, k=3, overheads=O)
+    assert p.speedup == pytest.approx(_chain(3, 0.7))
+    assert p.k == 3 and p.tau == pytest.approx(float(analytic.expected_tokens(0.7, 3)))
+    curve = {k: _chain(k, 0.7) for k in range(1, 13)}
+    assert p.best_k == max(curve, key=curve.get)
+    assert p.best_speedup == pytest.approx(max(curve.values()))
+
+
+def test_without_k_the_best_k_is_used():
+    p = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", alpha=0.8, overheads=O)
+    assert p.k == p.best_k and p.speedup == pytest.approx(p.best_speedup)
+
+
+def test_the_break_even_batch_is_where_the_speedup_first_falls_below_one():
+    p = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", alpha=0.6, k=4, overheads=O)
+    assert p.break_even_batch in BREAK_EVEN_BATCHES
+    i = BREAK_EVEN_BATCHES.index(p.break_even_batch)
+    assert _chain(4, 0.6, batch=p.break_even_batch) < 1.0
+    assert i == 0 or _chain(4, 0.6, batch=BREAK_EVEN_BATCHES[i - 1]) >= 1.0
+
+
+def test_a_tree_uses_its_tau_and_reports_no_best_k():
+    p = predict("qwen3-30b-a3b", "h100-sxm", drafter="eagle", engine="sglang", tp=4, tau=2.5,
+                tree_tokens=16, draft_steps=4, overheads=O)
+    terms = ic.iteration_terms("qwen3-30b-a3b", "h100-sxm",
+                               ic.DrafterSpec(kind="eagle", calls=4, width=4),
+                               verify_tokens=16, tp=4)
+    assert p.speedup == pytest.approx(ic.speedup_from_terms(terms, O, 2.5))
+    assert p.best_k is None and p.tree_tokens == 16 and p.k is None
+
+
+def test_interval_and_fitted_overheads():
+    p = predict("vicuna-7b", "a100-80gb", drafter="draft_model", draft="vicuna-68m",
+                engine="hf-eager", tau=2.3, k=5)
+    lo, hi = p.interval
+    assert 0 < lo < hi
+    terms = ic.iteration_terms("vicuna-7b", "a100-80gb",
+                               ic.DrafterSpec(kind="draft_model", calls=5,
+                                              draft_model="vicuna-68m"), verify_tokens=6)
+    assert p.speedup == pytest.approx(ic.speedup_from_terms(terms, fitted_overheads()["eager"], 2.3))
+    assert "published" not in p.acceptance_source
+
+
+def test_typical_acceptance_comes_from_the_published_rows():
+    p = predict("llama-3.1-8b", "h100-sxm", drafter="ngram", k=4, overheads=O)
+    assert "published ngram rows" in p.acceptance_source
+    assert 0 < p.alpha < 1
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(target="gpt-9"), "unknown model 'gpt-9'.*llama-3.1-8b"),
+    (dict(hardware="b300"), "unknown hardware 'b300'.*h100-sxm"),
+    (dict(drafter="magic"), "drafter must be one of"),
+    (dict(engine="tgi"), "engine must be one of"),
+    (dict(alpha=1.5), "alpha"),
+    (dict(alpha=0.5, tau=2.0), "alpha or tau, not both"),
+    (dict(k=3, tree_tokens=8, tau=2.0), "not both"),
+    (dict(drafter="draft_model"), "needs draft="),
+    (dict(tau=9.0, k=4), "cannot exceed K \\+ 1"),
+    (dict(tau=0.5), "tau must be"),
+    (dict(batch=0, alpha=0.5), "batch"),
+    (dict(tp=0, alpha=0.5), "tp"),
+    (dict(alpha=0.5, tree_tokens=8), "for a tree give tau"),
+])
+def test_bad_inputs_name_the_argument_and_what_is_allowed(kwargs, match):
+    kw = dict(target="llama-3.1-8b", hardware="h100-sxm", overheads=O)
+    kw.update(kwargs)
+    with pytest.raises(InvalidArgument, match=match):
+        predict(kw.pop("target"), kw.pop("hardware"), **kw)
+
+
+def test_predict_from_ceilings_by_hand():
+    """A free draft on measured ceilings: E * (t1 + t0) / (t_{K+1} + t0 + iteration)."""
+    peak, bw, t0 = 2e11, 2e10, 1e-3
+    s = predict_from_ceilings(peak, bw, target="smollm2-135m", alpha=0.8, k=4, drafter="ngram",
+                              pass_overhead=t0, iteration_overhead=2e-4)
+    shape = ic.get_shape("smollm2-135m")
+    hw = ic.Hardware(name="m", peak_flops=(("float32", peak / ic.FLOPS_EFFICIENCY),),
+                     bandwidth=bw / ic.BANDWIDTH_EFFICIENCY)
+    one = ic.pass_cost(shape, hw, n_tokens=1, dtype="float32")
+    five = ic.pass_cost(shape, hw, n_tokens=5, dtype="float32")
+    t1 = max(one.flops / peak, one.bytes / bw)
+    t5 = max(five.flops / peak, five.bytes / bw)
+    e = float(analytic.expected_tokens(0.8, 4))
+    assert s == pytest.approx(e * (t1 + t0) / (t5 + t0 + 2e-4))
+    with pytest.raises(InvalidArgument, match="bandwidth"):
+        predict_from_ceilings(1e11, -1.0, target="smollm2-135m", alpha=0.5, k=2)
+
+
+def test_import_specsim_stays_jax_free_and_exports_predict():
+    code = ("import sys, specsim; f = specsim.predict; "
+            "assert f.__module__ == 'specsim.what_if'; assert 'jax' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_command_line(capsys):
+    from specsim.cli import main
+
+    assert main(["predict", "--target", "llama-3.1-8b", "--hardware", "h100-sxm",
+                 "--alpha", "0.7", "--k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "speedup" in out and "K=3" in out and "iteration terms (ms)" in out
+    assert main(["predict", "--target", "nope", "--hardware", "h100-sxm"]) == 2
+    assert "unknown model 'nope'" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+"""The published set and its leave-one-source-out validation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim import published as pub
+from specsim.iteration_cost import DRAFTER_KINDS, ENGINE_CLASSES
+from specsim.presets import PRESETS
+from specsim.roofline import hardware_names
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return pub.load_published()
+
+
+@pytest.fixture(scope="module")
+def loso(rows):
+    return pub.leave_one_source_out(rows)
+
+
+def test_every_row_is_cited_and_complete(rows):
+    assert len(rows) >= 90 and rows["source_id"].nunique() >= 5
+    assert rows["row_id"].is_unique
+    for col in ("citation", "url", "location", "hardware", "engine", "target", "drafter_kind"):
+        assert rows[col].notna().all() and (rows[col].astype(str).str.len() > 0).all(), col
+    assert rows["url"].str.startswith("https://").all()
+    assert set(rows["hardware"]) <= set(hardware_names())
+    assert set(rows["engine"]) <= set(ENGINE_CLASSES)
+    assert set(rows["drafter_kind"]) <= set(DRAFTER_KINDS)
+    assert (rows["speedup"] > 0).all() and (rows["batch"] >= 1).all()
+    tau = rows[rows["acceptance_kind"] == "tau"]
+    alpha = rows[rows["acceptance_kind"] == "alpha"]
+    assert len(tau) + len(alpha) == len(rows)
+    assert ((tau["acceptance"] >= 1) & (tau["acceptance"] <= tau["verify_tokens"])).all()
+    assert ((alpha["acceptance"] > 0) & (alpha["acceptance"] < 1) & alpha["k"].notna()).all()
+    chains = rows[rows["k"].notna()]
+    assert (chains["verify_tokens"] == chains["k"] + 1).all()
+
+
+def test_derived_speedups_are_the_printed_throughput_ratios(rows):
+    derived = rows[rows["spec_tps"].notna()]
+    assert len(derived) >= 16
+    np.testing.assert_allclose(derived["speedup"], derived["spec_tps"] / derived["baseline_tps"],
+                               rtol=1e-3)
+
+
+def test_no_fold_trains_on_its_own_source(rows, loso):
+    pred, folds = loso
+    source_of = dict(zip(rows["row_id"], rows["source_id"]))
+    assert {f.held_out for f in folds} == set(rows["source_id"])
+    for f in folds:
+        assert f.train_row_ids, f.held_out
+        assert all(source_of[i] != f.held_out for i in f.train_row_ids)
+        others = set(rows.loc[rows["source_id"] != f.held_out, "row_id"]) & set(pred["row_id"])
+        assert set(f.train_row_ids) == others
+    predictable = rows[rows["target"].str.lower().isin(PRESETS)]
+    assert sorted(pred["row_id"]) == sorted(predictable["row_id"])
+
+
+def test_a_sources_reported_speedups_never_reach_its_own_predictions(rows, loso):
+    """Scale every reported speedup of one source: its predictions do not move (the other
+    sources' may, through the fit)."""
+    pred, _ = loso
+    for source in ("vllm-eagle-k-sweep", "sglang-qwen3moe", "specbench"):
+        changed = rows.copy()
+        mask = changed["source_id"] == source
+        changed.loc[mask, "speedup"] *= 3.0
+        changed.loc[mask, "baseline_tps"] *= 5.0
+        again, _ = pub.leave_one_source_out(changed)
+        a = pred[pred["source_id"] == source].set_index("row_id")["predicted"]
+        b = again.set_index("row_id").loc[a.index, "predicted"]
+        np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), rtol=1e-12)
+
+
+def test_summary_statistics_by_hand():
+    pred = pd.DataFrame(dict(source_id=["a", "a", "b"], tree=[False, True, False],
+                             observed=[2.0, 1.0, 4.0], predicted=[2.2, 0.8, 4.0]))
+    s = pub.summary(pred).set_index("group")
+    # errors: +0.10, -0.20, 0.0
+    assert s.loc["a", "mape"] == pytest.approx(0.15)
+    assert s.loc["a", "mean_signed"] == pytest.approx(-0.05)
+    assert s.loc["a", "worst"] == pytest.approx(-0.20)
+    assert s.loc["a", "within_10"] == pytest.approx(0.5)
+    assert s.loc["all rows", "mape"] == pytest.approx(0.1)
+    assert s.loc["chain rows", "rows"] == 2 and s.loc["tree rows", "rows"] == 1
+
+
+def test_fit_recovers_overheads_that_generated_the_speedups(rows):
+    """Speedups made by known overheads are fitted back (the prior is far off)."""
+    models = [m for m in pub.row_models(rows).values() if m.engine_class == "vllm"]
+    truth = pub.EngineOverheads(layer_floor=3e-5, step=1.2e-3, iteration=0.6e-3, draft_call=0.3e-3)
+    observed = pub._predict(models, truth)
+    far = pub.EngineOverheads(layer_floor=1e-5, step=3e-3, iteration=3e-3, draft_call=1e-3)
+    fitted = pub.fit_overheads(models, observed, far)
+    np.testing.assert_allclose(pub._predict(models, fitted), observed, rtol=0.02)
+
+
+def test_a_class_with_too_few_rows_keeps_its_prior(rows):
+    m = list(pub.row_models(rows).values())[:2]
+    prior = pub.PRIOR_OVERHEADS["vllm"]
+    assert pub.fit_overheads(m, [1.5, 1.5], prior) is prior
+
+
+def test_closed_form_of_a_free_draft_is_tau(rows):
+    row = rows[rows["drafter_kind"] == "ngram"].iloc[0]
+    assert pub.closed_form_speedup(row) == pytest.approx(row["acceptance"])
+    lev = rows[rows["source_id"] == "leviathan2023"].iloc[0]
+    from specsim.analytic import expected_tokens
+    c = PRESETS[lev["drafter"]].n_params() / PRESETS[lev["target"]].n_params()
+    k = int(lev["k"])
+    assert pub.closed_form_speedup(lev) == pytest.approx(
+        float(expected_tokens(lev["acceptance"], k)) / (k * c + 1))
+
+
+def test_the_summary_covers_every_source_and_both_shapes(loso):
+    pred, _ = loso
+    s = pub.summary(pred)
+    assert set(pred["source_id"]) <= set(s["group"])
+    assert {"chain rows", "tree rows", "all rows"} <= set(s["group"])
+    assert s[["mape", "within_10"]].notna().all().all()
+    assert all(math.isfinite(v) for v in pred["predicted"])
+
+
+def test_typical_acceptance_and_its_errors():
+    t = pub.typical_acceptance("eagle")
+    assert t["tau_low"] <= t["tau"] <= t["tau_high"] and t["rows"] > 10
+    with pytest.raises(ValueError, match="drafter kind 'magic'"):
+        pub.typical_acceptance("magic")
