@@ -11,7 +11,7 @@ prediction. The fitted parameters are the engine overheads of
 source they are fitted on the other sources' rows of that class (or left at
 `PRIOR_OVERHEADS` where the other sources have none of that class). The fit is
 least squares on log speedup with a log-normal prior (a factor of ``PRIOR_SPREAD``)
-around the priors. The results are on docs/studies/published-speedups.md.
+around the priors. Results: docs/studies/published-speedups.md.
 """
 
 from __future__ import annotations
@@ -277,3 +277,108 @@ def closed_form_speedup(row) -> float:
         heads = 5 if kind == "medusa" else 1
         c, calls = heads * per_head / target.active_params(), (1 if kind == "medusa" else steps)
     return float(_tau(row) / (calls * c + 1))
+
+
+# ---- the study page --------------------------------------------------------------------
+GOALS = dict(mape=0.08, mean_signed=0.03, worst=0.25)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%" if x < 0 or x > 0 else "0.0%"
+
+
+def _table(s) -> list[str]:
+    lines = ["| rows | n | MAPE | mean signed | worst | within 10% |", "|---|---|---|---|---|---|"]
+    for r in s.itertuples():
+        lines.append(f"| {r.group} | {r.rows} | {100 * r.mape:.1f}% | {_pct(r.mean_signed)} | "
+                     f"{_pct(r.worst)} | {100 * r.within_10:.0f}% |")
+    return lines
+
+
+def validation_page(root=None) -> str:
+    """docs/studies/published-speedups.md, generated from the published set
+    (`benchmarks/published_validation.py` writes it; a test checks it is current)."""
+    df = load_published(root)
+    pred, folds = leave_one_source_out(df)
+    fitted = summary(pred)
+    allrow = fitted.set_index("group").loc["all rows"]
+    prior = summary(pred, "prior_only").set_index("group").loc["all rows"]
+    closed = summary(pred, "closed_form").set_index("group").loc["all rows"]
+    met = {k: abs(allrow[k]) <= v for k, v in GOALS.items()}
+    ov = fitted_overheads(root)
+    worst = pred.assign(abs_err=pred["error"].abs()).nlargest(8, "abs_err").merge(
+        df[["row_id", "hardware", "target", "drafter_kind", "verify_tokens", "batch",
+            "n_devices"]], on="row_id")
+    out = [
+        "# Published GPU and TPU speedups against the iteration cost model",
+        "",
+        "**Question.** From datasheet ceilings, model shapes and a result's own acceptance,",
+        "does `specsim.iteration_cost` predict the wall-clock speedups others published for",
+        "GPUs and TPUs, when every fitted parameter is fitted without the result's source?",
+        "",
+        f"**Answer.** Not to the goals. Over {int(allrow['rows'])} published rows from "
+        f"{df['source_id'].nunique()} sources ({len(df) - int(allrow['rows'])} listed without a "
+        f"model preset), leave-one-source-out: MAPE {100 * allrow['mape']:.1f}% (goal 8%), "
+        f"mean signed error {_pct(allrow['mean_signed'])} (goal within 3%), worst "
+        f"{_pct(allrow['worst'])} (goal 25%), {100 * allrow['within_10']:.0f}% of rows within 10%. "
+        f"Goals met: MAPE {'yes' if met['mape'] else 'no'}, mean signed "
+        f"{'yes' if met['mean_signed'] else 'no'}, worst {'yes' if met['worst'] else 'no'}. "
+        f"Today's closed form (c the parameter ratio, a verify pass one decode step) misses "
+        f"the same rows by MAPE {100 * closed['mape']:.1f}% (mean signed "
+        f"{_pct(closed['mean_signed'])}); the cost model at its priors alone, "
+        f"{100 * prior['mape']:.1f}% ({_pct(prior['mean_signed'])}).",
+        "",
+        "**How.** `specsim.published.leave_one_source_out` predicts each row of",
+        "`papers/published/results.csv` with the engine overheads (`EngineOverheads`: launch",
+        "floor per layer, per-step, per-iteration and per-draft-call seconds) of its engine",
+        "class fitted on the other sources' rows of that class, on log speedup and, where a",
+        "row prints its baseline throughput, on the log seconds of a plain step; a class with",
+        f"fewer than {MIN_FIT_ROWS} such rows keeps `PRIOR_OVERHEADS`. Hugging Face eager",
+        "(Spec-Bench), T5X on TPU (Leviathan et al.) and TensorRT-LLM each come from one",
+        "source, so their held-out predictions are the priors'. The split of the serving",
+        "engines into classes of their own and the plain-step term were chosen after a first",
+        "run with one class for vLLM, SGLang and TensorRT-LLM together (MAPE 22.0%, mean",
+        "signed +7.4%), so the numbers here are not free of that choice.",
+        "",
+        "## Leave-one-source-out, fitted overheads",
+        "",
+        *_table(fitted),
+        "",
+        "## The same rows at the priors alone, and with today's closed form",
+        "",
+        "Priors only:",
+        "",
+        *_table(summary(pred, "prior_only")),
+        "",
+        "Closed form (Thm 3.8 in τ form with c the parameter ratio):",
+        "",
+        *_table(summary(pred, "closed_form")),
+        "",
+        "## The largest misses",
+        "",
+        "| row | source | hardware | target | drafter | verify tokens | batch | TP | observed | predicted | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in worst.itertuples():
+        out.append(f"| {r.row_id} | {r.source_id} | {r.hardware} | {r.target} | {r.drafter_kind} | "
+                   f"{int(r.verify_tokens)} | {int(r.batch)} | {int(r.n_devices)} | "
+                   f"{r.observed:.2f} | {r.predicted:.2f} | {_pct(r.error)} |")
+    out += [
+        "",
+        "What the misses have in common: the Qwen3-30B-A3B rows at batch 32 and 64 (a",
+        "mixture-of-experts target whose measured speedup is not monotonic in batch), the",
+        "T5-large drafts on TPU (their cost is far above their parameter ratio, which the",
+        "priors' XLA floor does not produce), and long-context rows (`vllm-frspec`, >4k",
+        "tokens) where the measured gain vanishes and the model keeps most of it.",
+        "",
+        "## Overheads fitted on every row (what `specsim.predict` uses)",
+        "",
+        "| engine class | layer floor (us) | step (ms) | iteration (ms) | draft call (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for cls, o in ov.items():
+        out.append(f"| {cls} | {1e6 * o.layer_floor:.1f} | {1e3 * o.step:.3f} | "
+                   f"{1e3 * o.iteration:.3f} | {1e3 * o.draft_call:.3f} |")
+    out += ["", "Reproduce: `python benchmarks/published_validation.py` (writes this page; "
+            "seconds, no JAX).", ""]
+    return "\n".join(out)

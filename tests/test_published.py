@@ -132,3 +132,12 @@ def test_typical_acceptance_and_its_errors():
     assert t["tau_low"] <= t["tau"] <= t["tau_high"] and t["rows"] > 10
     with pytest.raises(ValueError, match="drafter kind 'magic'"):
         pub.typical_acceptance("magic")
+
+
+def test_the_study_page_is_current():
+    """docs/studies/published-speedups.md is what `validation_page` writes from the data
+    (regenerate with `python benchmarks/published_validation.py`)."""
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "studies" / "published-speedups.md"
+    assert page.read_text() == pub.validation_page()
