@@ -28,7 +28,7 @@ def _fmt(df: pd.DataFrame, floatfmt: str = ".3f") -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(str(c) for c in cols) + " |",
              "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in df.iterrows():
+    for row in df.itertuples(index=False):         # (iterrows would turn ints into floats)
         cells = []
         for v in row:
             if isinstance(v, (float, np.floating)):
@@ -46,17 +46,27 @@ def _runs(result_or_runs) -> pd.DataFrame:
 
 def speedup_table(result_or_runs) -> pd.DataFrame:
     """One row per (drafter, temperature, K, batch): mean α and speedups over the kinds of
-    work, and the relative error of each prediction. Takes a DemoResult or a runs table."""
+    work (with the measured speedup's 95% interval where the runs have it), and the
+    relative error of each prediction; a prediction no run has is left out. Takes a
+    DemoResult or a runs table."""
     spec = S.speculative(_runs(result_or_runs))
+    preds = {"prior": S.PRED_PRIOR, "iid": S.PRED_IID, "pos": S.PRED_POSITIONAL,
+             "swept": S.PRED_SWEPT}
+    extra = {f"pred_{k}": (c, "mean") for k, c in preds.items() if c in spec}
+    if S.MEASURED_CI_LO in spec:
+        extra.update(ci_lo=(S.MEASURED_CI_LO, "mean"), ci_hi=(S.MEASURED_CI_HI, "mean"))
     g = spec.groupby([S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH], as_index=False).agg(
         alpha=(S.ALPHA, "mean"), tokens_per_iter=(S.TOKENS_PER_ITERATION, "mean"),
-        measured=(S.MEASURED_SPEEDUP, "mean"), pred_iid=(S.PRED_IID, "mean"),
-        pred_pos=(S.PRED_POSITIONAL, "mean"), pred_swept=(S.PRED_SWEPT, "mean"),
+        measured=(S.MEASURED_SPEEDUP, "mean"), **extra,
         overhead=(S.LOOP_OVERHEAD, "mean"))
-    for col in ("iid", "pos", "swept"):
-        g[f"err_{col}_%"] = 100 * (g[f"pred_{col}"] - g["measured"]) / g["measured"]
-    if g["pred_swept"].isna().all():    # no roofline sweep in this demo: not measured
-        g = g.drop(columns=["pred_swept", "err_swept_%"])
+    for k in preds:
+        col = f"pred_{k}"
+        if col not in g:
+            continue
+        if g[col].isna().all():           # not measured in this demo (e.g. no sweep)
+            g = g.drop(columns=[col])
+            continue
+        g[f"err_{k}_%"] = 100 * (g[col] - g["measured"]) / g["measured"]
     return g
 
 
@@ -71,12 +81,18 @@ def error_summary(result_or_runs, by=(S.DRAFTER, S.TEMPERATURE)) -> pd.DataFrame
 
 
 def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
-    """The ``n`` runs whose i.i.d. prediction misses most, with the relative error."""
+    """The ``n`` runs whose headline prediction (before the run where the runs have it,
+    else the i.i.d. one) misses most, with the relative error and, for in-run runs, the
+    three terms of the in-run prediction's miss."""
     spec = S.speculative(_runs(result_or_runs)).copy()
-    spec["err_%"] = 100 * (spec[S.PRED_IID] - spec[S.MEASURED_SPEEDUP]) / spec[S.MEASURED_SPEEDUP]
+    pred = S.PRED_PRIOR if S.PRED_PRIOR in spec and spec[S.PRED_PRIOR].notna().any() \
+        else S.PRED_IID
+    spec["err_%"] = 100 * (spec[pred] - spec[S.MEASURED_SPEEDUP]) / spec[S.MEASURED_SPEEDUP]
     worst = spec.reindex(spec["err_%"].abs().sort_values(ascending=False).index).head(n)
-    return worst[[S.DRAFTER, S.TEMPERATURE, S.K, S.KIND, S.ALPHA, S.MEASURED_SPEEDUP,
-                  S.PRED_IID, S.PRED_POSITIONAL, "err_%"]]
+    cols = [S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH, S.KIND, S.ALPHA, S.MEASURED_SPEEDUP,
+            S.MEASURED_CI_LO, S.MEASURED_CI_HI, pred, "err_%", S.PREDICTED_SPEEDUP,
+            S.ERR_TOTAL, *S.DECOMPOSITION]
+    return worst[[c for c in dict.fromkeys(cols) if c in worst]]
 
 
 def alpha_by_kind(result_or_runs) -> pd.DataFrame:
@@ -119,23 +135,84 @@ def read_demo_tables(folder) -> dict[str, pd.DataFrame]:
     return tables
 
 
-def _mape_line(runs: pd.DataFrame) -> str:
-    swept = mape(runs, S.PRED_SWEPT)
-    swept = (f"{swept:.1f}%" if np.isfinite(swept) else
-             "not measured (it needs the roofline part's sweep: --parts roofline)")
-    return (f"i.i.d. α {mape(runs, S.PRED_IID):.1f}%, per-position α "
-            f"{mape(runs, S.PRED_POSITIONAL):.1f}% (fitted costs); per-position α with the "
-            f"sweep's measured pass times {swept}")
+PREDICTION_LABELS = {
+    "prior": "before the run (fitted roofline, the drafter's α)",
+    "inrun": "in-run (the run's own pass times and α_j)",
+    "given": "cost model alone (in-run costs, the run's own n/I)"}
+"""The rows of the report's one table of prediction errors."""
+
+
+def mape_table(result_or_runs) -> pd.DataFrame:
+    """The report's one table of prediction errors: per prediction (`PREDICTION_LABELS`)
+    and scope (all runs, each drafter kind, each batch), its runs, MAPE, worst error and
+    coverage (the share of runs whose prediction lies inside the measured 95%
+    interval), from `fidelity_summary`. Empty without in-run runs."""
+    runs = _runs(result_or_runs)
+    if not _has_inrun(runs):
+        return pd.DataFrame()
+    f = fidelity_summary(runs)
+    rows = []
+
+    def add(label, scope, sc):
+        if sc and sc.get("n_runs"):
+            rows.append({"prediction": label, "runs": scope, "n": sc["n_runs"],
+                         "MAPE %": sc["mape_pct"], "worst %": sc["max_abs_error_pct"],
+                         "coverage %": sc.get("coverage_pct")})
+
+    if "prior" in f:
+        add(PREDICTION_LABELS["prior"], "all", f["prior"])
+        for k, v in f["prior"].get("by_drafter", {}).items():
+            add(PREDICTION_LABELS["prior"], k, v)
+    add(PREDICTION_LABELS["inrun"], "all", f)
+    for k, v in f.get("by_drafter", {}).items():
+        add(PREDICTION_LABELS["inrun"], k, v)
+    for k, v in f.get("by_batch", {}).items():
+        add(PREDICTION_LABELS["inrun"], f"batch {k}", v)
+    for k, v in f.get("by_clock", {}).items():
+        add(PREDICTION_LABELS["inrun"], f"{k} clock", v)
+    add(PREDICTION_LABELS["given"], "all", f.get("given_acceptance"))
+    return pd.DataFrame(rows).astype({"coverage %": float}) if rows else pd.DataFrame()
+
+
+def _mape_lines(result) -> list[str]:
+    t = mape_table(result)
+    if t.empty:
+        return []
+    return ["", "Prediction against measurement (relative error of the speedup; coverage: "
+            "runs whose prediction lies in the measured speedup's 95% interval). The "
+            "prediction before the run is the one to use; the in-run prediction is its "
+            "decomposition, which says which term missed (section *Predicted against "
+            "measured, in-run costs*):", "", _fmt(t, ".1f")]
+
+
+def _busy_lines(result) -> list[str]:
+    m = machine_summary(result)
+    if not m or not m["busy"]:
+        return []
+    return ["", f"**Warning: the machine was too busy to measure to ±"
+                f"{100 * m['target_half_width']:g}%**: " + "; ".join(m["busy"]) +
+            ". The errors above mix the machine's noise with the model's; rerun on a quiet "
+            "machine (see *The machine while it ran*)."]
+
+
+def machine_summary(result) -> dict:
+    """`specsim.experiment.machine.machine_summary` of a result ({} without its runs)."""
+    from specsim.experiment.machine import machine_summary as summary
+
+    runs = _runs(result)
+    if runs.empty or S.STOPPED not in runs or not hasattr(result, "settings") \
+            or not hasattr(result.settings, "target_half_width"):
+        return {}
+    return summary(getattr(result, "environment", {}), runs, result.settings)
 
 
 def summary_table(result) -> str:
     """The terminal summary: the speedup table and the MAPE of each prediction."""
     if result.runs.empty:
         return "(no generation runs in this demo)"
-    n = len(S.speculative(result.runs))
+    t = mape_table(result)
     return "\n".join([_fmt(speedup_table(result), ".2f"), "",
-                      f"MAPE of predicted vs measured speedup over {n} runs: "
-                      f"{_mape_line(result.runs)}"])
+                      *([_fmt(t, ".1f")] if not t.empty else []), *_busy_lines(result)])
 
 
 # ---- report.md, one function per section ------------------------------------------------------
@@ -159,12 +236,53 @@ def _compiler(env) -> str:
     return "compiler options " + (", ".join(f"{k}={v}" for k, v in opts.items()) or "XLA's defaults")
 
 
+INSTRUMENT = "instrument"
+"""The synthetic drafter whose α and draft cost are set (`specsim.drafters.instrument`):
+it tests the theory over (α, c); a user cannot deploy it."""
+
+
+def _is_instrument(spec: pd.DataFrame) -> pd.Series:
+    if S.DRAFTER_KIND in spec:
+        return spec[S.DRAFTER_KIND] == INSTRUMENT
+    return spec[S.DRAFTER].astype(str).str.startswith(INSTRUMENT)
+
+
+def _best(runs: pd.DataFrame, spec: pd.DataFrame, rates: dict) -> dict | None:
+    """The (drafter, K, temperature, batch) of ``spec`` with the highest mean measured
+    speedup over the kinds of work, with its range, predictions and decode speed."""
+    if spec.empty or spec[S.MEASURED_SPEEDUP].isna().all():
+        return None
+    table = speedup_table(spec)
+    best = table.loc[table["measured"].idxmax()]
+    key = {c: best[c] for c in (S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH)}
+    same = spec[np.logical_and.reduce([spec[c] == v for c, v in key.items()])]
+    rate = rates[(best[S.TEMPERATURE], best[S.BATCH])] / best["measured"]
+    mean = lambda col: float(same[col].mean()) if col in same else float("nan")  # noqa: E731
+    return {**{c: (v.item() if hasattr(v, "item") else v) for c, v in key.items()},
+            "speedup": float(best["measured"]),
+            "speedup_min": float(same[S.MEASURED_SPEEDUP].min()),
+            "speedup_max": float(same[S.MEASURED_SPEEDUP].max()),
+            "ci_lo": mean(S.MEASURED_CI_LO), "ci_hi": mean(S.MEASURED_CI_HI),
+            "kinds": len(same), "pred_iid": float(best["pred_iid"]),
+            "pred_prior": mean(S.PRED_PRIOR),
+            # the in-run prediction (in-run costs, measured per-position acceptance)
+            # where the runs have it, else E(α, K) from one α
+            "predicted": mean(S.PREDICTED_SPEEDUP) if S.PREDICTED_SPEEDUP in same
+            else float(best["pred_iid"]),
+            "predicted_by": "in-run costs, per-position α" if S.PREDICTED_SPEEDUP in same
+            else f"i.i.d. α per slot {float(best['alpha']):.2f}",
+            "alpha": float(best["alpha"]), "ms_per_token": 1e3 * float(rate),
+            "tokens_per_s": 1.0 / float(rate)}
+
+
 def headline(result_or_runs) -> dict | None:
     """What report.md says first: plain (autoregressive) decode speed at the smallest
     batch, ms/token and tokens/s per temperature (decode time per new token, prefill
-    excluded; median over the baseline runs, `prediction.baseline_rates`), and the setting (drafter, K, temperature, batch) with the highest
-    mean measured speedup over the kinds of work, with its range over them and its
-    decode speed. None when the runs hold no baseline."""
+    excluded; median over the baseline runs, `prediction.baseline_rates`); ``best``: the
+    setting (drafter, K, temperature, batch) of a drafter a user can deploy (every
+    drafter but the instrument) with the highest mean measured speedup over the kinds of
+    work, with its range over them and its decode speed; ``instrument``: the same for
+    the instrument, which tests the theory. None when the runs hold no baseline."""
     runs = _runs(result_or_runs)
     ar = runs[runs[S.DRAFTER] == S.AUTOREGRESSIVE]
     if ar.empty:
@@ -173,30 +291,22 @@ def headline(result_or_runs) -> dict | None:
     rates = baseline_rates(runs)
     plain = [{S.TEMPERATURE: float(t), "ms_per_token": 1e3 * r, "tokens_per_s": 1.0 / r}
              for (t, b), r in sorted(rates.items()) if b == batch]
-    out = {"batch": int(batch), "plain": plain,
-           "baseline_runs": int((ar[S.BATCH] == batch).sum()), "best": None}
     spec = S.speculative(runs)
-    if spec.empty or spec[S.MEASURED_SPEEDUP].isna().all():
-        return out
-    table = speedup_table(runs)
-    best = table.loc[table["measured"].idxmax()]
-    key = {c: best[c] for c in (S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH)}
-    same = spec[np.logical_and.reduce([spec[c] == v for c, v in key.items()])]
-    rate = rates[(best[S.TEMPERATURE], best[S.BATCH])] / best["measured"]
-    out["best"] = {**{c: (v.item() if hasattr(v, "item") else v) for c, v in key.items()},
-                   "speedup": float(best["measured"]),
-                   "speedup_min": float(same[S.MEASURED_SPEEDUP].min()),
-                   "speedup_max": float(same[S.MEASURED_SPEEDUP].max()),
-                   "kinds": len(same), "pred_iid": float(best["pred_iid"]),
-                   # the headline prediction (in-run costs, measured per-position
-                   # acceptance) where the runs have it, else E(α, K) from one α
-                   "predicted": float(same[S.PREDICTED_SPEEDUP].mean())
-                   if S.PREDICTED_SPEEDUP in same else float(best["pred_iid"]),
-                   "predicted_by": "in-run costs, per-position α" if S.PREDICTED_SPEEDUP in same
-                   else f"i.i.d. α per slot {float(best['alpha']):.2f}",
-                   "alpha": float(best["alpha"]), "ms_per_token": 1e3 * float(rate),
-                   "tokens_per_s": 1.0 / float(rate)}
-    return out
+    inst = _is_instrument(spec) if not spec.empty else pd.Series(dtype=bool)
+    return {"batch": int(batch), "plain": plain,
+            "baseline_runs": int((ar[S.BATCH] == batch).sum()),
+            "best": _best(runs, spec[~inst], rates) if not spec.empty else None,
+            "instrument": _best(runs, spec[inst], rates) if not spec.empty else None}
+
+
+def _setting(b: dict) -> str:
+    return f"{b[S.DRAFTER]}, K = {b[S.K]}, T = {b[S.TEMPERATURE]:g}, batch {b[S.BATCH]}"
+
+
+def _ci(b: dict) -> str:
+    if np.isfinite(b.get("ci_lo", np.nan)):
+        return f", 95% interval {b['ci_lo']:.2f}–{b['ci_hi']:.2f}×"
+    return ""
 
 
 def _headline_section(result) -> list[str]:
@@ -214,14 +324,23 @@ def _headline_section(result) -> list[str]:
              f"of {h['baseline_runs']} runs, clock: {clock}{clock_note}): {speeds}."]
     b = h["best"]
     if b is not None:
-        verdict = "Best setting" if b["speedup"] > 1 else \
-            "No setting beat plain decode; the closest"
+        verdict = "Best drafter you can deploy" if b["speedup"] > 1 else \
+            "No deployable drafter beat plain decode; the closest"
+        prior = (f"; predicted before the run {b['pred_prior']:.2f}×"
+                 if np.isfinite(b["pred_prior"]) else "")
         lines.append(
-            f"- {verdict}: **{b[S.DRAFTER]}, K = {b[S.K]}, T = {b[S.TEMPERATURE]:g}, batch "
-            f"{b[S.BATCH]}: {b['speedup']:.2f}× measured** (range {b['speedup_min']:.2f}–"
-            f"{b['speedup_max']:.2f}× over {b['kinds']} kinds of work; predicted "
-            f"{b['predicted']:.2f}× from {b['predicted_by']}) → "
-            f"{b['ms_per_token']:.1f} ms/token, {b['tokens_per_s']:.1f} tokens/s.")
+            f"- {verdict}: **{_setting(b)}: {b['speedup']:.2f}× measured**{_ci(b)} (range "
+            f"{b['speedup_min']:.2f}–{b['speedup_max']:.2f}× over {b['kinds']} kinds of "
+            f"work{prior}; in-run prediction {b['predicted']:.2f}× from "
+            f"{b['predicted_by']}) → {b['ms_per_token']:.1f} ms/token, "
+            f"{b['tokens_per_s']:.1f} tokens/s.")
+    i = h["instrument"]
+    if i is not None:
+        lines.append(
+            f"- The instrument drafter is not one to deploy: it sets α and the draft cost c "
+            f"to test the theory over (α, K, c). Its fastest setting here, {_setting(i)}, "
+            f"ran {i['speedup']:.2f}×{_ci(i)}.")
+    lines += _mape_lines(result) + _busy_lines(result)
     return lines + [""]
 
 
@@ -257,8 +376,7 @@ def _fidelity_section(result) -> list[str]:
             "(no fit: what remains is the loop and the finite run); `overhead`: measured "
             "decode time over iterations × (K·t_draft + t_verify(K+1)) from the fit.", "",
             _fmt(speedup_table(result), ".2f"), "",
-            f"**MAPE** over every run: {_mape_line(result.runs)}.", "",
-            "Largest misses (i.i.d. prediction):", "", _fmt(worst_runs(result), ".2f"), "",
+            "Largest misses:", "", _fmt(worst_runs(result), ".2f"), "",
             "![speedup](speedup_vs_k.png)", "", "![acceptance](acceptance_by_position.png)", "",
             "α by kind of work (mean over K):", "", _fmt(alpha_by_kind(result), ".2f"), ""]
 
@@ -291,8 +409,9 @@ def decomposition_table(result_or_runs) -> pd.DataFrame:
     miss (acceptance model, cost model, residual loop overhead), which add up to the total."""
     spec = S.speculative(_runs(result_or_runs))
     cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
-            S.MEASURED_SPEEDUP, S.MEASURED_LO, S.MEASURED_HI, S.PREDICTED_SPEEDUP, S.ERR_TOTAL,
-            *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
+            S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
+            S.ERR_PRIOR, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
+            S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
     return spec[[c for c in cols if c in spec]]
 
 
@@ -309,15 +428,18 @@ def decomposition_summary(result_or_runs) -> pd.DataFrame:
 
 
 def fidelity_headline(f: dict, bold: bool = False) -> str:
-    """"MAPE x%, worst y% over n speculative runs" of a `fidelity_summary`, or why it is
-    not scored (no run with a finite measured and predicted speedup)."""
+    """"MAPE x%, worst y%, coverage z% over n speculative runs" of a `fidelity_summary`
+    (or of its ``prior`` part), or why it is not scored (no run with a finite measured
+    and predicted speedup)."""
     b = "**" if bold else ""
     if not f["n_runs"]:
         return (f"{b}MAPE not scored: no speculative run has both a finite measured and a "
                 f"finite predicted speedup{b} (a measured speedup is NaN where the run's decode "
                 "time, its time less the prefill, was not positive: runs too short for this "
                 "machine's timer; raise --max-new-tokens)")
-    return (f"{b}MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}% over "
+    cov = f.get("coverage_pct")
+    cov = f", coverage {cov:.0f}%" if cov is not None else ""
+    return (f"{b}MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}%{cov} over "
             f"{f['n_runs']} speculative runs{b}")
 
 
@@ -325,30 +447,28 @@ def _inrun_section(result) -> list[str]:
     runs = result.runs
     if not _has_inrun(runs):
         return []
-    f = fidelity_summary(runs)
     clock = runs[S.CLOCK].iloc[0] if S.CLOCK in runs else "wall"
     lines = ["## Predicted against measured, in-run costs", "",
-             f"{fidelity_headline(f, bold=True)} (clock: {clock}). Prediction: "
-             "`predicted_speedup` = E_model · t_target_1 / (K · t_draft + t_verify), the pass "
-             "times timed by `specsim.pass_costs` in the same interleaved rounds as the runs "
-             "(same layer loop, cache length, batch, padded shapes); E_model from the run's "
-             "measured per-position rates α_j per slot, for a finite run whose slowest batch "
-             "row ends it (`pred_speedup_set_alpha`: the instrument's set α alone). The "
-             "prefill and per-call host work are the same rows' one-token autoregressive "
-             "call, timed in the same rounds. `measured_inputs` names "
-             "what each row took from measurement. Error terms (100·ln ratio) add up to "
-             "`err_total_pct`: acceptance model (E_model vs n/I), cost model (pass program vs "
-             "the step inside the autoregressive run), residual loop overhead (the iteration "
-             "inside the run vs K·t_draft + t_verify).", "",
-             *([f"The cost model alone (`{S.PRED_GIVEN_ACCEPTANCE}`: the same costs with "
-                f"the run's own n / I for E, no acceptance model): MAPE "
-                f"{f['given_acceptance']['mape_pct']:.1f}%, worst "
-                f"{f['given_acceptance']['max_abs_error_pct']:.1f}%.", ""]
-               if f.get("given_acceptance", {}).get("n_runs") else []),
-             _fmt(pd.DataFrame([{"group": g, **v} for key in ("by_drafter", "by_batch",
-                                                                "by_clock")
-                                for g, v in ((f"{key[3:]} {k}", v)
-                                             for k, v in f[key].items())]), ".1f"), "",
+             f"Clock: {clock}. Timing: every speculative run is timed in paired rounds, "
+             "each round its own plain-decoding baseline, the run, then the pass programs "
+             "its prediction reads, back to back (`specsim.experiment.paired`); the "
+             "measured speedup is the ratio of the medians over rounds, and its 95% "
+             "interval (`measured_speedup_ci_lo`/`_hi`) a bootstrap over rounds "
+             "(`specsim.experiment.intervals`). Rounds go on until that interval is within "
+             "the target half-width or the part's time budget is spent (`rounds`, "
+             "`stopped`). The prediction before the run (`pred_speedup_prior`, the headline) "
+             "takes every pass time from the fitted roofline and the drafter's α known "
+             "beforehand: set for the instrument, from untimed calibration runs on other "
+             "prompts of the same kind for a real drafter (`acceptance_prior.csv`). The "
+             "in-run prediction `predicted_speedup` = E_model · t_target_1 / (K · t_draft + "
+             "t_verify) takes the pass times of the run's own rounds (`specsim.pass_costs`: "
+             "same layer loop, cache length, batch, padded shapes) and E_model from the "
+             "run's per-position rates α_j per slot, for a finite run whose slowest batch "
+             "row ends it; its miss splits exactly into three terms (100·ln ratio) adding "
+             "up to `err_total_pct`: acceptance model (E_model vs n/I), cost model (pass "
+             "program vs the step inside the autoregressive run), residual loop overhead "
+             "(the iteration inside the run vs K·t_draft + t_verify). Their errors are in "
+             "the headline's table.", "",
              "Error decomposition by drafter and batch (log-percent):", "",
              _fmt(decomposition_summary(runs), ".1f"), "",
              "![surface](speedup_surface.png)", "",
@@ -358,6 +478,40 @@ def _inrun_section(result) -> list[str]:
         lines += ["Break-even batch (speculation stops paying; inf: pays on the whole grid):",
                   "", _fmt(be, ".1f"), ""]
     return lines + ["Every run:", "", _fmt(decomposition_table(runs), ".2f"), ""]
+
+
+def _machine_state_section(result) -> list[str]:
+    m = machine_summary(result)
+    if not m:
+        return []
+    rows = []
+    for name, key, scale, unit in (("matmul", "matmul_flops_per_s", 1e9, "GFLOP/s"),
+                                   ("copy", "copy_bytes_per_s", 1e9, "GB/s")):
+        a, b = m["start"].get(key, np.nan), m["end"].get(key, np.nan)
+        rows.append({"ceiling": f"{name} ({unit})", "start": a / scale, "end": b / scale,
+                     "change %": 100 * m["drift"][key]})
+    load = (m["start"].get("load_1min", np.nan), m["end"].get("load_1min", np.nan))
+    timing = pd.DataFrame(getattr(result, "environment", {}).get("timing", []))
+    lines = ["## The machine while it ran", "",
+             "Ceilings measured at the start and the end of the demo (1024² matmul, 128 MiB "
+             f"copy); load average {load[0]:.1f} at the start, {load[1]:.1f} at the end "
+             f"({m['start'].get('cpu_count')} cores):", "", _fmt(pd.DataFrame(rows), ".1f"), "",
+             f"CPU time over wall time of the timed calls: median {m['cpu_over_wall']:.2f} "
+             "over runs (above 1: the kernels use several threads; a drop from one run to "
+             "the next means other processes took the cores). Spread of each run's own "
+             f"baseline over its rounds, (max − min) / median: median "
+             f"{m['baseline_spread_pct']:.1f}%. {m['converged']} of {m['runs']} runs reached "
+             f"±{100 * m['target_half_width']:g}% on the measured speedup."]
+    if not timing.empty:
+        lines += ["", "Timed rounds per group:", "", _fmt(timing, ".2f")]
+    if m["unconverged"]:
+        lines += ["", "Runs that did not converge (and why their rounds stopped):", "",
+                  _fmt(pd.DataFrame(m["unconverged"]), ".2f")]
+    if m["busy"]:
+        lines += ["", "**Too busy for the stated precision**: " + "; ".join(m["busy"]) + "."]
+    return lines + [""]
+
+
 def drafter_alpha_table(alpha_by_kind: pd.DataFrame) -> pd.DataFrame:
     """The drafters part's α per slot, one column per kind of work, one row per
     (target, drafter, temperature, K)."""
@@ -405,7 +559,7 @@ def _drafters_section(result) -> list[str]:
 
 SECTIONS: list[Callable[[object], list[str]]] = [
     _header, _headline_section, _machine_section, _fidelity_section, _hardware_section,
-    _inrun_section, _drafters_section]
+    _inrun_section, _machine_state_section, _drafters_section]
 """report.md's sections in order; a new demo part appends the function for its own."""
 
 
@@ -420,7 +574,11 @@ def _write_tables(result, folder: Path) -> None:
     if not result.runs.empty:
         speedup_table(result).to_csv(folder / "speedup_table.csv", index=False)
     if _has_inrun(result.runs):
-        (folder / f"{S.FIDELITY}.json").write_text(json.dumps(fidelity_summary(result), indent=1))
+        f = fidelity_summary(result)
+        machine = machine_summary(result)
+        if machine:
+            f["machine"] = machine
+        (folder / f"{S.FIDELITY}.json").write_text(json.dumps(f, indent=1, default=str))
     (folder / "fits.json").write_text(json.dumps(
         {k: v.as_dict() for k, v in result.fits.items()}, indent=1, default=str))
     (folder / "environment.json").write_text(

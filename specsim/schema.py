@@ -110,6 +110,29 @@ PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline
 ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
 MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round speedup
 MEASURED_HI = "measured_speedup_hi"        # max over rounds
+# paired, adaptive timing (`specsim.experiment.paired`, `specsim.experiment.intervals`):
+# [lo, hi] columns are 95% bootstrap intervals over the run's paired rounds
+MEASURED_CI_LO = "measured_speedup_ci_lo"
+MEASURED_CI_HI = "measured_speedup_ci_hi"
+MEASURED_HALF_WIDTH = "measured_half_width"  # (hi − lo) / 2 / measured: 0.03 is ±3%
+PREDICTED_CI_LO = "predicted_speedup_ci_lo"
+PREDICTED_CI_HI = "predicted_speedup_ci_hi"
+ERR_TOTAL_CI_LO = "err_total_ci_lo_pct"
+ERR_TOTAL_CI_HI = "err_total_ci_hi_pct"
+PASS_CI = {"t_target_1": ("t_target_1_ci_lo", "t_target_1_ci_hi"),
+           "t_verify": ("t_verify_ci_lo", "t_verify_ci_hi"),
+           "t_draft": ("t_draft_ci_lo", "t_draft_ci_hi")}
+ROUNDS = "rounds"                          # paired rounds the run was timed in
+STOPPED = "stopped"                        # why its rounds ended: converged, time budget, ...
+BASELINE_SPREAD = "baseline_spread_pct"    # 100 (max − min) / median of its own baseline
+CPU_OVER_WALL = "cpu_over_wall"            # CPU seconds over wall seconds of its timed calls
+# the prediction made before the run: the fitted roofline's pass times and the drafter's
+# per-position α known beforehand (set, or from a calibration run on other prompts)
+PRED_PRIOR = "pred_speedup_prior"
+ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measured)
+ALPHA_PRIOR = "alpha_prior"                # the per-position α it used, ";"-joined
+ALPHA_PRIOR_SOURCE = "alpha_prior_source"  # "set" or "calibration"
+ACCEPTANCE_PRIOR = "acceptance_prior"      # results/demo/acceptance_prior.csv: calibration α_j
 CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
 MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
 PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedup_cpu"}

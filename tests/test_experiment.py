@@ -105,6 +105,39 @@ def test_positional_prediction_uses_the_measured_tokens_per_iteration(demo):
     np.testing.assert_allclose(table["err_iid_%"], err)
 
 
+def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
+    """pred_speedup_prior: the fitted roofline's pass times and the per-position α of the
+    untimed calibration runs (other prompts of the kind), never the run's own α."""
+    from specsim import simulate
+    from specsim.experiment import prior
+    from specsim.experiment.decomposition import finite_run_tokens
+
+    spec = schema.speculative(demo.runs)
+    cal = demo.tables[schema.ACCEPTANCE_PRIOR]
+    assert set(cal[schema.DRAFTER]) == {r for r in spec[schema.DRAFTER]}
+    fit_t, cfg = demo.fits["tiny-llama"], models.get_preset("tiny-llama")
+    ng = spec[spec[schema.DRAFTER].str.startswith("ngram")]
+    assert len(ng) and (ng[schema.ALPHA_PRIOR_SOURCE] == prior.CALIBRATION).all()
+    for _, r in ng.iterrows():
+        k, S = int(r[schema.K]), int(r[schema.CACHE_LEN])
+        c = cal[(cal[schema.DRAFTER] == r[schema.DRAFTER]) & (cal[schema.KIND] == r[schema.KIND])]
+        rates = np.nan_to_num(c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k])
+        e = finite_run_tokens(simulate.tokens_pmf_positional(rates),
+                              int(r[schema.NEW_TOKENS]) - 1, 1)
+        expected = analytic.speedup_from_costs(e, k, 0.0, fit_t.predict_forward(cfg, 1, 1, S),
+                                               fit_t.predict_forward(cfg, k + 1, 1, S))
+        assert r[schema.PRED_PRIOR] == pytest.approx(float(expected))
+        assert r[schema.ERR_PRIOR] == pytest.approx(
+            100 * np.log(r[schema.PRED_PRIOR] / r[schema.MEASURED_SPEEDUP]))
+    # every run carries its interval and rounds; fidelity.json scores both predictions
+    assert (spec[schema.MEASURED_CI_LO] <= spec[schema.MEASURED_SPEEDUP] + 1e-12).all()
+    assert (spec[schema.MEASURED_CI_HI] >= spec[schema.MEASURED_SPEEDUP] - 1e-12).all()
+    assert (spec[schema.ROUNDS] >= demo.settings.repeats).all()
+    f = json.load(open(f"{demo.settings.out_dir}/fidelity.json"))
+    assert {"mape_pct", "max_abs_error_pct", "coverage_pct"} <= set(f["prior"])
+    assert "coverage_pct" in f and "busy" in f["machine"]
+
+
 def test_hardware_predictions_cover_rows_and_this_machine(demo):
     hw = demo.hardware
     assert set(hw[schema.HARDWARE_NAME]) == {schema.THIS_MACHINE, "h100-sxm", "tpu-v5e"}
@@ -163,3 +196,6 @@ def test_a_report_without_a_finite_prediction_says_why_instead_of_failing():
     assert report.fidelity_headline({"mape_pct": 4.21, "max_abs_error_pct": 6.9,
                                      "n_runs": 12}) == (
         "MAPE 4.2%, worst 6.9% over 12 speculative runs")
+    assert report.fidelity_headline({"mape_pct": 4.21, "max_abs_error_pct": 6.9,
+                                     "coverage_pct": 91.7, "n_runs": 12}) == (
+        "MAPE 4.2%, worst 6.9%, coverage 92% over 12 speculative runs")

@@ -113,22 +113,15 @@ def test_crossing_interpolates_in_log_batch():
     (dict(loop_repeats=0), "loop_repeats"),
     (dict(policy_max_new_tokens=-1), "policy_max_new_tokens"),
     (dict(policy_max_new_tokens=1), "policy_max_new_tokens"),
-    (dict(parts=("policies",), max_new_tokens=1), "policy_max_new_tokens")])
+    (dict(parts=("policies",), max_new_tokens=1), "policy_max_new_tokens"),
+    (dict(repeats=4, max_rounds=3), "max_rounds"),
+    (dict(target_half_width=0.0), "target_half_width"),
+    (dict(busy_drift=1.5), "busy_drift"),
+    (dict(time_budget_s=-1.0), "time_budget_s"),
+    (dict(calibration_prompts=0), "calibration_prompts")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)
-
-
-def test_shared_calls_are_timed_several_times_a_round():
-    from specsim.experiment.inrun import round_keys
-
-    keys = [("ar", (1,)), ("ar1", (1,)), ("spec", 0), ("spec", 1), ("target_1",),
-            ("verify", 2), ("draft", "c", 2)]
-    assert round_keys(keys, 1) == keys
-    got = round_keys(keys, 3)
-    assert {k: got.count(k) for k in keys} == {k: 1 if k[0] in ("spec", "ar") else 3
-                                               for k in keys}
-    assert DemoSettings.demo().shared_repeats == 3 and DemoSettings().shared_repeats == 1
 
 
 def test_quick_real_drafters_share_the_instruments_cache():

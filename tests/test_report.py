@@ -30,6 +30,7 @@ def test_headline_numbers_by_hand(tables):
         assert p["ms_per_token"] == pytest.approx(1e3 * per_token)
         assert p["tokens_per_s"] == pytest.approx(1 / per_token)
     spec = runs[runs[S.DRAFTER] != "autoregressive"]
+    spec = spec[~spec[S.DRAFTER].str.startswith("instrument")]   # the headline's: deployable
     mean = spec.groupby([S.DRAFTER, S.TEMPERATURE, S.K])[S.MEASURED_SPEEDUP].mean()
     (drafter, temp, k), best = mean.idxmax(), mean.max()
     b = h["best"]
@@ -57,7 +58,8 @@ def test_report_md_opens_with_the_headline(tables):
     head = md.split("## Headline", 1)[1].split("\n## ", 1)[0]
     h = report.headline(tables[S.RUNS])
     assert f"{h['plain'][0]['ms_per_token']:.1f} ms/token" in head
-    assert f"{h['best']['speedup']:.2f}× measured" in head and "Best setting" in head
+    assert f"{h['best']['speedup']:.2f}× measured" in head
+    assert "Best drafter you can deploy" in head or "No deployable drafter" in head
     clock = tables[S.RUNS][S.CLOCK].iloc[0] if S.CLOCK in tables[S.RUNS] else "wall"
     assert f"clock: {clock}" in head                  # the CPU clock counts every thread
 
@@ -67,30 +69,56 @@ def test_headline_when_nothing_pays_and_without_baseline(tables):
     spec = runs[S.DRAFTER] != "autoregressive"
     runs.loc[spec, S.MEASURED_SPEEDUP] = 0.5
     md = "\n".join(report._headline_section(SimpleNamespace(runs=runs)))
-    assert "No setting beat plain decode" in md and "0.50× measured" in md
+    assert "No deployable drafter beat plain decode" in md and "0.50× measured" in md
     assert report.headline(runs[spec]) is None
 
 
-def test_mape_line_says_what_was_not_measured():
-    """Without the roofline part's sweep the swept-cost prediction is NaN in every row:
-    the MAPE line says it was not measured (and how to measure it), never "nan%"."""
-    runs = pd.DataFrame({S.DRAFTER: ["ngram-3", "ngram-3", S.AUTOREGRESSIVE],
-                         S.MEASURED_SPEEDUP: [2.0, 1.0, 1.0],
-                         S.PRED_IID: [2.2, 0.9, np.nan], S.PRED_POSITIONAL: [2.0, 1.05, np.nan],
-                         S.PRED_SWEPT: [np.nan, np.nan, np.nan]})
-    line = report._mape_line(runs)
-    assert "nan" not in line.lower()
-    assert line.startswith("i.i.d. α 10.0%, per-position α 2.5% (fitted costs)")
-    assert "not measured (it needs the roofline part's sweep: --parts roofline)" in line
-    runs = runs.assign(**{S.TEMPERATURE: 0.0, S.K: 4, S.BATCH: 1, S.ALPHA: 0.5,
-                          S.TOKENS_PER_ITERATION: 2.0, S.LOOP_OVERHEAD: 1.0})
-    table = report.speedup_table(runs)              # the unmeasured columns are left out
-    assert "pred_swept" not in table and "err_swept_%" not in table and "pred_iid" in table
-    assert f"MAPE {S.PRED_SWEPT}" not in report.error_summary(runs)
-    runs[S.PRED_SWEPT] = [1.0, 1.0, np.nan]
-    assert report._mape_line(runs).endswith("sweep's measured pass times 25.0%")
-    assert "err_swept_%" in report.speedup_table(runs)
-    assert f"MAPE {S.PRED_SWEPT}" in report.error_summary(runs)
+def test_the_headline_names_a_drafter_a_user_can_deploy():
+    """The instrument (set α and c) can be the fastest setting of a demo, yet the
+    headline names the best deployable drafter and gives the instrument its role."""
+    runs = pd.DataFrame({
+        S.DRAFTER: [S.AUTOREGRESSIVE, "instrument:a0.9:L0", "ngram-3", "layer-skip:24/30"],
+        S.DRAFTER_KIND: [S.AUTOREGRESSIVE, "instrument", "ngram", "layer-skip"],
+        S.TEMPERATURE: 0.0, S.K: [0, 8, 4, 2], S.BATCH: 1, S.KIND: "code",
+        S.ALPHA: [np.nan, 0.9, 0.6, 0.5], S.TOKENS_PER_ITERATION: [np.nan, 5.0, 2.5, 1.8],
+        S.MEASURED_SPEEDUP: [np.nan, 3.5, 1.6, 1.2], S.PRED_IID: [np.nan, 3.4, 1.5, 1.1],
+        S.PRED_POSITIONAL: [np.nan, 3.4, 1.5, 1.1], S.LOOP_OVERHEAD: 1.0,
+        S.DECODE_S: [0.8, 0.2, 0.5, 0.6], S.NEW_TOKENS: 40})
+    h = report.headline(runs)
+    assert h["best"][S.DRAFTER] == "ngram-3" and h["best"]["speedup"] == pytest.approx(1.6)
+    assert h["instrument"][S.DRAFTER] == "instrument:a0.9:L0"
+    md = "\n".join(report._headline_section(SimpleNamespace(runs=runs)))
+    assert "Best drafter you can deploy: **ngram-3, K = 4" in md
+    assert "instrument drafter is not one to deploy" in md and "to test the theory" in md
+    assert md.index("ngram-3") < md.index("instrument:a0.9:L0")
+    # without a drafter kind column (older tables), the name says which is the instrument
+    h = report.headline(runs.drop(columns=[S.DRAFTER_KIND]))
+    assert h["best"][S.DRAFTER] == "ngram-3"
+
+
+def test_one_table_of_prediction_errors_labels_each_prediction():
+    """The report's errors come in one table: the prediction before the run, the in-run
+    one and the cost model alone, each labelled, with coverage beside MAPE and worst."""
+    runs = pd.DataFrame({
+        S.DRAFTER: ["ngram-3", "ngram-3", "instrument:a0.9:L0", S.AUTOREGRESSIVE],
+        S.DRAFTER_KIND: ["ngram", "ngram", "instrument", S.AUTOREGRESSIVE],
+        S.BATCH: 1, S.MEASURED_SPEEDUP: [2.0, 1.0, 1.5, np.nan],
+        S.MEASURED_CI_LO: [1.9, 0.95, 1.45, np.nan], S.MEASURED_CI_HI: [2.1, 1.05, 1.55, np.nan],
+        S.PREDICTED_SPEEDUP: [2.05, 1.2, 1.5, np.nan], S.PRED_PRIOR: [2.2, 0.9, 1.5, np.nan]})
+    t = report.mape_table(runs)
+    assert set(t["prediction"]) == {report.PREDICTION_LABELS["prior"],
+                                    report.PREDICTION_LABELS["inrun"]}
+    prior = t[(t["prediction"] == report.PREDICTION_LABELS["prior"]) & (t["runs"] == "all")]
+    assert prior["MAPE %"].item() == pytest.approx(100 * (0.1 + 0.1 + 0) / 3, abs=1e-3)
+    assert prior["worst %"].item() == pytest.approx(10.0)
+    assert prior["coverage %"].item() == pytest.approx(100 / 3, abs=0.1)   # only the last
+    inrun = t[(t["prediction"] == report.PREDICTION_LABELS["inrun"]) & (t["runs"] == "all")]
+    assert inrun["coverage %"].item() == pytest.approx(200 / 3, abs=0.1)   # 2.05 and 1.5
+    table = report.speedup_table(runs.assign(**{S.TEMPERATURE: 0.0, S.K: 4, S.ALPHA: 0.5,
+                                                 S.TOKENS_PER_ITERATION: 2.0,
+                                                 S.LOOP_OVERHEAD: 1.0,
+                                                 S.PRED_SWEPT: np.nan}))
+    assert "pred_swept" not in table and "pred_prior" in table and "ci_lo" in table
 
 
 def test_the_header_says_what_the_programs_compiled_with():

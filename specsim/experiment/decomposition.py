@@ -95,22 +95,33 @@ def acceptance_variants(row: dict, stats, k: int) -> dict[str, float]:
     return out
 
 
+def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_SPEEDUP) -> dict:
+    """``{"mape_pct", "max_abs_error_pct", "coverage_pct", "n_runs"}`` of prediction
+    ``pred`` against ``meas`` over the rows of ``d`` with both finite: relative error
+    |predicted − measured| / measured in per cent, and the share of runs whose
+    prediction lies inside the measured speedup's 95% interval (None without one)."""
+    from specsim.experiment.intervals import coverage
+
+    d = d[np.isfinite(d[pred]) & np.isfinite(d[meas])] if len(d) else d
+    err = 100 * (d[pred] - d[meas]).abs() / d[meas]
+    cov = None
+    if len(d) and meas == schema.MEASURED_SPEEDUP and schema.MEASURED_CI_LO in d:
+        c = coverage(d[pred], d[schema.MEASURED_CI_LO], d[schema.MEASURED_CI_HI])
+        cov = round(100 * c, 1) if np.isfinite(c) else None
+    return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
+            "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
+            "coverage_pct": cov, "n_runs": int(len(d))}
+
+
 def fidelity_summary(runs) -> dict:
-    """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction over
-    the speculative runs, overall, ``by_drafter`` (kind of drafter), ``by_batch`` and
-    ``by_clock`` (each clock's own prediction against its own measurement), and
-    ``given_acceptance``: the in-run costs with the run's own acceptance (E = n / I, no
-    acceptance model), which scores the cost model alone; relative error
-    |predicted − measured| / measured, in per cent."""
+    """The in-run prediction's `score` over the speculative runs, overall,
+    ``by_drafter`` (kind of drafter), ``by_batch`` and ``by_clock`` (each clock's own
+    prediction against its own measurement); ``prior``: the prediction made before the
+    run (fitted roofline, the drafter's α known beforehand), overall and by drafter
+    kind; ``given_acceptance``: the in-run costs with the run's own acceptance (E = n /
+    I, no acceptance model), which scores the cost model alone."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
-
-    def score(d, pred=schema.PREDICTED_SPEEDUP, meas=schema.MEASURED_SPEEDUP) -> dict:
-        err = 100 * (d[pred] - d[meas]).abs() / d[meas]
-        return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
-                "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
-                "n_runs": int(len(d))}
-
     out = score(spec)
     out["by_drafter"] = {str(k): score(g) for k, g in spec.groupby(schema.DRAFTER_KIND)}
     out["by_batch"] = {str(int(k)): score(g) for k, g in spec.groupby(schema.BATCH)}
@@ -119,6 +130,10 @@ def fidelity_summary(runs) -> dict:
     out["by_clock"] = {name: score(spec, schema.PREDICTED_BY_CLOCK[name], col)
                        for name, col in schema.MEASURED_BY_CLOCK.items()
                        if col in spec and schema.PREDICTED_BY_CLOCK[name] in spec}
+    if schema.PRED_PRIOR in spec:
+        out["prior"] = score(spec, schema.PRED_PRIOR)
+        out["prior"]["by_drafter"] = {str(k): score(g, schema.PRED_PRIOR)
+                                      for k, g in spec.groupby(schema.DRAFTER_KIND)}
     if schema.PRED_GIVEN_ACCEPTANCE in spec:      # the cost model alone (E = the run's n / I)
         given = spec[np.isfinite(spec[schema.PRED_GIVEN_ACCEPTANCE])]
         out["given_acceptance"] = score(given, schema.PRED_GIVEN_ACCEPTANCE)

@@ -1,8 +1,8 @@
-"""The in-run cost model: time every speculative run, its autoregressive baseline, the
-prefill and the pass programs of `specsim.pass_costs` (t_target(1), t_verify(K+1),
-t_draft, as the loop pays them) in the same interleaved rounds, at the run's layer loop,
-cache length, batch and padded shapes, and turn each run into one row of the runs
-table with its prediction and error decomposition (`specsim.experiment.decomposition`).
+"""The in-run cost model: time every speculative run with its own autoregressive
+baseline, the prefill and the pass programs of `specsim.pass_costs` (t_target(1),
+t_verify(K+1), t_draft, as the loop pays them) in paired rounds (`paired`), at the
+run's layer loop, cache length, batch and padded shapes, and turn each run into one
+row of the runs table with its prediction and error decomposition (`specsim.experiment.decomposition`).
 
 A `Group` is the unit of timing: one temperature, one batch, one cache length; its runs
 may use different prompt rows (kinds of work), each with its own baseline. Compiled
@@ -75,7 +75,8 @@ def _gen_call(target, run: SpecRun | None, rows, group: Group, seed: int, max_ne
                                                **common)
 
 
-def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
+def build_jobs(state: DemoState, group: Group,
+               prefill_of: dict | None = None) -> dict[tuple, Callable]:
     """Every call of one group's rounds, compiled and warmed: ("ar", rows), ("spec", i),
     ("ar1", rows) (the same rows with one new token: the prefill and the per-call host
     work, measured in-run), ("prefill", draft model name, P) (the drafter's own prefill
@@ -84,6 +85,7 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     from specsim import decode, pass_costs
 
     target, seed = state.target, state.settings.seed
+    prefill_of = {} if prefill_of is None else prefill_of     # run index -> its prefill key
     warm = decode.warmup_tokens(group.max_new_tokens)
     jobs: dict[tuple, Callable] = {}
     for i, run in enumerate(group.runs):
@@ -100,6 +102,8 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
         if m is not None and ("prefill", m.cfg.name, P) not in jobs:
             jobs[("prefill", m.cfg.name, P)] = decode.drafter_prefill_call(
                 target, run.drafter, run.rows, P, res.plan.cache_len)
+        if m is not None:
+            prefill_of[i] = ("prefill", m.cfg.name, P)
         if ("draft", run.cost_key, run.k) not in jobs:
             calls = pass_costs.pass_calls(target, run.drafter, batch=group.batch,
                                           cache_len=group.cache_len, k=run.k,
@@ -111,39 +115,93 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     return jobs
 
 
-def round_keys(keys: list[tuple], shared_repeats: int) -> list[tuple]:
-    """The calls of one timing round: each speculative run and each baseline once, every
-    short call that several runs read (the one-token call, a prefill, a pass program)
-    ``shared_repeats`` times, each repeat in its own place of the round's shuffled order.
-    On a host whose calls vary 30-60% from round to round, one sample of t_target(1)
-    moves the prediction of every run of the group alike (`benchmarks/fidelity_probe.py
-    --shared-repeats`, README); the short calls cost a few seconds a round, where
-    repeating the baselines too took the full demo over its budget."""
-    return keys + [k for k in keys if k[0] not in ("spec", "ar")] * (shared_repeats - 1)
+def unit_keys(prefill_of: dict, group: Group, i: int) -> list[tuple]:
+    """The calls of run ``i``'s timing unit, in the order a round runs them: its own
+    plain-decoding baseline, the run, then the passes its prediction reads (the
+    one-token call, the drafter's prefill where it has one, t_target(1), t_verify(K+1),
+    the draft step)."""
+    run = group.runs[i]
+    keys = [("ar", run.rows), ("spec", i), ("ar1", run.rows)]
+    if i in prefill_of:
+        keys.append(prefill_of[i])
+    return keys + [("target_1",), ("verify", run.k), ("draft", run.cost_key, run.k)]
 
 
-def time_group(state: DemoState, group: Group) -> tuple[dict, dict]:
-    """Build, compile and time one group: (key -> [samples, 2] seconds by the wall and
-    the CPU clock, key -> last output)."""
-    from specsim import bench
+@dataclass
+class GroupTiming:
+    """One group's paired rounds: per run, role -> [rounds, 2] seconds (wall, CPU), the
+    last output of each of its calls, its rounds and why they stopped; the group's
+    timing budget, seconds timed and CPU time over wall time of every timed call."""
+    times: list[dict]
+    last: list[dict]
+    rounds: list[int]
+    stopped: list[str]
+    budget_s: float
+    elapsed_s: float
+    cpu_over_wall: float
+
+
+def _roles(keys: list[tuple]) -> list[str]:
+    return [k[0] for k in keys]
+
+
+def _measured_interval(state: DemoState, group: Group, i: int, times: dict):
+    """The measured speedup of run ``i`` (``settings.clock``) with its bootstrap interval."""
+    from specsim.experiment import intervals
+
+    col = CLOCKS.index(state.settings.clock)
+    series = {role: v[:, col] for role, v in times.items()}
+    return intervals.bootstrap(series, _measured_statistic(group.runs[i]),
+                               draws=state.settings.bootstrap_draws, seed=state.settings.seed)
+
+
+def _measured_statistic(run: SpecRun):
+    """Measured speedup from role medians: (T_AR − prefill) / (T_spec − prefill_spec),
+    which is E_eff · t1_run / t_iter_run (`decomposition`); NaN where a decode time is
+    not positive."""
+    def stat(m):
+        pre = m["ar1"]
+        pre_spec = pre + (m["prefill"] if "prefill" in m else 0.0)
+        num, den = m["ar"] - pre, m["spec"] - pre_spec
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where((num > 0) & (den > 0), num / den, np.nan)
+    return stat
+
+
+def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
+    """Build and compile one group, then time it in paired, adaptive rounds
+    (`paired.paired_rounds`): each run's unit is its baseline, the run and its passes;
+    a run leaves once its measured speedup's interval is within
+    ``settings.target_half_width``, and rounds end when ``budget_s`` is spent."""
+    from specsim.experiment import paired
 
     s = state.settings
     t0 = time.perf_counter()
-    jobs = build_jobs(state, group)
-    keys = round_keys(list(jobs), s.shared_repeats)
+    prefill_of: dict = {}
+    jobs = build_jobs(state, group, prefill_of)
+    units = [unit_keys(prefill_of, group, i) for i in range(len(group.runs))]
     t1 = time.perf_counter()
-    samples, outputs = bench.interleaved_rounds([jobs[k] for k in keys], s.repeats,
-                                                np.random.default_rng(s.seed),
-                                                clock=_both_clocks)
+
+    def converged(u: int, samples: list) -> bool:
+        times = {role: paired.as_array(v) for role, v in zip(_roles(units[u]), samples)}
+        return _measured_interval(state, group, u, times).half_width <= s.target_half_width
+
+    res = paired.paired_rounds([[jobs[k] for k in keys] for keys in units],
+                               np.random.default_rng(s.seed), min_rounds=s.repeats,
+                               max_rounds=s.max_rounds, budget_s=budget_s,
+                               converged=converged, clock=_both_clocks)
+    times = [{role: paired.as_array(v) for role, v in zip(_roles(keys), res.samples[u])}
+             for u, keys in enumerate(units)]
+    last = [dict(zip(_roles(keys), res.outputs[u])) for u, keys in enumerate(units)]
+    total = np.sum([v.sum(axis=0) for t in times for v in t.values()], axis=0)
+    done = sum(r == paired.CONVERGED for r in res.stopped)
     state.log(f"    batch {group.batch}, T {group.temperature:g}: {len(group.runs)} runs, "
-              f"{len(jobs)} calls compiled in {t1 - t0:.0f} s, {s.repeats} rounds timed in "
-              f"{time.perf_counter() - t1:.0f} s")
-    times: dict[tuple, list] = {}
-    last: dict[tuple, Any] = {}
-    for key, ts, out in zip(keys, samples, outputs):
-        times.setdefault(key, []).extend(ts)
-        last.setdefault(key, out)
-    return {k: np.asarray(v, float).reshape(-1, 2) for k, v in times.items()}, last
+              f"{len(jobs)} calls compiled in {t1 - t0:.0f} s; {min(res.rounds)}-"
+              f"{max(res.rounds)} paired rounds timed in {res.elapsed_s:.0f} s (budget "
+              f"{budget_s:.0f} s), {done}/{len(group.runs)} within "
+              f"±{100 * s.target_half_width:g}%")
+    return GroupTiming(times, last, res.rounds, res.stopped, float(budget_s),
+                       float(res.elapsed_s), float(total[1] / total[0]))
 
 
 def _e_finite(pmf, n: int, batch: int) -> float:
@@ -175,40 +233,85 @@ def _set_alpha_columns(run: SpecRun, row: dict, n: int, batch: int) -> dict:
             schema.ERR_ACCEPT_SET: 100 * math.log(e / row[schema.E_EFFECTIVE])}
 
 
-def _by_clock(state: DemoState, group: Group, i: int, all_times: dict, res, col: int) -> dict:
+def _pass_times(m: dict, run: SpecRun, steps: int) -> tuple:
+    """(t_target_1, t_verify, t_draft) per pass from role medians (floats or arrays)."""
+    return m["target_1"] / steps, m["verify"] / steps, m["draft"] / (steps * run.k)
+
+
+def _by_clock(state: DemoState, group: Group, i: int, times: dict, res, col: int) -> dict:
     """Prediction and decomposition of run ``i`` from the samples of one clock (column
-    ``col``), with the per-round range of the measured speedup."""
+    ``col``), with the range of its per-round (paired) speedup."""
     run, steps = group.runs[i], state.settings.pass_steps
-    times = {key: v[:, col] for key, v in all_times.items()}
-    med = {key: float(np.median(v)) for key, v in times.items()}
-    P = res.plan.padded_prompt
-    pre = med[("ar1", run.rows)]
-    pre_spec = pre + (med[("prefill", run.cost_model.cfg.name, P)] if run.cost_model else 0.0)
+    t = {role: v[:, col] for role, v in times.items()}
+    med = {role: float(np.median(v)) for role, v in t.items()}
+    pre = med["ar1"]
+    pre_spec = pre + med.get("prefill", 0.0)
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
+    t1, tv, td = _pass_times(med, run, steps)
     row = decompose(e_model=_e_model(run, res.stats, n, group.batch), n_tokens=n,
-                    iterations=res.n_iterations, k=run.k, t_ar=med[("ar", run.rows)],
-                    t_spec=med[("spec", i)], prefill=pre, prefill_spec=pre_spec,
-                    t_target_1=med[("target_1",)] / steps,
-                    t_verify=med[("verify", run.k)] / steps,
-                    t_draft=med[("draft", run.cost_key, run.k)] / (steps * run.k))
-    per_round = (med[("ar", run.rows)] - pre) / (times[("spec", i)] - pre_spec)
-    row.update({schema.MEASURED_LO: float(per_round.min()),
-                schema.MEASURED_HI: float(per_round.max()), schema.TIME_S: med[("spec", i)],
-                schema.PREFILL_S: pre_spec, schema.DECODE_S: med[("spec", i)] - pre_spec})
+                    iterations=res.n_iterations, k=run.k, t_ar=med["ar"], t_spec=med["spec"],
+                    prefill=pre, prefill_spec=pre_spec, t_target_1=t1, t_verify=tv,
+                    t_draft=td)
+    per_round = _measured_statistic(run)(t)
+    row.update({schema.MEASURED_LO: float(np.nanmin(per_round)) if np.isfinite(per_round).any()
+                else math.nan,
+                schema.MEASURED_HI: float(np.nanmax(per_round)) if np.isfinite(per_round).any()
+                else math.nan,
+                schema.TIME_S: med["spec"], schema.PREFILL_S: pre_spec,
+                schema.DECODE_S: med["spec"] - pre_spec})
     return row
 
 
-def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict) -> dict:
+def interval_columns(state: DemoState, group: Group, i: int, times: dict,
+                     e_model: float) -> dict:
+    """The 95% bootstrap intervals over run ``i``'s paired rounds (``settings.clock``):
+    measured and predicted speedup, the total error, and each pass time."""
+    from specsim.experiment import intervals
+
+    s, run = state.settings, group.runs[i]
+    col = CLOCKS.index(s.clock)
+    med = intervals.resample_medians({role: v[:, col] for role, v in times.items()},
+                                     draws=s.bootstrap_draws, seed=s.seed)
+    boot = {role: b for role, (_, b) in med.items()}
+    measured = _measured_statistic(run)(boot)
+    t1, tv, td = _pass_times(boot, run, s.pass_steps)
+    predicted = e_model * t1 / (run.k * td + tv)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = 100 * np.log(predicted / measured)
+    out = {}
+    for (lo, hi), x in (((schema.MEASURED_CI_LO, schema.MEASURED_CI_HI), measured),
+                        ((schema.PREDICTED_CI_LO, schema.PREDICTED_CI_HI), predicted),
+                        ((schema.ERR_TOTAL_CI_LO, schema.ERR_TOTAL_CI_HI), err),
+                        (schema.PASS_CI["t_target_1"], t1), (schema.PASS_CI["t_verify"], tv),
+                        (schema.PASS_CI["t_draft"], td)):
+        x = np.asarray(x, float)
+        x = x[np.isfinite(x)]
+        tail = 100 * (1 - intervals.LEVEL) / 2
+        out[lo], out[hi] = (np.percentile(x, [tail, 100 - tail]) if x.size
+                            else (math.nan, math.nan))
+    return {k: float(v) for k, v in out.items()}
+
+
+def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict:
     """One row of the runs table for run ``i`` of ``group``: timings, prediction and
-    decomposition by ``settings.clock``; measured and predicted speedup by each clock."""
+    decomposition by ``settings.clock`` with their intervals; measured and predicted
+    speedup by each clock; the run's rounds, why they stopped, its baseline's spread."""
     run, s = group.runs[i], state.settings
-    res = last[("spec", i)]
+    times, res = timing.times[i], timing.last[i]["spec"]
     n = group.max_new_tokens - 1
-    rows = {name: _by_clock(state, group, i, all_times, res, c) for c, name in enumerate(CLOCKS)}
+    rows = {name: _by_clock(state, group, i, times, res, c) for c, name in enumerate(CLOCKS)}
     row = dict(rows[s.clock])
     for name, r in rows.items():
         row[schema.MEASURED_BY_CLOCK[name]] = r[schema.MEASURED_SPEEDUP]
         row[schema.PREDICTED_BY_CLOCK[name]] = r[schema.PREDICTED_SPEEDUP]
+    row.update(interval_columns(state, group, i, times, row[schema.E_MODEL]))
+    lo, hi, m = row[schema.MEASURED_CI_LO], row[schema.MEASURED_CI_HI], row[schema.MEASURED_SPEEDUP]
+    ar = times["ar"][:, CLOCKS.index(s.clock)]
+    wall_cpu = np.sum([v.sum(axis=0) for v in times.values()], axis=0)
+    row.update({schema.MEASURED_HALF_WIDTH: (hi - lo) / 2 / m if m and np.isfinite(m) else math.nan,
+                schema.ROUNDS: timing.rounds[i], schema.STOPPED: timing.stopped[i],
+                schema.BASELINE_SPREAD: float(100 * (ar.max() - ar.min()) / np.median(ar)),
+                schema.CPU_OVER_WALL: float(wall_cpu[1] / wall_cpu[0])})
     row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
     row.update(_set_alpha_columns(run, row, n, group.batch))
     row.update(acceptance_fields(res.stats))
@@ -225,39 +328,49 @@ def run_row(state: DemoState, group: Group, i: int, all_times: dict, last: dict)
 
 
 def _measured_inputs(run: SpecRun) -> list[str]:
-    """The columns the headline prediction took from measurement in this run."""
+    """The columns the in-run prediction took from measurement in this run."""
     acc = [schema.alpha_pos(j) for j in range(1, run.k + 1)]
     return acc + [schema.T_TARGET_1, schema.T_VERIFY, schema.T_DRAFT]
 
 
-def baseline_rows(state: DemoState, group: Group, all_times: dict, last: dict) -> list[dict]:
-    """One runs-table row per autoregressive baseline of the group (decode time per new
-    token is what report's headline reads)."""
+def baseline_rows(state: DemoState, group: Group, timing: GroupTiming) -> list[dict]:
+    """One runs-table row per distinct prompt rows of the group: the plain-decoding
+    baseline, its samples pooled over every run it was paired with (decode time per
+    new token is what the report's headline reads)."""
     col = CLOCKS.index(state.settings.clock)
+    pooled: dict[tuple, dict] = {}
+    for i, run in enumerate(group.runs):
+        p = pooled.setdefault(run.rows, {"ar": [], "ar1": [], "run": run,
+                                         "res": timing.last[i]["ar"]})
+        p["ar"].append(timing.times[i]["ar"][:, col])
+        p["ar1"].append(timing.times[i]["ar1"][:, col])
     rows = []
-    for key, res in last.items():
-        if key[0] != "ar":         # ("ar1", rows) is the prefill, not a baseline
-            continue
-        run = next(r for r in group.runs if r.rows == key[1])
-        P = res.plan.padded_prompt
-        t = float(np.median(all_times[key][:, col]))
-        pre = float(np.median(all_times[("ar1", key[1])][:, col]))
+    for p in pooled.values():
+        res, run = p["res"], p["run"]
+        t, pre = float(np.median(np.concatenate(p["ar"]))), float(np.median(np.concatenate(p["ar1"])))
         rows.append({schema.TEMPERATURE: group.temperature, schema.DRAFTER: schema.AUTOREGRESSIVE,
                      schema.DRAFTER_KIND: schema.AUTOREGRESSIVE, schema.K: 0,
                      schema.KIND: run.kind, schema.BATCH: group.batch,
                      schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
                      schema.TIME_S: t, schema.PREFILL_S: pre, schema.DECODE_S: t - pre,
-                     schema.PADDED_PROMPT: P, schema.CACHE_LEN: group.cache_len,
-                     schema.CLOCK: state.settings.clock,
+                     schema.PADDED_PROMPT: res.plan.padded_prompt,
+                     schema.CACHE_LEN: group.cache_len, schema.CLOCK: state.settings.clock,
                      schema.TEXT: res.text[0] if res.text else ""})
     return rows
 
 
-def measure(state: DemoState, group: Group) -> list[dict]:
-    """Time one group; one runs-table row per baseline and per speculative run."""
-    times, last = time_group(state, group)
-    return baseline_rows(state, group, times, last) + \
-        [run_row(state, group, i, times, last) for i in range(len(group.runs))]
+def measure(state: DemoState, group: Group, budget_s: float) -> list[dict]:
+    """Time one group in paired rounds within ``budget_s`` seconds; one runs-table row
+    per baseline and per speculative run. The group's timing (rounds, budget, CPU over
+    wall time) is kept in ``state.environment["timing"]``."""
+    timing = time_group(state, group, budget_s)
+    state.environment.setdefault("timing", []).append(
+        {"batch": group.batch, "temperature": group.temperature, "runs": len(group.runs),
+         "rounds_min": min(timing.rounds), "rounds_max": max(timing.rounds),
+         "budget_s": round(timing.budget_s, 1), "timed_s": round(timing.elapsed_s, 1),
+         "cpu_over_wall": round(timing.cpu_over_wall, 3)})
+    return baseline_rows(state, group, timing) + \
+        [run_row(state, group, i, timing) for i in range(len(group.runs))]
 
 
 def add_runs(state: DemoState, rows: list[dict]) -> None:

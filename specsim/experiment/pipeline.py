@@ -10,6 +10,8 @@ from typing import Callable
 
 import numpy as np
 
+from specsim import schema
+
 from specsim.experiment import parts as registry
 from specsim.experiment.drafters import build_drafters
 from specsim.experiment.settings import DemoSettings
@@ -77,6 +79,20 @@ def prepare(settings: DemoSettings, *, log: Callable[[str], None] = print,
                      log=log, progress=progress)
 
 
+def machine_state() -> dict:
+    """The machine now: its measured ceilings (a 1024² matmul, a 128 MiB copy; a few
+    seconds) and the load average, so the report can compare the start with the end."""
+    import os
+
+    from specsim import bench
+
+    c = bench.measure_ceilings(matmul_size=1024, copy_mib=128).iloc[0]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return {"matmul_flops_per_s": float(c["matmul_flops_per_s"]),
+            "copy_bytes_per_s": float(c["copy_bytes_per_s"]), "load_1min": float(load[0]),
+            "cpu_count": os.cpu_count()}
+
+
 def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None] = print,
              progress: bool = True, target=None, draft_model=None) -> DemoResult:
     """Run the parts ``settings.parts`` asks for (and those they need); return the result.
@@ -85,12 +101,19 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
     t_start = time.perf_counter()
     state = prepare(settings, log=log, progress=progress, target=target,
                     draft_model=draft_model)
+    state.started = t_start
     todo = registry.resolve(settings.parts)
+    state.environment["machine_start"] = machine_state()
     for i, part in enumerate(todo, start=1):
         log(f"{i}/{len(todo)} {part.summary} ...")
+        state.parts_left = [p.name for p in todo[i - 1:]]
         part.run(state)
         missing = [t for t in part.produces if t not in state.tables]
         if missing:
             raise RuntimeError(f"part {part.name!r} did not produce {missing}")
+    if schema.RUNS in state.tables:
+        from specsim.experiment import prior
+        state.tables[schema.RUNS] = prior.prior_columns(state, state.tables[schema.RUNS])
+    state.environment["machine_end"] = machine_state()
     state.environment["wall_s"] = round(time.perf_counter() - t_start, 1)
     return DemoResult.from_state(state)

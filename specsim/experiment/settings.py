@@ -16,9 +16,13 @@ the parts, which import the settings)."""
 DRAFTER_KINDS = ("ngram", "layer-skip", "feature-head")
 DEFAULT_HARDWARE = ("a100-80gb", "h100-sxm", "h200", "tpu-v5e")
 DEFAULT_PARTS = ("roofline", "fidelity", "hardware")
-DEMO_PARTS = ("instrument", "fidelity", "batch")
-"""What ``specsim demo`` runs by default (`DemoSettings.demo`): the central check,
-predicted against measured speedup from in-run pass times."""
+DEMO_PARTS = ("roofline", "instrument", "fidelity", "batch")
+"""What ``specsim demo`` runs by default (`DemoSettings.demo`): the roofline sweep and fit
+the prediction before the run reads, and the central check, every run predicted before
+it (fitted roofline, the drafter's α) and from its own rounds (in-run pass times)."""
+TIMING_SHARES = {"instrument": 0.45, "fidelity": 0.25, "batch": 0.30}
+"""How the in-run parts that run share the time left for timed rounds (normalised over
+the parts that run; a part splits its share evenly over its groups)."""
 
 
 def check_parts(names) -> tuple[str, ...]:
@@ -46,7 +50,27 @@ class DemoSettings:
     temperatures: tuple[float, ...] = (0.0, 1.0)
     kinds: tuple[str, ...] = KINDS
     max_new_tokens: int = 48
-    repeats: int = 2
+    # paired rounds (`specsim.experiment.paired`): at least `repeats` rounds, then more
+    # for the runs whose measured speedup's 95% interval is wider than ±target_half_width,
+    # up to max_rounds, while the part's share of the time budget lasts
+    repeats: int = 3
+    max_rounds: int = 12
+    target_half_width: float = 0.03
+    bootstrap_draws: int = 1000
+    # wall seconds from the start of the demo by which its timed rounds end (compile,
+    # sweep and calibration included; the report and figures take seconds more); each
+    # group of an in-run part gets its share (TIMING_SHARES) of what is left, less
+    # `reserve_s` for every group still to compile
+    time_budget_s: float = 540.0
+    reserve_s: float = 20.0
+    # the report warns that the machine was too busy for the stated precision when more
+    # than this share of runs did not converge, or a ceiling moved by more than
+    # busy_drift between the start and the end of the demo
+    busy_unconverged_share: float = 0.1
+    busy_drift: float = 0.1
+    # real drafters' per-position α before the run: untimed calibration runs on this many
+    # other prompts of the same kind of work (the shipped prompt set)
+    calibration_prompts: int = 2
     sweep_repeats: int = 7
     hardware: tuple[str, ...] = DEFAULT_HARDWARE
     hardware_dtype: str = "bfloat16"
@@ -60,12 +84,10 @@ class DemoSettings:
     # ---- the in-run cost model (parts instrument, batch, fidelity) -------------------
     clock: str = "wall"
     pass_steps: int = 4
-    # every short call that several runs read (the one-token call, a prefill, a pass
-    # program) is timed this many times a round, each in its own place of the shuffled
-    # order: one noisy sample of a shared number moves every run that reads it
-    # (`inrun.round_keys`)
-    shared_repeats: int = 1
     # ---- the policies part ----------------------------------------------------------
+    # each cell's plain-decoding baseline is timed this many times a round: one noisy
+    # sample of a number every row of the cell reads moves all of them
+    shared_repeats: int = 1
     # runs of each loop program (and pass call) a round, from one prefill, the fastest
     # kept (`bench.interleaved_rounds`' inner): the least of a few runs is the cost with
     # the least interference from other processes
@@ -106,8 +128,18 @@ class DemoSettings:
         for t in self.temperatures:
             validation.nonnegative_float("temperatures", t)
         for name in ("max_new_tokens", "repeats", "sweep_repeats", "pass_steps",
-                     "shared_repeats", "loop_repeats"):
+                     "shared_repeats", "loop_repeats", "max_rounds", "bootstrap_draws",
+                     "calibration_prompts"):
             validation.positive_int(name, getattr(self, name))
+        if self.max_rounds < self.repeats:
+            raise InvalidArgument(f"max_rounds must be >= repeats (the least rounds, "
+                                  f"{self.repeats}), got {self.max_rounds}")
+        for name in ("target_half_width", "busy_unconverged_share", "busy_drift"):
+            v = getattr(self, name)
+            if not 0 < v < 1:
+                raise InvalidArgument(f"{name} must be a fraction in (0, 1), got {v!r}")
+        for name in ("time_budget_s", "reserve_s"):
+            validation.nonnegative_float(name, getattr(self, name))
         self._check_inrun()
         check_parts(self.parts)
 
@@ -154,8 +186,8 @@ class DemoSettings:
         Clock: process CPU time by default, which time-slicing by other processes does
         not inflate; every call is timed by both clocks at once, so the wall-clock
         speedup stays in every row (``measured_speedup_wall``)."""
-        base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=2, clock="cpu",
-                    shared_repeats=3,
+        base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=3, clock="cpu",
+                    shared_repeats=3, sweep_repeats=5,
                     kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=88,
                     # the policies part's runs: 80 tokens, or max_new_tokens where the
                     # caller sets that and not this
@@ -167,7 +199,8 @@ class DemoSettings:
             # extraction, 0.15 on code at K 4 (0.01-0.02 with the instrument's 28 tokens)
             base.update(drafter_prompt_tokens=64)
             base.update(ks=(4,), drafters=("ngram",), quick=True, instrument_costs=(0.0,),
-                        repeats=4, shared_repeats=2,
+                        repeats=3, shared_repeats=2, time_budget_s=150.0,
+                        reserve_s=10.0, calibration_prompts=1,
                         batch_max_new_tokens=0, policy_max_new_tokens=0,
                         sweep_repeats=5, instrument_alphas=(0.5, 0.9), instrument_ks=(2, 4),
                         batches=(1, 4), batch_alphas=(0.9,), batch_ks=(4,))

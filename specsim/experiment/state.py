@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -26,6 +27,23 @@ class DemoState:
     progress: bool = True
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     fits: dict = field(default_factory=dict)      # model name -> fit.RooflineFit
+    started: float = field(default_factory=time.perf_counter)   # the demo's start
+    parts_left: list[str] = field(default_factory=list)  # this part and those after it
+
+    def timing_budget(self, part: str, groups_left: int = 1) -> float:
+        """Seconds of timed rounds for the next group of in-run ``part`` (of
+        ``groups_left`` groups it still has): its share (`settings.TIMING_SHARES`,
+        normalised over the in-run parts still to run) of the time left before
+        ``settings.time_budget_s``, less `settings.reserve_s` for every later group."""
+        from specsim.experiment.settings import TIMING_SHARES
+
+        s = self.settings
+        later = [p for p in self.parts_left if p in TIMING_SHARES and p != part]
+        later_groups = groups_left - 1 + sum(2 if p == "batch" else 1 for p in later)
+        left = s.time_budget_s - (time.perf_counter() - self.started) - s.reserve_s * later_groups
+        own = TIMING_SHARES.get(part, 0.0) / max(1, groups_left)
+        share = own / (own * groups_left + sum(TIMING_SHARES[p] for p in later))
+        return max(0.0, left * share)
 
     def cost_model(self, drafter: str):
         """The Model one draft step of ``drafter`` costs (None: free)."""

@@ -77,14 +77,18 @@ def break_even_table(state: DemoState) -> pd.DataFrame:
 def run(state: DemoState) -> None:
     s = state.settings
     have = _subset(state)
+    todo = []
     for b in s.batches:
         done = have[have[schema.BATCH] == b] if not have.empty else have
         if len(done) >= len(s.batch_alphas) * len(s.batch_ks):
             state.log(f"    batch {b}: reusing the instrument part's runs")
             continue
+        todo.append(b)
+    for i, b in enumerate(todo):
         n = s.batch_max_new_tokens if b > 1 else 0
         group = instrument_group(state, b, s.batch_alphas, s.batch_ks, (0.0,), n or None)
-        inrun.add_runs(state, inrun.measure(state, group))
+        inrun.add_runs(state, inrun.measure(state, group,
+                                            state.timing_budget("batch", len(todo) - i)))
     state.tables[schema.BREAK_EVEN] = break_even_table(state)
 
 

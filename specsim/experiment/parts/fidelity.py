@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from specsim import batching, schema
-from specsim.experiment import inrun, prediction
+from specsim.experiment import inrun, prediction, prior
 from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
 
@@ -72,8 +72,10 @@ def fitted_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
 
 def run(state: DemoState) -> None:
     rows = []
-    for group in fidelity_groups(state):
-        rows += inrun.measure(state, group)
+    groups = fidelity_groups(state)
+    for i, group in enumerate(groups):
+        state.tables[schema.ACCEPTANCE_PRIOR] = prior.calibrate(state, group)
+        rows += inrun.measure(state, group, state.timing_budget("fidelity", len(groups) - i))
     inrun.add_runs(state, rows)
     state.tables[schema.RUNS] = fitted_columns(state, state.tables[schema.RUNS])
 

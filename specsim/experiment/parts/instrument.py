@@ -71,7 +71,7 @@ def instrument_group(state: DemoState, batch: int, alphas, ks, costs,
 def run(state: DemoState) -> None:
     s = state.settings
     group = instrument_group(state, 1, s.instrument_alphas, s.instrument_ks, s.instrument_costs)
-    inrun.add_runs(state, inrun.measure(state, group))
+    inrun.add_runs(state, inrun.measure(state, group, state.timing_budget("instrument")))
 
 
 PART = Part(name="instrument", summary="the instrument drafter over α × K × draft cost "

@@ -11,14 +11,20 @@ from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
 
 
-def sweep_points(state: DemoState) -> list[tuple[int, int, int]]:
-    """(n_tokens, batch, context): every verify width K + 1 at the runs' cache size, two
-    other contexts at one token, and a few batches at 8 tokens."""
+def sweep_points(state: DemoState, target: bool = True) -> list[tuple[int, int, int]]:
+    """(n_tokens, batch, context): every verify width K + 1 of the drafters and of the
+    instrument at the runs' cache size, two other contexts at one token, a few batches
+    at 8 tokens, and at each batch of the batch part one token and its verify widths
+    (what the prediction before the run reads)."""
     s, S = state.settings, state.cache_len
     base_ns = {1, 4, 16, 64} if s.quick else {1, 2, 4, 8, 16, 32, 64}
-    ns = sorted(base_ns | {k + 1 for k in s.ks})
+    ns = sorted(base_ns | {k + 1 for k in (*s.ks, *s.instrument_ks)})
     points = [(n, 1, S) for n in ns] + [(1, 1, c) for c in (S // 2, 2 * S) if c >= 1]
-    return points + [(8, b, S) for b in ((2, 4) if s.quick else (2, 4, 8))]
+    points += [(8, b, S) for b in ((2, 4) if s.quick else (2, 4, 8))]
+    if target and "batch" in s.parts:        # a drafter's sweep needs no batched widths
+        points += [(n, b, S) for b in s.batches if b > 1
+                   for n in sorted({1, *(k + 1 for k in s.batch_ks)})]
+    return list(dict.fromkeys(points))
 
 
 def fit_model_sweep(state: DemoState, name: str, df: pd.DataFrame, ceilings=None):
@@ -51,7 +57,8 @@ def run(state: DemoState) -> None:
             models[setup.cost_model.cfg.name] = setup.cost_model
     sweeps = []
     for name, m in models.items():
-        df = bench.sweep_forward(m, sweep_points(state), repeats=s.sweep_repeats, warmup=1,
+        df = bench.sweep_forward(m, sweep_points(state, m is state.target),
+                                 repeats=s.sweep_repeats, warmup=1,
                                  progress=state.progress)
         sweeps.append(df)
         state.fits[name] = fit_model_sweep(state, name, df, state.tables[schema.CEILINGS])

@@ -1,0 +1,169 @@
+"""The prediction made before the run: what a user could compute without timing the
+run itself. Speedup ``E · t_T(1) / (K · t_D(1) + t_T(K+1))`` with every pass time from
+the roofline fitted to the forward sweep (`batching.fit_time_model`; not the run's
+own rounds) and E from the drafter's per-position α known beforehand, for a finite
+run whose slowest batch row ends it:
+
+- the instrument drafter: α is set, so α_j = α at every position;
+- a real drafter: α_j from calibration, untimed runs of the same drafter at the
+  group's largest K on other prompts of the same kind of work (the shipped prompt
+  set, `specsim.train.samples.load_prompts`, cut to the run's prompt length), pooled
+  by sample count. The timed run's own acceptance is never read.
+
+The draft step costs the fitted roofline of the model it runs: the instrument's L
+target layers, a model drafter's own fit; n-gram lookup and the feature head are
+counted free (their step is host work or one small head, which the in-run
+decomposition measures)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+
+from specsim import schema
+from specsim.experiment.state import DemoState
+
+SET, CALIBRATION = "set", "calibration"
+
+
+def calibration_rows(state: DemoState, kind: str, length: int, n: int) -> list[tuple]:
+    """``n`` prompts of ``kind`` other than the run's, ``length`` tokens each: the shipped
+    prompts of that kind dealt into ``n`` hands, each hand's texts joined until it is
+    long enough, rendered in the chat template and cut (random token ids, seeded apart
+    from the run's, for a model without a tokenizer)."""
+    tok = state.target.tokenizer
+    if tok is None:
+        rng = np.random.default_rng(1000 + len(kind))
+        return [tuple(int(x) for x in rng.integers(3, state.target.cfg.vocab_size, length))
+                for _ in range(n)]
+    from specsim.train.samples import load_prompts
+
+    texts = [p["text"] for p in load_prompts() if p["kind"] == kind]
+    out = []
+    for hand in range(n):
+        joined, ids = "", []
+        for text in texts[hand::n]:
+            joined = f"{joined}\n\n{text}" if joined else text
+            rendered = (tok.apply_chat_template([{"role": "user", "content": joined}])
+                        if hasattr(tok, "apply_chat_template") else joined)
+            ids = tok.encode(rendered)
+            if len(ids) >= length:
+                break
+        if len(ids) >= length:
+            out.append(tuple(ids[:length]))
+    return out
+
+
+def calibrate(state: DemoState, group) -> pd.DataFrame:
+    """Per-position α of every real drafter of ``group`` (an `inrun.Group`) on each kind
+    of work, from untimed runs on `calibration_rows`; added to the rows already in the
+    state's ``acceptance_prior`` table."""
+    from specsim import decode
+
+    s = state.settings
+    todo: dict[tuple, tuple] = {}
+    for run in group.runs:
+        if run.acceptance is None:
+            key = (run.name, run.kind)
+            k = max(run.k, todo[key][1]) if key in todo else run.k
+            todo[key] = (run, k)
+    rows = []
+    for (name, kind), (run, k) in todo.items():
+        accepted = np.zeros(k)
+        counts = np.zeros(k)
+        prompts = calibration_rows(state, kind, len(run.rows[0]), s.calibration_prompts)
+        for prompt in prompts:
+            res = decode.generate_speculative(
+                state.target, run.drafter, [list(prompt)] * group.batch, group.max_new_tokens,
+                k=k, temperature=group.temperature, seed=s.seed, eos_token_id=None,
+                cache_len=group.cache_len)
+            c = np.asarray(res.stats.per_position_counts, float)[:k]
+            r = np.nan_to_num(np.asarray(res.stats.per_position_per_slot, float)[:k])
+            accepted[:len(c)] += r * c
+            counts[:len(c)] += c
+        for j in range(k):
+            rows.append({schema.DRAFTER: name, schema.KIND: kind,
+                         schema.TEMPERATURE: group.temperature, "position": j + 1,
+                         schema.ALPHA: accepted[j] / counts[j] if counts[j] else math.nan,
+                         "count": int(counts[j]), "prompts": len(prompts)})
+    state.log(f"    calibration: per-position α of {len(todo)} (drafter, kind) pairs on "
+              f"{s.calibration_prompts} other prompt(s) each, untimed")
+    old = state.tables.get(schema.ACCEPTANCE_PRIOR)
+    new = pd.DataFrame(rows)
+    return new if old is None or old.empty else pd.concat([old, new], ignore_index=True)
+
+
+def prior_rates(row, calibration: pd.DataFrame | None) -> tuple[np.ndarray, str]:
+    """(α_1..α_K known before ``row``'s run, where they came from); NaNs when unknown."""
+    k = int(row[schema.K])
+    a = row.get(schema.ALPHA_SET, math.nan)
+    if a is not None and np.isfinite(a):
+        return np.full(k, float(a)), SET
+    if calibration is None or calibration.empty:
+        return np.full(k, math.nan), ""
+    c = calibration[(calibration[schema.DRAFTER] == row[schema.DRAFTER])
+                    & (calibration[schema.KIND] == row[schema.KIND])
+                    & (calibration[schema.TEMPERATURE] == row[schema.TEMPERATURE])]
+    rates = c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k]
+    if len(rates) < k:
+        return np.full(k, math.nan), ""
+    # a position calibration never reached (every earlier draft was rejected) adds
+    # nothing to E whatever its rate: 0
+    return np.nan_to_num(rates, nan=0.0), CALIBRATION
+
+
+def _draft_time(state: DemoState, row, tm, b: int, S: int) -> float:
+    """The fitted roofline's time of one draft step of ``row``'s drafter (0: free)."""
+    from specsim import batching
+
+    if row[schema.DRAFTER_KIND] == "instrument":
+        layers = int(row.get(schema.DRAFT_LAYERS, 0) or 0)
+        if layers == 0:
+            return 0.0
+        return tm(dataclasses.replace(state.target.cfg, n_layers=layers), 1, b, S)
+    setup = state.drafters.get(row[schema.DRAFTER])
+    if setup is None or setup.cost_model is None:
+        return 0.0
+    fit = state.fits.get(setup.cost_model.cfg.name)
+    if fit is None:
+        return math.nan
+    return batching.fit_time_model(fit)(setup.cost_model.cfg, 1, b, S)
+
+
+def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with the prediction before the run (PRED_PRIOR), its error against the
+    measured speedup (ERR_PRIOR, 100 ln ratio) and the α it used; NaN without a fit."""
+    from specsim import analytic, batching, simulate
+    from specsim.experiment.decomposition import finite_run_tokens
+
+    out = runs.copy()
+    out[schema.PRED_PRIOR] = math.nan
+    out[schema.ERR_PRIOR] = math.nan
+    out[schema.ALPHA_PRIOR] = ""
+    out[schema.ALPHA_PRIOR_SOURCE] = ""
+    fit = state.fits.get(state.target.cfg.name)
+    if fit is None or runs.empty:
+        return out
+    tm = batching.fit_time_model(fit)
+    cfg = state.target.cfg
+    calibration = state.tables.get(schema.ACCEPTANCE_PRIOR)
+    for i, r in out.iterrows():
+        if r[schema.DRAFTER] == schema.AUTOREGRESSIVE:
+            continue
+        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), int(r[schema.CACHE_LEN])
+        rates, source = prior_rates(r, calibration)
+        if not np.isfinite(rates).all():
+            continue
+        n = int(r[schema.NEW_TOKENS]) - 1
+        e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)), n, b)
+        pred = float(analytic.speedup_from_costs(e, k, _draft_time(state, r, tm, b, S),
+                                                 tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
+        m = r[schema.MEASURED_SPEEDUP]
+        out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [
+            pred, 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan]
+        out.loc[i, schema.ALPHA_PRIOR] = ";".join(f"{a:.3f}" for a in rates)
+        out.loc[i, schema.ALPHA_PRIOR_SOURCE] = source
+    return out
