@@ -22,9 +22,9 @@ The persistent compilation cache is not turned on here (the CLI turns it on; see
 the first call spends before it runs (`GenerationResult.compile_s`: tracing, lowering,
 XLA), and of it XLA's backend compile (`/jax/core/compile/backend_compile_duration`),
 one term per program compiled. Every call starts from the prefill program
-(`decode._prefill_program`), which all the programs here share (same model, prompt and
+(`decode.prefill.prefill_program`), which all the programs here share (same model, prompt and
 cache length): the first call (autoregressive) compiles it, and its XLA column shows it
-as the first term. A drafter's own prefill (`decode._drafter_prefill_program`, the draft
+as the first term. A drafter's own prefill (`decode.prefill.drafter_prefill_program`, the draft
 model's pass over the prompt) is likewise compiled once per drafter: the first K of each
 drafter shows it as a term of its own, and the later K's do not pay it.
 

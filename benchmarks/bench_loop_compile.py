@@ -1,6 +1,6 @@
 """Compile time of one generation loop program alone, repeated, on SmolLM2-135M: the
-fixed-K program (`decode._speculative_program`) of a drafter at each K, or with
-``--policy`` the policy program (`decode._policy_program`, K = its k_max), lowered and
+fixed-K program (`decode.speculative.speculative_program`) of a drafter at each K, or with
+``--policy`` the policy program (`decode.policy_loop.policy_program`, K = its k_max), lowered and
 compiled from the arguments `decode.generate_speculative` would call it with
 (`decode.speculative_loop`: not run), ``--repeats`` times each with JAX's in-memory
 cache cleared in between.

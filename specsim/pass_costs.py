@@ -33,8 +33,8 @@ How closely these programs track the loop's own step: docs/studies/pass-cost-pro
 Time these calls in the same interleaved rounds as the generation runs they predict
 (`specsim.bench.time_calls` for a single series); `PassCosts.from_times` turns per-call
 times into per-pass medians with their spread. The verify program calls the loop's own
-acceptance, non-finite policy and statistics steps (``decode._verify``,
-``_nonfinite_policy``, ``_record_stats``); the autoregressive step mirrors the loop's.
+acceptance, non-finite policy and statistics steps (`specsim.decode.speculative`'s
+``verify_drafts``, ``nonfinite_rows``, ``record_stats``); the autoregressive step mirrors the loop's.
 
 Finite runs: a run of n decode tokens at batch B takes the iterations its slowest row
 needs, so its effective tokens per iteration is n / E[max_b I_b], below E;
@@ -53,7 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.errors import InvalidArgument
-from specsim import analytic, decode
+from specsim import analytic
+from specsim.decode import speculative
 from specsim.bench import TimingStats, stats_from_times
 from specsim.drafters.base import Context, Draft
 from specsim.models.compiler import jit
@@ -115,9 +116,7 @@ def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: Mode
     tokens, cache = state
     B, K, V = tokens.shape[0], k, cfg.vocab_size
     start = cache.length
-    stats = decode._SpecStatsBuf(jnp.full((steps, B), -1, jnp.int32),
-                                 jnp.full((steps, B), -1, jnp.int32),
-                                 jnp.full((steps, B, K), jnp.nan, jnp.float32))
+    stats = speculative.empty_stats(steps, B, K)
 
     def body(i, carry):
         tokens, cache, key, stats = carry
@@ -127,9 +126,9 @@ def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: Mode
         logits, cache = forward(params, cfg, window, cache)                      # [B, K+1, V]
         target_probs = sp.probs(logits)
         # the loop's own steps 3-5 (acceptance, residual/bonus, non-finite policy, stats)
-        n_acc, new, _ = decode._verify(k_accept, k_resid, draft, target_probs, sp)
-        finite, _ = decode._nonfinite_policy(draft.probs, target_probs, n_acc)
-        stats = decode._record_stats(stats, i, finite, n_acc, draft, target_probs)
+        n_acc, new, _ = speculative.verify_drafts(k_accept, k_resid, draft, target_probs, sp)
+        finite, _ = speculative.nonfinite_rows(draft.probs, target_probs, n_acc)
+        stats = speculative.record_stats(stats, i, finite, n_acc, draft, target_probs)
         # the kept tokens become the next step's last token and drafts
         tokens = _append(tokens, length - 1, new)
         return tokens, cache._replace(length=start), key, stats

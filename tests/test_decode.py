@@ -96,7 +96,7 @@ def test_greedy_speculative_equals_autoregressive(target, drafters, reference, n
     first = st.overlap[:, :, 0][a & (st.drafted > 0)]
     np.testing.assert_array_equal(first == 1.0, (st.accepted > 0)[a & (st.drafted > 0)])
     if name != "ngram":
-        assert 0 < st.alpha < 1
+        assert 0 < st.alpha_per_proposal < 1
 
 
 def test_identical_draft_accepts_everything(target, reference):
@@ -104,18 +104,18 @@ def test_identical_draft_accepts_everything(target, reference):
     res = generate_speculative(target, model_drafter(target, target), PROMPTS_3, MAX_NEW, k)
     assert res.tokens == reference[3].tokens
     st = res.stats
-    assert st.alpha == 1.0
+    assert st.alpha_per_proposal == 1.0
     assert st.tokens_per_iteration == k + 1
-    np.testing.assert_array_equal(st.per_position_acceptance, np.ones(k))
+    np.testing.assert_array_equal(st.per_position_per_proposal, np.ones(k))
     assert (st.accepted[st.active] == k).all()
     np.testing.assert_array_equal(st.overlap[st.active], 1.0)
     # a plain Model as drafter is wrapped as a small-model draft (same program)
     again = generate_speculative(target, target, PROMPTS_3, MAX_NEW, k)
-    assert again.tokens == res.tokens and again.stats.alpha == 1.0
+    assert again.tokens == res.tokens and again.stats.alpha_per_proposal == 1.0
     # sampled: the same distribution on both sides, so acceptance is (numerically) certain
     res = generate_speculative(target, model_drafter(target, target), PROMPTS_3, MAX_NEW, k,
                                temperature=1.0, seed=3)
-    assert res.stats.alpha > 0.999
+    assert res.stats.alpha_per_proposal > 0.999
     assert abs(res.stats.mean_overlap - 1.0) < 1e-4
 
 
@@ -171,7 +171,7 @@ def test_adversarial_draft_still_yields_target_output(target, reference):
     d = _scripted(PROMPTS_3, reference[3], (0,), target.cfg.vocab_size)
     res = generate_speculative(target, d, PROMPTS_3, MAX_NEW, 3)
     assert res.tokens == reference[3].tokens
-    assert res.stats.alpha == 0.0 and res.stats.tokens_per_iteration == 1.0
+    assert res.stats.alpha_per_proposal == 0.0 and res.stats.tokens_per_iteration == 1.0
     assert np.nanmax(res.stats.overlap) == 0.0
 
 
@@ -187,8 +187,8 @@ def test_stats_match_hand_counted_run(target):
     assert res.n_iterations == 5
     assert st.accepted[:, 0].tolist() == [2, 0, 3, 1, 2]
     assert st.drafted[:, 0].tolist() == [3, 3, 3, 3, 3]
-    assert st.alpha == pytest.approx(8 / 15)
-    np.testing.assert_allclose(st.per_position_acceptance, [4 / 5, 3 / 4, 1 / 3])
+    assert st.alpha_per_proposal == pytest.approx(8 / 15)
+    np.testing.assert_allclose(st.per_position_per_proposal, [4 / 5, 3 / 4, 1 / 3])
     assert st.tokens_per_iteration == pytest.approx(13 / 5)
     assert res.target_passes == 6 and res.draft_passes == 0
     assert res.finish_reason == ["length"]
@@ -351,13 +351,13 @@ def test_speculative_sampling_is_exact_in_distribution(chi_models, temperature, 
     p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
     assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
     if drafter == "model":
-        assert 0.05 < res.stats.alpha < 0.95      # drafts really are rejected and resampled
+        assert 0.05 < res.stats.alpha_per_proposal < 0.95      # drafts really are rejected and resampled
         if temperature == 1.0 and top_p == 1.0 and top_k == 0:
             # power check: the same samples are far from the draft's own distribution
             dj = _exact_joint(d, temperature)
             assert _chi2_pvalue(_counts(toks, (0, 1)), dj.sum(2)) < 1e-6
     else:
-        assert res.stats.drafted.sum() > 0 and 0 < res.stats.alpha < 1
+        assert res.stats.drafted.sum() > 0 and 0 < res.stats.alpha_per_proposal < 1
 
 
 def test_acceptance_probability_is_overlap(chi_models):
@@ -421,8 +421,8 @@ def test_drafter_prefill_call_is_the_runs_prefill_without_the_head(target, draft
     np.testing.assert_array_equal(np.asarray(got.length), np.asarray(want.length))
     for a, b in ((got.k, want.k), (got.v, want.v)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-    from specsim.decode import _drafter_prefill_program
-    hlo = _drafter_prefill_program.lower(d, jnp.asarray(arr), lens, None,
+    from specsim.decode.prefill import drafter_prefill_program
+    hlo = drafter_prefill_program.lower(d, jnp.asarray(arr), lens, None,
                                          jnp.ones((3,), bool), S=S).compile().as_text()
     V = target.cfg.vocab_size
     assert f"f32[3,{P},{V}]" not in hlo

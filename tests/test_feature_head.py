@@ -78,7 +78,7 @@ def test_loop_hands_the_feature_that_produced_the_last_token(target):
 
 class _Alternate:
     """A test policy: every row drafts k_max in even iterations and nothing in odd ones,
-    so the loop runs off stretches (`decode._policy_off_loop`) between drafts."""
+    so the loop runs off stretches (`decode.policy_loop.policy_off_loop`) between drafts."""
 
     def __init__(self, k_max):
         self.k_max = k_max
@@ -160,7 +160,7 @@ def test_sampling_is_exact_in_distribution(chi_models, temperature, k):
     p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
     p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
     assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
-    assert 0.05 < res.stats.alpha < 0.95
+    assert 0.05 < res.stats.alpha_per_proposal < 0.95
 
 
 def test_tokens_outside_the_head_are_never_proposed(target):

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from specsim import analytic, decode, models
-from specsim.drafters import Context, InstrumentDrafter, instrument_drafter, reference_tokens
+from specsim.decode import reference_tokens
+from specsim.drafters import Context, InstrumentDrafter, instrument_drafter
 from specsim.sampling import SamplingParams
 
 MAX_NEW, K, ROWS = 60, 3, 32

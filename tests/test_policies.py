@@ -17,9 +17,9 @@ from specsim import simulate as S
 
 
 def _goodput(**kw):
-    """Goodput with its loss budget off (the default before session 25) unless ``kw``
-    says otherwise: the tests of other mechanics (planning, judging, widths, priors)
-    count on an unbounded policy, as they pin p_min and the hurdle where those matter.
+    """Goodput with its loss budget off unless ``kw`` says otherwise: the tests of
+    other mechanics (planning, judging, widths) count on an unbounded policy, as they
+    pin p_min where it matters.
     The budget's tests and the defaults' construct `P.Goodput` itself."""
     return P.Goodput(**{"budget": None, **kw})
 
@@ -45,14 +45,8 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
      r"decay must be a finite number > 0"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), decay=1.5),
      r"decay must be a number in \(0, 1\]"),
-    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), explore=-1.0),
-     r"explore must be a finite number >= 0"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), p_min=1.2),
      r"p_min must be a number in \[0, 1\]"),
-    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), horizon=0),
-     r"horizon must be a positive integer \(got 0\)"),
-    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), horizon=2.5),
-     r"horizon must be a positive integer \(got 2.5\)"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), budget=1.0),
      r"budget must be None or a number in \[0, 1\) \(got 1.0\)"),
     (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), budget=-0.01),
@@ -84,27 +78,6 @@ def _trace(n=4000, k=6, batch=2, seed=0, **kw):
     (lambda: P.verify_widths(4, (1.5, 5)), r"verify_widths must be None or a sequence of integers"),
     (lambda: P.verify_widths(4, 5), r"verify_widths must be None or a sequence of integers"),
     (lambda: P.Costs.from_ratio(0.1, 2).bucketed((1, 2)), r"include k_max \+ 1 \(got \(1, 2\)\)"),
-    (lambda: P.AcceptancePrior(accepted=(2.0, 1.0), reached=(1.0, 1.0)),
-     r"accepted\[j\] must be <= reached\[j\].*j = \[0\]"),
-    (lambda: P.AcceptancePrior(accepted=(1.0,), reached=(1.0, 1.0)),
-     r"accepted and reached must hold one count per draft position"),
-    (lambda: P.AcceptancePrior(accepted=(), reached=()), r"at least one \(got 0 and 0\)"),
-    (lambda: P.AcceptancePrior(accepted=(-1.0,), reached=(1.0,)),
-     r"accepted\[0\] must be a finite number >= 0"),
-    (lambda: P.AcceptancePrior(accepted=(float("nan"),), reached=(1.0,)),
-     r"accepted\[0\] must be a finite number >= 0"),
-    (lambda: _goodput(k_max=3, costs=P.Costs.from_ratio(0.1, 3),
-                       start=P.AcceptancePrior(accepted=(1.0, 1.0), reached=(2.0, 2.0))),
-     r"start must be None or an AcceptancePrior with at least k_max = 3 positions"),
-    (lambda: _goodput(k_max=2, costs=P.Costs.from_ratio(0.1, 2), start=(1.0, 2.0)),
-     r"start must be None or an AcceptancePrior"),
-    (lambda: P.AcceptancePrior.from_trace(_trace(n=8, k=2), 3), r"at least k_max = 3 draft slots"),
-    (lambda: P.AcceptancePrior.from_trace(_trace(n=8, k=2), 2, weight=0),
-     r"weight must be a finite number > 0"),
-    (lambda: P.AcceptancePrior.from_trace(S.AcceptanceTrace(
-        np.zeros((2, 1, 2), bool), np.full((2, 1, 2), 0.5), np.zeros((2, 1), bool)), 2),
-     r"no present row-iteration"),
-    (lambda: P.AcceptancePrior.from_dict({"accepted": [1.0]}), r"a dict with keys 'accepted' and"),
 ])
 def test_bad_settings_are_clear_errors(make, match):
     with pytest.raises(ValueError, match=match):
@@ -211,25 +184,17 @@ def test_goodput_plan_matches_reference_and_turns_off_when_costly():
     acc = np.floor(reached * rng.random((64, 5))).astype(np.float32)
     for c, slope in [(0.05, 0.0), (0.3, 0.1), (0.6, 0.3)]:
         costs = P.Costs.from_ratio(c, 5, verify_slope=slope)
-        pol = _goodput(k_max=5, costs=costs, width="per-row", explore=0.5)
+        pol = _goodput(k_max=5, costs=costs, width="per-row")
         alpha = pol.alpha_estimate((acc, reached))
-        # the plan reads each rate raised by explore standard errors (w = prior_weight)
-        ucb = np.minimum(alpha + 0.5 * np.sqrt(alpha * (1 - alpha) / (reached + 4.0)), 1.0)
-        np.testing.assert_allclose(pol.planning_alpha((acc, reached)), ucb, rtol=1e-6)
-        k_ref, _ = A.goodput_k(ucb, costs.t_draft, costs.t_target, hurdle=pol.hurdle)
+        k_ref, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target)
         np.testing.assert_array_equal(pol.plan((acc, reached), 64), k_ref)
-        plain = _goodput(k_max=5, costs=costs, explore=0.0, width="per-row")
-        k_plain, _ = A.goodput_k(alpha, costs.t_draft, costs.t_target, hurdle=plain.hurdle)
-        np.testing.assert_array_equal(plain.plan((acc, reached), 64), k_plain)
         # shared width: one K for the batch, the best of Σ_rows E(K) / t(K) by enumeration
         t = np.arange(6) * costs.t_draft + np.asarray(costs.t_target)
-        e = [sum(1 + np.cumprod(row)[:k].sum() for row in ucb.astype(float)) for k in range(6)]
-        hurdle = np.where(np.arange(6) > 0, 1.0 + pol.hurdle, 1.0)       # K > 0 must beat K 0
-        k_batch = int(np.argmax(np.asarray(e) / t / hurdle))
-        shared = _goodput(k_max=5, costs=costs, width="shared", explore=0.5).plan(
-            (acc, reached), 64)
+        e = [sum(1 + np.cumprod(row)[:k].sum() for row in alpha.astype(float)) for k in range(6)]
+        k_batch = int(np.argmax(np.asarray(e) / t))
+        shared = _goodput(k_max=5, costs=costs, width="shared").plan((acc, reached), 64)
         np.testing.assert_array_equal(shared, np.full(64, k_batch))
-        assert A.goodput_k(ucb, costs.t_draft, costs.t_target, shared=True, hurdle=pol.hurdle)[0] == k_batch
+        assert A.goodput_k(alpha, costs.t_draft, costs.t_target, shared=True)[0] == k_batch
     off = _goodput(k_max=5, costs=P.Costs.from_ratio(1.5, 5))
     assert (off.plan((acc, reached), 64) == 0).all()
     # replayed: a large cost ratio never speculates, a cheap drafter always does
@@ -269,7 +234,7 @@ def test_goodput_counts_a_paid_slot_with_no_proposal_as_a_rejection():
     # replayed: beside a row whose drafts are all accepted, a silent row gains nothing
     # from a draft the batch pays for, and a static batch waits for it: the best plan
     # is K = 0. Goodput turns itself off after a few iterations and plans again only
-    # as its evidence decays (explore); a silent row that did not count stayed at the
+    # as its evidence decays; a silent row that did not count stayed at the
     # prior's 0.6 and kept the batch drafting
     n = 200
     accept = np.zeros((n, 2, 3), bool)
@@ -331,7 +296,7 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     # the policy plans the same from its running counts, and a finished row (inactive)
     # does not steer the batch: the plan equals the plan of the running rows alone
     costs = P.Costs(t_draft=0.05, t_target=tuple(t_target))
-    pol = _goodput(k_max=4, costs=costs, width="shared", hurdle=0.0)     # as goodput_k above
+    pol = _goodput(k_max=4, costs=costs, width="shared")                 # as goodput_k above
     reached = np.full((8, 4), 200.0)
     state = (alphas * reached, reached)
     assert (pol.plan(state, 8) == k).all() and k > 0
@@ -340,7 +305,7 @@ def test_goodput_shared_width_pays_for_the_widest_row():
     assert (pol.plan(state, 8, np, active) == alone[0]).all() and alone[0] == 4
     # a static batch (the default, "slowest") runs at its slowest row's pace: the weak
     # rows' best, K 0, while they run; the eager row alone plans its own K 4
-    slowest = _goodput(k_max=4, costs=costs, hurdle=0.0)
+    slowest = _goodput(k_max=4, costs=costs)
     assert slowest.width == "slowest" and (slowest.plan(state, 8) == 0).all()
     assert (slowest.plan(state, 8, np, active) == 4).all()
 
@@ -348,7 +313,7 @@ def test_goodput_shared_width_pays_for_the_widest_row():
 def test_goodput_slowest_plan_against_enumeration():
     rng = np.random.default_rng(11)
     costs = P.Costs(t_draft=0.03, t_target=(1.0, 1.05, 1.12, 1.2, 1.3, 1.45))
-    pol = _goodput(k_max=5, costs=costs, width="slowest", explore=0.0)
+    pol = _goodput(k_max=5, costs=costs, width="slowest")
     t = costs.iteration_time(np.arange(6))
     for _ in range(20):
         reached = rng.uniform(5, 50, (6, 5))
@@ -357,7 +322,7 @@ def test_goodput_slowest_plan_against_enumeration():
         a = pol.alpha_estimate(state)
         e = np.array([[1 + np.cumprod(row)[:k].sum() for k in range(6)] for row in a])
         run = e[active] if active.any() else np.full((1, 6), np.inf)
-        want = int(np.argmax(run.min(0) / t / np.where(np.arange(6) > 0, 1 + pol.hurdle, 1)))
+        want = int(np.argmax(run.min(0) / t))
         np.testing.assert_array_equal(pol.plan(state, 6, np, active), np.full(6, want))
 
 
@@ -376,15 +341,10 @@ def test_goodput_finds_the_best_fixed_k_on_iid_trace():
     costs = P.Costs.from_ratio(c, 6)
     # every draft proposed (the trace's confidences are synthetic: no p_min cut)
     run = S.simulate_policy(_goodput(k_max=6, costs=costs, p_min=0.0), tr, costs=costs)
-    plain = S.simulate_policy(_goodput(k_max=6, costs=costs, explore=0.0, p_min=0.0), tr,
-                              costs=costs)
     fixed = S.simulate_policy(P.FixedK(k=int(k_star)), tr, costs=costs)
     assert fixed.speedup == pytest.approx(best, rel=0.02)
-    assert run.speedup > 0.98 * fixed.speedup and plain.speedup > 0.98 * fixed.speedup
-    assert np.mean(plain.k_plan[tr.present] == k_star) > 0.6
-    # the exploration bonus never vanishes under decay (the evidence is capped near
-    # 1 / (1 - decay) slots), so it leans one K longer on this flat optimum (0.99 of it)
-    assert np.mean(np.isin(run.k_plan[tr.present], [k_star, k_star + 1])) > 0.9
+    assert run.speedup > 0.98 * fixed.speedup
+    assert np.mean(run.k_plan[tr.present] == k_star) > 0.6
 
 
 # ---- closed forms against simulation -------------------------------------------------------
@@ -484,13 +444,13 @@ _PROPOSE_CACHE = {}      # (id(drafter), k, temperature[, policy]) -> compiled r
 
 def _propose_both(drafter, policy, k, k_plan, temperature, conf=None):
     """The drafter's fixed-K scan (``full``) and its policy loop (``got``) on one batch of
-    two rows, and `policy_engine.masked_draft` of the scan (``want``). The scan, its
+    two rows, and `drafters.policy_draft.masked_draft` of the scan (``want``). The scan, its
     state and each policy's program are compiled once per drafter and temperature (the
     plan is a traced argument)."""
     import jax
     import jax.numpy as jnp
 
-    from specsim import policy_engine as pe
+    from specsim.drafters import policy_draft as pe
     from specsim.drafters import Context
     from specsim.sampling import SamplingParams
     sp = SamplingParams.make(temperature, vocab_size=drafter.vocab_size)
@@ -593,18 +553,16 @@ GREEDY_POLICIES = {
     "fixed": P.FixedK(k=4),
     "threshold": P.ConfidenceThreshold(p_min=0.3, k_max=5, k_min=1),
     "heuristic": P.Heuristic(k_init=2, k_max=5),
-    # every draft proposed (no p_min cut), no hurdle: the tiny drafter's confidence is low
+    # every draft proposed (no p_min cut): the tiny drafter's confidence is low
     "goodput": _goodput(k_max=4, costs=P.Costs.from_ratio(0.3, 4, verify_slope=0.05),
-                         p_min=0.0, hurdle=0.0),
+                         p_min=0.0),
     "goodput-defaults": P.Goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05)),
     "goodput-p_min": _goodput(k_max=4, costs=P.Costs.from_ratio(0.1, 4, verify_slope=0.05),
                                p_min=0.3),
-    "goodput-horizon": _goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
-                                 explore=2.0, horizon=16,     # and a pessimistic carried
-                                 start=P.AcceptancePrior(accepted=(0.5, 0.1, 0.0, 0.0),
-                                                         reached=(6.0, 1.0, 0.5, 0.2))),
+    "goodput-shared": _goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
+                                prior_alpha=0.8, decay=0.9, width="shared"),
     "goodput-budget": _goodput(k_max=4, costs=P.Costs.from_ratio(0.2, 4, verify_slope=0.05),
-                                budget=0.02, horizon=20),
+                                budget=0.02),
 }
 
 
@@ -783,7 +741,7 @@ def _matmuls(hlo_text: str) -> int:
 
 def test_each_verify_width_is_one_forward_in_the_program(tiny):
     """The policy program holds one target layer stack and one output head per compiled
-    verify width (`decode._verify_head`, SHARED_HEAD_ROWS 0): the dot products of its
+    verify width (`decode.policy_verify.verify_head`): the dot products of its
     lowered HLO fall by the same count for each width left out, width 1 included."""
     from specsim import decode
     target, drafter = tiny
@@ -794,55 +752,6 @@ def test_each_verify_width_is_one_forward_in_the_program(tiny):
     per_width = dots[(1, 2, 3, 4)] - dots[(1, 3, 4)]
     assert per_width > 0
     assert dots[(1, 3, 4)] - dots[(1, 4)] == per_width == dots[(1, 4)] - dots[(4,)]
-
-
-def test_head_widths_share_one_head_only_where_the_head_has_few_rows(monkeypatch):
-    """`decode._head_widths`: with SHARED_HEAD_ROWS 5, at batch 1 (rows = K + 1 <= 5) a
-    one-row head and one over all K + 1 rows for the wider passes; past that a head per
-    width, as by default (SHARED_HEAD_ROWS 0, session 33) at every batch."""
-    from specsim import decode
-    from specsim.decode import _head_widths
-    assert decode.SHARED_HEAD_ROWS == 0
-    assert _head_widths((1, 2, 3, 4, 5), 1) == {w: [w] for w in range(1, 6)}
-    monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", 5)
-    assert _head_widths((1, 2, 3, 4, 5), 1) == {1: [1], 5: [2, 3, 4, 5]}
-    assert _head_widths((1, 3, 5), 1) == {1: [1], 5: [3, 5]}
-    assert _head_widths((2, 5), 1) == {5: [2, 5]}
-    assert _head_widths((1,), 1) == {1: [1]}
-    assert _head_widths((1, 2, 3), 2) == {1: [1], 2: [2], 3: [3]}          # 6 rows > 5
-    assert _head_widths((1, 2, 3, 4, 5, 6), 1) == {w: [w] for w in range(1, 7)}
-
-
-@pytest.mark.parametrize("name", ["threshold", "goodput"])
-def test_a_batch_of_one_shares_the_verify_head(tiny, name, monkeypatch):
-    """With SHARED_HEAD_ROWS 5, at batch 1 the policy program runs one head over all K + 1
-    positions for every multi-token verify width (`decode._verify_head`): greedy tokens and the passes by
-    width equal plain decoding's tokens and the program with a head per width
-    (SHARED_HEAD_ROWS 0), and its HLO holds one dot product per head saved."""
-    import dataclasses
-
-    from specsim import decode
-    target, drafter = tiny
-    pol = dataclasses.replace(GREEDY_POLICIES[name], k_max=4)         # 5 rows: shared
-    runs, dots, shared_rows = {}, {}, 5         # session 21's sharing (off by default)
-    for rows in (shared_rows, 0):
-        monkeypatch.setattr(decode, "SHARED_HEAD_ROWS", rows)
-        decode._policy_program.clear_cache()    # the constant is read while tracing
-        for i, prompt in enumerate(PROMPTS):
-            runs[rows, i] = decode.generate_speculative(target, drafter, [prompt], 24,
-                                                        policy=pol, verify_widths=None)
-        dots[rows] = _matmuls(decode.speculative_loop(target, drafter, PROMPTS[:1], 24,
-                                                      policy=pol, verify_widths=None
-                                                      ).lower().as_text())
-    decode._policy_program.clear_cache()
-    for i, prompt in enumerate(PROMPTS):
-        shared, per_width = runs[shared_rows, i], runs[0, i]
-        plain = decode.generate_autoregressive(target, [prompt], 24)
-        assert shared.tokens == per_width.tokens == plain.tokens
-        assert shared.meta["target_passes_by_width"] == per_width.meta["target_passes_by_width"]
-    assert sum(np.count_nonzero(runs[shared_rows, i].meta["target_passes_by_width"][1:])
-               for i in range(len(PROMPTS))) > 1                      # wider passes ran
-    assert dots[0] - dots[shared_rows] == pol.k_max - 1               # heads at 2..K saved
 
 
 def test_only_a_policy_that_plans_off_compiles_the_off_loop(tiny):
@@ -1164,7 +1073,7 @@ def _cache_copies(target, drafter, **kw) -> int:
     from specsim import decode
 
     loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8, **kw)
-    loop.program.clear_cache()                  # trace again: `_once_if` may be patched
+    loop.program.clear_cache()                  # trace again: `once_if` may be patched
     hlo = loop.lower().compile().as_text()
     shapes = {rf"f32\[{c.n_layers},1,{loop.static['S']},{c.n_kv_heads},{c.head_dim}\]"
               for c in (target.cfg, drafter.cfg)}
@@ -1177,29 +1086,32 @@ def _cache_copies(target, drafter, **kw) -> int:
 def test_policy_loop_copies_no_cache(tiny, monkeypatch):
     """The policy program updates the caches in place as the fixed-K program does (XLA
     copies both caches around a `lax.cond` whose branches write them: 4 copies per
-    iteration, 7-17% of the loop's time on SmolLM2); the check fails on the cond form.
+    iteration); the check fails on the cond form.
     Neither copies the prefills' caches on entry either (the target's, and the draft
-    model's from `_drafter_prefill_program`): they are donated to the loop, which returns
+    model's from `drafter_prefill_program`): they are donated to the loop, which returns
     them; the check fails when the drafter's is not donated. Both policy programs are
     checked: a threshold's (the drafter's state donated) and Goodput's (K = 0 allowed:
     the off iterations' loop, and a draft model that primes inside the program)."""
     import jax
 
-    from specsim import decode
+    from specsim.decode import calls, policy_loop, policy_verify, speculative
     target, drafter = tiny
     fixed = _cache_copies(target, drafter, k=3)
     policy = P.ConfidenceThreshold(p_min=0.3, k_max=3)
     goodput = _goodput(k_max=3, costs=P.Costs.from_ratio(0.2, 3))
     assert _cache_copies(target, drafter, policy=policy) == fixed == 0
     assert _cache_copies(target, drafter, policy=goodput) == 0
-    monkeypatch.setattr(decode, "_once_if",
-                        lambda pred, fn, state: jax.lax.cond(pred, fn, lambda s: s, state))
+    def cond(pred, fn, state):
+        return jax.lax.cond(pred, fn, lambda s: s, state)
+
+    for module in (policy_loop, policy_verify):
+        monkeypatch.setattr(module, "once_if", cond)
     assert _cache_copies(target, drafter, policy=policy) > fixed
     monkeypatch.undo()
-    keeps = jax.jit(decode._speculative_program.__wrapped__,
+    keeps = jax.jit(speculative.speculative_program.__wrapped__,
                     static_argnames=("cfg", "k", "S", "I"),
                     donate_argnames=("start",))              # the drafter's state not donated
-    monkeypatch.setattr(decode, "_speculative_program", keeps)
+    monkeypatch.setattr(calls, "speculative_program", keeps)
     assert _cache_copies(target, drafter, k=3) > 0
 
 
@@ -1208,8 +1120,7 @@ def test_a_late_primed_draft_state_is_made_only_where_drafting_starts(tiny):
     inside the branch that starts drafting, not on entry to the program: the compiled
     program's entry computation holds nothing of the draft cache's shape, and the state
     is not returned. The earlier form (a zero state carried by the whole loop and
-    returned) filled and copied the draft caches on every call, drafting or not: 0.09-0.23
-    s a call at batch 8 and 1024 slots on SmolLM2-135M's layer-skip draft."""
+    returned) filled and copied the draft caches on every call, drafting or not."""
     import re
 
     from specsim import decode
@@ -1284,15 +1195,15 @@ def test_chi2_catches_a_naive_threshold(chi_models, monkeypatch):
     stop slot from p) is biased, and the χ² test above sees it."""
     import jax.numpy as jnp
 
-    from specsim import policy_engine as pe
     from specsim.decode import generate_speculative
     from specsim.drafters import model_drafter
+    from specsim.drafters import policy_draft as pd
 
     def naive_slot(policy, j, probs, tokens, conf, reach, greedy):
         proposed = reach & policy.keep(j, conf, jnp)
         return jnp.where(proposed[:, None], probs, 0.0), proposed
 
-    monkeypatch.setattr(pe, "slot", naive_slot)
+    monkeypatch.setattr(pd, "slot", naive_slot)
     t, d = chi_models
     res = generate_speculative(t, model_drafter(d, t), [CHI_PROMPT] * N_SAMPLES, 3,
                                temperature=1.0, seed=5,
@@ -1341,40 +1252,10 @@ def test_nondecreasing_costs_against_brute_force():
                 best = (err, fit) if best is None or err < best[0] else best
         np.testing.assert_allclose(got, best[1], rtol=1e-12)
         assert np.all(np.diff(got) >= -1e-12)
-    c = P.Costs(t_draft=0.2, t_target=(1.0, 1.279, 1.236, 1.158, 1.634))   # session 9's read
+    c = P.Costs(t_draft=0.2, t_target=(1.0, 1.279, 1.236, 1.158, 1.634))   # a measured curve
     np.testing.assert_allclose(c.nondecreasing().t_target, (1.0, 1.224333, 1.224333, 1.224333,
                                                             1.634), rtol=1e-6)
     assert c.nondecreasing().t_draft == 0.2
-
-
-def test_goodput_horizon_fades_the_exploration_bonus():
-    """With a horizon the bonus is explore·(1 − tokens/horizon) standard errors, clipped
-    at 0; the state's third array counts each active row's tokens (accepted + 1)."""
-    costs = P.Costs.from_ratio(0.1, 3)
-    pol = _goodput(k_max=3, costs=costs, horizon=40, explore=1.0)
-    free = _goodput(k_max=3, costs=costs, explore=1.0)
-    state = pol.init(4)
-    assert len(state) == 3 and state[2].shape == (4,) and len(free.init(4)) == 2
-    state = pol.update(state, np.array([3, 3, 3, 0]), np.array([3, 0, 1, 0]),
-                       np.array([3, 3, 3, 0]), np.array([True, True, False, True]))
-    np.testing.assert_array_equal(state[2], [4, 1, 0, 1])
-    acc, reached = state[0], state[1]
-    for done, left in ((0.0, 1.0), (10.0, 0.75), (30.0, 0.25), (40.0, 0.0), (55.0, 0.0)):
-        st = (acc, reached, np.full(4, done, np.float32))
-        a = pol.alpha_estimate(st)
-        np.testing.assert_allclose(a, free.alpha_estimate((acc, reached)), rtol=1e-6)
-        bonus = left * np.sqrt(a * (1 - a) / (reached + pol.prior_weight))
-        np.testing.assert_allclose(pol.planning_alpha(st), np.minimum(a + bonus, 1.0),
-                                   rtol=1e-6)
-    np.testing.assert_allclose(pol.planning_alpha((acc, reached, np.zeros(4))),
-                               free.planning_alpha((acc, reached)), rtol=1e-6)
-    # late in the run a row with little evidence no longer plans on optimism: here the
-    # estimate alone does not pay for a draft, the bonus does
-    costly = P.Costs(t_draft=0.0, t_target=(1.0, 1.5, 1.6, 1.7))
-    late = _goodput(k_max=3, costs=costly, horizon=40, explore=2.0, prior_alpha=0.4)
-    early = late.init(1)
-    assert late.plan(early, 1)[0] > 0
-    assert late.plan((early[0], early[1], np.array([40.0])), 1)[0] == 0
 
 
 def test_goodput_budget_bank_and_margin_by_hand():
@@ -1387,8 +1268,7 @@ def test_goodput_budget_bank_and_margin_by_hand():
     pol = P.Goodput(k_max=3, costs=costs, budget=0.05, recover=None)  # the recovery: below
     state = pol.init(3)
     assert len(state) == 3 and state[2].shape == (3,) and not state[2].any()
-    assert len(P.Goodput(k_max=3, costs=costs, horizon=9, recover=None).init(2)) == 4
-    assert len(P.Goodput(k_max=3, costs=costs, horizon=9).init(2)) == 5    # and the floor
+    assert len(P.Goodput(k_max=3, costs=costs).init(2)) == 4    # and the floor
     assert len(P.Goodput(k_max=3, costs=costs, budget=None).init(2)) == 2
     state = pol.begin(state, 40)
     np.testing.assert_allclose(state[2], [0.05 * 2.0 * 40] * 3, rtol=1e-6)      # 4.0 each
@@ -1525,18 +1405,17 @@ def test_goodput_recovery_drafts_again_after_failed_first_probes():
 @pytest.mark.parametrize("budget", [0.01, 0.03])
 def test_goodput_budget_bounds_the_loss_where_drafting_never_pays(budget):
     """A drafter whose drafts are always rejected, with a prior that believes in it
-    (0.6, and an exploration bonus of 0.5 standard errors: the defaults before session
-    16): without a budget Goodput's exploration (prior, bonus, decay) costs it well over
-    3% of plain decoding; the defaults of sessions 16-24 (prior 0.5, no bonus, no
-    budget; p_min 0.2, which these drafts of confidence 0.9 pass) lose less, and still
-    more than the budget; with budget ε the replayed time stays within (1 + ε) of plain
-    decoding's, with no overdraft (the bank covers every draft's worst outcome), and so
-    does today's default (ε 0.015; this drafter is not judged while off)."""
+    (0.9 with the weight of 16 observations): without a budget Goodput's exploration
+    (prior, decay) costs it well over 3% of plain decoding; the other defaults without
+    a budget (prior 0.5; p_min 0.2, which these drafts of confidence 0.9 pass) lose
+    less, and still more than the budget; with budget ε the replayed time stays within
+    (1 + ε) of plain decoding's, with no overdraft (the bank covers every draft's worst
+    outcome), and so does the default (ε 0.015; this drafter is not judged while off)."""
     n = 400
     tr = S.AcceptanceTrace(np.zeros((n, 1, 4), bool), np.full((n, 1, 4), 0.9),
                            np.ones((n, 1), bool))
     costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
-    eager = dict(prior_alpha=0.6, explore=0.5, hurdle=0.0)
+    eager = dict(prior_alpha=0.9, prior_weight=16.0)
     loose = S.simulate_policy(_goodput(k_max=4, costs=costs, **eager), tr, costs=costs)
     safe = S.simulate_policy(_goodput(k_max=4, costs=costs, budget=budget, recover=None,
                                       **eager), tr, costs=costs)
@@ -1602,36 +1481,17 @@ def test_goodput_budget_keeps_what_drafting_wins():
     assert best > 1.5 and safe > 0.98 * loose and safe > 0.97 * best
 
 
-def test_fitted_costs_against_polyfit():
-    """Verify widths 2..K+1 on their least-squares line (np.polyfit), the slope clipped at
-    0, t_target[0] kept, then non-decreasing; fewer than three verify widths: as
-    `nondecreasing`."""
-    rng = np.random.default_rng(11)
-    for _ in range(50):
-        t = np.concatenate([[1.0], 1.2 + 0.1 * np.arange(4) + rng.normal(0, 0.05, 4)])
-        got = P.Costs(t_draft=0.3, t_target=tuple(t)).fitted()
-        b, a = np.polyfit(np.arange(2, 6), t[1:], 1)
-        np.testing.assert_allclose(got.t_target[1:], a + b * np.arange(2, 6), rtol=1e-9)
-        assert got.t_target[0] == 1.0 and got.t_draft == 0.3
-    falling = P.Costs(t_draft=0.0, t_target=(1.0, 1.3, 1.25, 1.2, 1.15)).fitted()
-    np.testing.assert_allclose(falling.t_target, (1.0, 1.225, 1.225, 1.225, 1.225))
-    below = P.Costs(t_draft=0.0, t_target=(1.2, 1.0, 1.1, 1.2, 1.3)).fitted()   # t(2) < t(1)
-    np.testing.assert_allclose(below.t_target, (1.1, 1.1, 1.1, 1.2, 1.3))
-    short = P.Costs(t_draft=0.0, t_target=(1.0, 1.4, 1.2))
-    assert short.fitted() == short.nondecreasing()
-
-
 def test_goodput_plans_with_bucketed_costs():
     """With verify widths (1, K+1) any K > 0 pays the K+1 pass, so Goodput's choice among
     them rests on the draft cost alone: a free draft plans K_max (where all widths would
     plan a shorter K under a steep verify cost), a costly one plans 0."""
     steep = P.Costs(t_draft=0.0, t_target=(1.0, 1.05, 1.6, 2.2, 2.8))
     state = (np.full((1, 4), 2.0), np.full((1, 4), 4.0))                # α̂ ≈ 0.5 at each slot
-    every = _goodput(k_max=4, costs=steep, explore=0.0).plan(state, 1)
-    padded = _goodput(k_max=4, costs=steep.bucketed((1, 5)), explore=0.0).plan(state, 1)
+    every = _goodput(k_max=4, costs=steep).plan(state, 1)
+    padded = _goodput(k_max=4, costs=steep.bucketed((1, 5))).plan(state, 1)
     assert every[0] == 1 and padded[0] == 0
     cheap = P.Costs(t_draft=0.0, t_target=(1.0, 1.01, 1.02, 1.03, 1.04))
-    assert _goodput(k_max=4, costs=cheap.bucketed((1, 5)), explore=0.0).plan(state, 1)[0] == 4
+    assert _goodput(k_max=4, costs=cheap.bucketed((1, 5))).plan(state, 1)[0] == 4
 
 
 def test_engine_cost_model_in_simulation():
@@ -1661,99 +1521,6 @@ def test_engine_cost_model_in_simulation():
                                + np.asarray(costs.t_target)[half.proposed.max(1)])
     with pytest.raises(ValueError, match="cost_model must be one of"):
         S.simulate_policy(P.FixedK(k=2), tr, costs=costs, cost_model="gpu")
-
-
-# ---- a prior carried across runs (AcceptancePrior, Goodput(start=...)) -----------------------
-def test_acceptance_prior_from_trace_against_the_geometric_closed_form():
-    """i.i.d. acceptance α: a slot j is reached with probability α^j, so the stationary
-    decayed counts are α^j / (1 − decay) reached and α^(j+1) / (1 − decay) accepted per
-    row, times the weight; rates() gives α back."""
-    alpha, decay = 0.7, 0.95
-    tr = _trace(20000, 4, batch=2, seed=5, calibration=lambda s: np.full_like(s, alpha))
-    for weight in (1.0, 0.25):
-        pr = P.AcceptancePrior.from_trace(tr, 3, decay=decay, weight=weight)
-        j = np.arange(3)
-        np.testing.assert_allclose(pr.reached, weight * alpha ** j / (1 - decay), rtol=0.03)
-        np.testing.assert_allclose(pr.accepted, weight * alpha ** (j + 1) / (1 - decay),
-                                   rtol=0.03)
-        np.testing.assert_allclose(pr.rates(), alpha, atol=0.015)
-    assert P.AcceptancePrior.from_dict(pr.to_dict()) == pr
-
-
-def test_acceptance_prior_counts_by_hand():
-    """Two iterations, two rows, K 3: unproposed slots (confidence 0: an n-gram lookup
-    whose match ran out) and absent rows count for nothing; decay 0.5, weight 1: counts
-    per present row-iteration (3) times 1 / (1 − 0.5) = 2."""
-    accept = np.array([[[1, 0, 1], [1, 1, 1]],
-                       [[1, 1, 0], [0, 1, 1]]], bool)
-    conf = np.array([[[0.9, 0.9, 0.9], [0.9, 0.0, 0.9]],
-                     [[0.9, 0.9, 0.9], [0.9, 0.9, 0.9]]])
-    present = np.array([[True, True], [True, False]])
-    pr = P.AcceptancePrior.from_trace(S.AcceptanceTrace(accept, conf, present), 3, decay=0.5)
-    # reached: slot 0 in all three; slot 1 where slot 0 was accepted and slot 1 proposed:
-    # (0, 0) and (1, 0) (row 1 of iteration 0 did not propose it); slot 2: (1, 0)
-    # accepted: slot 0 three times, slot 1 once ((1, 0)), slot 2 none
-    np.testing.assert_allclose(pr.reached, np.array([3, 2, 1]) * 2 / 3)
-    np.testing.assert_allclose(pr.accepted, np.array([3, 1, 0]) * 2 / 3)
-
-
-def _replay_state(policy, trace):
-    """The policy's state after replaying ``trace`` (simulate_policy's loop)."""
-    B, K = trace.accept.shape[1], policy.k_max
-    state = policy.init(B)
-    for i in range(trace.accept.shape[0]):
-        act = trace.present[i]
-        plan = policy.plan(state, B, np, act)
-        prop = P.n_proposed(policy, plan, trace.confidence[i, :, :K], np)
-        slot = np.arange(K)[None] < prop[:, None]
-        acc = np.sum(np.cumprod(trace.accept[i, :, :K] & slot, axis=1), axis=1)
-        state = policy.update(state, plan, acc, prop, act, np)
-    return state
-
-
-def test_goodput_started_from_a_rows_end_state_continues_that_run():
-    """A run started from the counts a row ended a first run with plans as the one run
-    over both traces would have (the replay of their concatenation)."""
-    costs = P.Costs(t_draft=0.1, t_target=(1.0, 1.1, 1.15, 1.2, 1.3))
-    first = _trace(60, 4, batch=1, seed=1, calibration=lambda s: 0.9 * s)
-    then = _trace(60, 4, batch=1, seed=2, calibration=lambda s: 0.9 * s)
-    both = S.AcceptanceTrace(*(np.concatenate([getattr(first, f), getattr(then, f)])
-                               for f in ("accept", "confidence", "present")))
-    cold = _goodput(k_max=4, costs=costs)
-    acc, reached = _replay_state(cold, first)
-    warm = _goodput(k_max=4, costs=costs,
-                     start=P.AcceptancePrior(accepted=tuple(acc[0]), reached=tuple(reached[0])))
-    one_run = S.simulate_policy(cold, both, costs=costs)
-    continued = S.simulate_policy(warm, then, costs=costs)
-    np.testing.assert_array_equal(continued.k_plan, one_run.k_plan[60:])
-    assert len(set(one_run.k_plan[:, 0])) > 1          # the plans do change along the run
-
-
-def test_a_carried_prior_keeps_goodput_off_where_drafting_never_pays_and_on_where_it_does():
-    """Where drafts are rejected (α 0.05) a cold Goodput spends its first iterations
-    learning it (its prior believes 0.5); started from a prior learned on another trace of
-    the same drafter it plans K = 0 from the first iteration and replays within 0.5% of
-    plain decoding. Where drafting pays (α 0.8) the warm start drafts from the first
-    iteration and is within 1% of the best fixed K replayed on the same trace, at or
-    above the cold start."""
-    costs = P.Costs(t_draft=0.05, t_target=(1.0, 1.3, 1.35, 1.4, 1.45))
-    for alpha, seeds in ((0.05, (1, 2)), (0.8, (3, 4))):
-        calib = (lambda a: lambda s: np.full_like(s, a))(alpha)
-        past, now = (_trace(80, 4, batch=1, seed=s, calibration=calib) for s in seeds)
-        prior = P.AcceptancePrior.from_trace(past, 4)
-        # confidence = α here, so p_min would cut every weak draft: off; no hurdle either
-        old = dict(p_min=0.0, hurdle=0.0)
-        cold = S.simulate_policy(_goodput(k_max=4, costs=costs, **old), now, costs=costs)
-        warm = S.simulate_policy(_goodput(k_max=4, costs=costs, start=prior, **old), now,
-                                 costs=costs)
-        best = max(S.simulate_policy(P.FixedK(k=k), now, costs=costs).speedup
-                   for k in range(1, 5))
-        if alpha < 0.5:
-            assert cold.k_plan[0, 0] > 0 and cold.speedup < 0.98
-            assert warm.k_plan[0, 0] == 0 and warm.speedup > 0.995
-        else:
-            assert warm.k_plan[0, 0] > 0
-            assert warm.speedup >= 0.99 * best and warm.speedup >= cold.speedup - 1e-9
 
 
 def test_the_judging_period_follows_the_price_of_a_draft():
@@ -1801,31 +1568,17 @@ def test_a_replay_judges_a_paid_draft_on_every_nth_off_iteration_at_a_draft_step
     assert (runs["free"].draft_steps[:on["free"], 0] == 0).all()
 
 
-def test_goodput_hurdle_holds_off_a_marginal_draft():
-    """hurdle h: a K > 0 is planned only where E(K) / t(K) beats K = 0's by more than a
-    factor 1 + h (the reference: `analytic.goodput_k(..., hurdle=h)`); h = 0 is the plan
-    without it, and a clear win is planned through any small hurdle."""
+def test_goodput_k_hurdle_holds_off_a_marginal_draft():
+    """`analytic.goodput_k`'s hurdle h: a K > 0 is chosen only where E(K) / t(K) beats
+    K = 0's by more than a factor 1 + h; h = 0 is the plain argmax of the rate, and a
+    clear win is chosen through any small hurdle."""
     costs = P.Costs(t_draft=0.0, t_target=(1.0, 1.45, 1.9, 2.35, 2.8))
-    reached = np.full((1, 4), 1000.0)
     for alpha, want in ((0.48, (1, 0)), (0.9, (3, 3))):    # K 1: 1.021x plain; K 3: 1.463x
-        state = (reached * alpha, reached)
-        got = tuple(int(_goodput(k_max=4, costs=costs, hurdle=h, width="per-row")
-                        .plan(state, 1)[0]) for h in (0.0, 0.05))
-        k_ref = tuple(int(A.goodput_k(np.full(4, alpha), 0.0, costs.t_target, hurdle=h)[0])
-                      for h in (0.0, 0.05))
-        assert got == k_ref
+        got = tuple(int(A.goodput_k(np.full(4, alpha), 0.0, costs.t_target, hurdle=h)[0])
+                    for h in (0.0, 0.05))
         e = [1 + sum(alpha ** j for j in range(1, k + 1)) for k in range(5)]
         rate = np.asarray(e) / np.asarray(costs.t_target)
         assert got[0] == int(np.argmax(rate))
         assert got == want
-    rng = np.random.default_rng(5)
-    reached = rng.uniform(5, 60, (32, 4))
-    state = (reached * rng.uniform(0.3, 0.95, (32, 4)), reached)
-    for h in (0.0, 0.1, 0.3):
-        pol = _goodput(k_max=4, costs=costs, hurdle=h, width="per-row")
-        k_ref, rate = A.goodput_k(pol.alpha_estimate(state), 0.0, costs.t_target, hurdle=h)
-        np.testing.assert_array_equal(pol.plan(state, 32), k_ref)
-    with pytest.raises(ValueError, match="hurdle"):
-        _goodput(k_max=4, costs=costs, hurdle=-0.1)
     with pytest.raises(ValueError, match="hurdle"):
         A.goodput_k(np.full(4, 0.5), 0.0, costs.t_target, hurdle=float("nan"))

@@ -48,7 +48,7 @@ def _policies(costs):
             "heuristic": P.Heuristic(k_init=2, k_max=4),
             "goodput": P.Goodput(k_max=4, costs=costs),
             "goodput-no-cut": P.Goodput(k_max=4, costs=costs, p_min=0.0, prior_alpha=0.7),
-            "goodput-hurdle": P.Goodput(k_max=4, costs=costs, hurdle=0.1, prior_alpha=0.7),
+            "goodput-shared": P.Goodput(k_max=4, costs=costs, width="shared", prior_alpha=0.7),
             # the budget's bank begins in the program (max_new_tokens − 1 tokens' allowance):
             # a wide one lets the eager prior draft; none is the loss-unbounded policy
             "goodput-budget": P.Goodput(k_max=4, costs=costs, budget=0.2, prior_alpha=0.7),

@@ -8,10 +8,10 @@ with an equal drafter hits the compile cache. The interface has three methods:
     state, draft = drafter.propose(state, context, k, key, sampling)
     state = drafter.commit(state, n_accepted [B], active [B])
 
-`init_state` runs in a program of its own (`decode._drafter_prefill_program`, once per
+`init_state` runs in a program of its own (`decode.prefill.drafter_prefill_program`, once per
 drafter and buffer sizes, whatever K), whose result the loop program takes donated;
 under a draft-length policy that may switch speculation off, a draft model (one with
-``sync``) runs it inside the loop instead, at its first draft (`specsim.decode._primes_late`).
+``sync``) runs it inside the loop instead, at its first draft (`specsim.decode.primes_late`).
 
 ``context`` is the loop's token buffer: ``Context(tokens [B, N], length [B])``, holding
 prompt + output so far; ``length[b]`` counts the valid tokens of row b and is >= 2
@@ -34,7 +34,7 @@ the rejected drafts is just not counting them).
 Drafters: `ModelDrafter` (a small model sharing the target's vocabulary; also the
 layer-skip self-draft, see `layer_skip_drafter`), `NGramDrafter` (prompt lookup) and
 `InstrumentDrafter` (set acceptance and draft cost, for measurement; temperature 0 only,
-see `instrument_drafter`), `DistilledDrafter` (a draft trained by `specsim.train`, its head
+see `instrument_drafter` and `specsim.decode.reference_tokens`), `DistilledDrafter` (a draft trained by `specsim.train`, its head
 restricted to the most frequent tokens; see `distilled_drafter`).
 A new drafter (a trained head, a tree) implements the same three methods, in a module of
 its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
@@ -47,13 +47,22 @@ from specsim.drafters.base import (OFF_DRAFTS, Context, Draft, Drafter, check_dr
 from specsim.drafters.model import ModelDrafter, layer_skip_drafter, model_drafter
 from specsim.drafters.ngram import NGramDrafter
 from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
-from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter, reference_tokens
+from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter
 from specsim.drafters.quantized import quantized_self_drafter
 from specsim.drafters.feature_head import FeatureHeadDrafter, feature_head_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "drafts_free", "off_draft", "OFF_DRAFTS",
            "reads_target_hidden", "ModelDrafter", "NGramDrafter", "model_drafter",
            "layer_skip_drafter", "check_drafter", "gather_last",
-           "InstrumentDrafter", "instrument_drafter", "reference_tokens",
+           "InstrumentDrafter", "instrument_drafter",
            "DistilledDrafter", "distilled_drafter", "quantized_self_drafter",
            "FeatureHeadDrafter", "feature_head_drafter"]
+
+
+def __getattr__(name):
+    # specsim.experiment reads reference_tokens here until it imports it from
+    # specsim.decode (this import is the drafters -> decode edge test_layers reports).
+    if name == "reference_tokens":
+        from specsim.decode import reference_tokens
+        return reference_tokens
+    raise AttributeError(f"module 'specsim.drafters' has no attribute {name!r}")

@@ -36,6 +36,7 @@ import numpy as np
 
 from specsim.drafters.base import Context, Draft, check_drafter, gather_last
 from specsim.drafters.distilled import _HeadSampling
+from specsim.drafters.policy_draft import stepwise_draft
 from specsim.sampling import SamplingParams
 
 __all__ = ["FeatureHeadDrafter", "feature_head_drafter", "cell", "init_cell", "CELL_KEYS",
@@ -136,17 +137,15 @@ class FeatureHeadDrafter:
                        policy, k_plan):
         """Draft up to k slots per row under a draft-length policy: one cell step per
         slot, the steps past the first only while some row is still drafting
-        (`specsim.policy_engine.stepwise_draft`). k_plan [B] int32 → (state,
+        (`specsim.drafters.policy_draft.stepwise_draft`). k_plan [B] int32 → (state,
         PolicyDraft)."""
-        from specsim import policy_engine as pe              # engine module, no cycle
-
         x = gather_last(context.tokens, context.length, 1)                       # [B]
 
         def step(z, tok):
             z = cell(self.cell, self.embed, z, tok, self.eps)
             return z, self._logits(z)
 
-        _, pd = pe.stepwise_draft(lambda: step(state, x), step, k, key, self._head(sampling),
+        _, pd = stepwise_draft(lambda: step(state, x), step, k, key, self._head(sampling),
                                   policy, k_plan, self.vocab_size)
         return state, pd
 

@@ -48,8 +48,7 @@ from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache, select_layers
 from specsim.sampling import SamplingParams, argmax
 
-__all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "reference_tokens",
-           "FORMS", "SMALL_HEAD"]
+__all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "FORMS", "SMALL_HEAD"]
 
 FORMS = ("iid", "positional", "markov")
 SMALL_HEAD = 16   # rows of the head when head=False (a negligible cost)
@@ -279,37 +278,17 @@ def _cost_model(target, layers, head: bool):
     return params, sub.replace(name=f"{sub.name}{'' if head else '-smallhead'}")
 
 
-def reference_tokens(target, prompts, n_new: int, *, cache_len: int | None = None
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The target's greedy continuation of each prompt (no stop at end-of-sequence):
-    ([B, N] int32 prompt + continuation per row, zero padded; [B] prompt lengths).
-    ``cache_len``: as `decode.generate_autoregressive` (the baseline's, to share its
-    compiled program)."""
-    from specsim import decode
-
-    if isinstance(prompts, str) or (prompts and isinstance(prompts[0], (int, np.integer))):
-        prompts = [prompts]
-    rows = [list(target.tokenizer.encode(p)) if isinstance(p, str) else
-            [int(t) for t in np.asarray(p).reshape(-1)] for p in prompts]
-    res = decode.generate_autoregressive(target, rows, int(n_new), temperature=0.0,
-                                         eos_token_id=None, cache_len=cache_len)
-    full = [p + t for p, t in zip(rows, res.tokens)]
-    out = np.zeros((len(full), max(map(len, full))), np.int32)
-    for b, r in enumerate(full):
-        out[b, :len(r)] = r
-    return out, np.asarray([len(r) for r in rows], np.int32)
-
-
-def instrument_drafter(target, prompts, max_new_tokens: int, *, k_max: int, alpha=None,
-                       alphas=None, rho=None, layers: int = 0, head: bool = False,
-                       reference=None, name: str | None = None) -> InstrumentDrafter:
+def instrument_drafter(target, prompts, max_new_tokens: int, *, k_max: int, reference,
+                       alpha=None, alphas=None, rho=None, layers: int = 0,
+                       head: bool = False, name: str | None = None) -> InstrumentDrafter:
     """An instrument drafter for ``target`` on ``prompts`` (the same list, in the same
     order, that the speculative run gets), runs of up to ``max_new_tokens`` with K up to
     ``k_max``. Acceptance: ``alpha`` (i.i.d.), ``alpha`` + ``rho`` (Markov) or ``alphas``
     (per-position profile, then K must equal its length). Cost per draft step:
     ``layers`` target layers (0..L) and the full head if ``head``. ``reference``:
-    (tokens [B, N], prompt lengths [B]) from `reference_tokens` to share one reference
-    run between drafters; default: run it here (max_new_tokens + k_max + 1 tokens)."""
+    (tokens [B, N], prompt lengths [B]), the target's greedy continuation of ``prompts``
+    by at least max_new_tokens + k_max − 1 tokens (`specsim.decode.reference_tokens`
+    with max_new_tokens + k_max + 1; one reference run serves many drafters)."""
     form, rates, k_profile = _rates(alpha, alphas, rho)
     if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
         raise InvalidArgument(f"k_max must be an integer >= 1, got {k_max!r}")
@@ -319,8 +298,6 @@ def instrument_drafter(target, prompts, max_new_tokens: int, *, k_max: int, alph
     if k_profile is not None and k_max < k_profile:
         k_max = k_profile
     params, dcfg = _cost_model(target, layers, head)
-    if reference is None:
-        reference = reference_tokens(target, prompts, max_new_tokens + k_max + 1)
     ref, plens, covers = _check_reference(reference, target.cfg.vocab_size,
                                           max_new_tokens + k_max - 1)
     what = {"iid": lambda: f"a{rates[0]:g}", "markov": lambda: f"a{alpha:g}-rho{rho:g}",
@@ -336,7 +313,7 @@ def _check_reference(reference, vocab_size: int, need: int):
         ref, plens = reference
     except (TypeError, ValueError):
         raise InvalidArgument("reference must be a pair (tokens [B, N], prompt lengths [B]) as "
-                         "reference_tokens returns") from None
+                         "specsim.decode.reference_tokens returns") from None
     ref, plens = np.asarray(ref), np.asarray(plens)
     if ref.ndim != 2 or ref.dtype.kind not in "iu" or plens.shape != (ref.shape[0],):
         raise InvalidArgument(f"reference must be integer tokens [B, N] with prompt lengths [B]; "

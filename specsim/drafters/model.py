@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from specsim.drafters.base import Context, Draft, check_drafter, gather_last
+from specsim.drafters.policy_draft import stepwise_draft
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache, select_layers
 from specsim.sampling import SamplingParams
@@ -77,11 +78,9 @@ class ModelDrafter:
     def propose_policy(self, state, context: Context, k: int, key, sampling: SamplingParams,
                        policy, k_plan):
         """Draft up to k slots per row under a draft-length policy (see
-        `specsim.policy_engine.stepwise_draft`): the first pass (the last two tokens)
+        `specsim.drafters.policy_draft.stepwise_draft`): the first pass (the last two tokens)
         always runs, the others only while some row is still drafting. k_plan [B] int32
         → (state, PolicyDraft)."""
-        from specsim import policy_engine as pe              # engine module, no cycle
-
         cache = state
         start = cache.length                                            # [B]
         two = jnp.stack([gather_last(context.tokens, context.length, 2),
@@ -95,7 +94,7 @@ class ModelDrafter:
             logits, c = forward(self.params, self.cfg, tok[:, None], c)   # [B, 1, ·]
             return c, logits[:, 0]
 
-        cache, pd = pe.stepwise_draft(first, step, k, key, sampling, policy, k_plan,
+        cache, pd = stepwise_draft(first, step, k, key, sampling, policy, k_plan,
                                       self.cfg.vocab_size)
         return cache._replace(length=start), pd
 
