@@ -25,8 +25,7 @@ import numpy as np
 
 from specsim import analytic
 from specsim.errors import InvalidArgument
-from specsim.iteration_cost import (DRAFTER_KINDS, ENGINE_CLASSES, FREE_DRAFTERS,
-                                    BANDWIDTH_EFFICIENCY, FLOPS_EFFICIENCY, DrafterSpec,
+from specsim.iteration_cost import (DRAFTER_KINDS, FREE_DRAFTERS, DrafterSpec,
                                     EngineOverheads, breakdown, engine_class,
                                     iteration_terms, speedup_from_terms)
 from specsim.presets import ModelShape, get_shape
@@ -233,24 +232,60 @@ def predict(target, hardware, *, drafter: str = "eagle", draft=None, engine: str
                       alpha=a, acceptance_source=source, engine_class=cls)
 
 
-def predict_from_ceilings(peak_flops: float, bandwidth: float, *, target, alpha, k: int,
-                          drafter: str = "draft_model", draft=None, batch: int = 1,
-                          context: int = 512, pass_overhead: float = 0.0,
-                          iteration_overhead: float = 0.0, dtype: str = "float32") -> float:
-    """The iteration model on measured ceilings instead of a datasheet: ``peak_flops``
-    (FLOP/s) and ``bandwidth`` (bytes/s) as a roofline fit of this machine reports them
-    (`specsim.fit.RooflineFit`: peak_flops, bandwidth, and t0 as ``pass_overhead``, paid
-    by every target and draft pass), no launch floor, and ``iteration_overhead`` seconds
-    of speculative bookkeeping. Returns E(alpha, K) * t_plain / t_iter."""
-    for name, v in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise InvalidArgument(f"{name} must be a positive number, got {v!r}")
-    hw = Hardware(name="measured", peak_flops=((dtype, peak_flops / FLOPS_EFFICIENCY),),
-                  bandwidth=bandwidth / BANDWIDTH_EFFICIENCY)
+def _pass_seconds(fit_or_ceilings, shape: ModelShape, n: int, batch: int, context: int,
+                  dtype: str) -> float:
+    """One pass's seconds on measured ceilings, counted as the fit counted its sweep
+    (`specsim.roofline.forward_cost` with its defaults: activations and the engine's
+    attention form)."""
+    from specsim.presets import as_roofline_config
+    from specsim.roofline import forward_cost
+
+    cost = forward_cost(as_roofline_config(shape), batch, n, max(context, n), dtype)
+    if hasattr(fit_or_ceilings, "predict") and hasattr(fit_or_ceilings, "t0"):
+        return float(fit_or_ceilings.predict(cost.flops, cost.bytes))
+    try:
+        peak, bw, t0 = (float(v) for v in fit_or_ceilings)
+    except (TypeError, ValueError):
+        raise InvalidArgument("fit_or_ceilings must be a specsim.fit.RooflineFit or a "
+                              "(peak FLOP/s, bytes/s, t0 seconds) triple") from None
+    if not (peak > 0 and bw > 0 and t0 >= 0 and math.isfinite(peak + bw + t0)):
+        raise InvalidArgument(f"fit_or_ceilings needs peak > 0, bandwidth > 0 and t0 >= 0, "
+                              f"got {(peak, bw, t0)!r}")
+    return t0 + max(cost.flops / peak, cost.bytes / bw)
+
+
+def predict_from_ceilings(fit_or_ceilings, *, target, alpha, k: int, draft=None,
+                          draft_cost_ratio: float | None = None, batch: int = 1,
+                          context: int = 512, iteration_overhead: float = 0.0,
+                          dtype: str = "float32") -> float:
+    """The iteration model on this machine's measured ceilings instead of a datasheet.
+
+    ``fit_or_ceilings``: a `specsim.fit.RooflineFit` of this machine (its t0, ceilings
+    and blend, applied to the FLOPs and bytes its sweep was fitted on) or a (peak FLOP/s,
+    bytes/s, t0) triple. Each pass costs the fit's time: the target's plain step (1
+    token), its verify (K + 1), and K draft steps, each of ``draft`` (a model shape) or
+    ``draft_cost_ratio`` times the plain step (an instrument drafter), or nothing (a free
+    draft) when neither is given; ``iteration_overhead`` seconds of bookkeeping an
+    iteration. Returns E(alpha, K) * t_plain / t_iter."""
     a = probability("alpha", alpha)
     k = positive_int("k", k)
-    o = EngineOverheads(layer_floor=0.0, step=float(pass_overhead),
-                        iteration=float(iteration_overhead), draft_call=float(pass_overhead))
-    terms = iteration_terms(get_shape(target), hw, _drafter(drafter, draft, k, 1),
-                            verify_tokens=k + 1, batch=batch, context=context, dtype=dtype)
-    return speedup_from_terms(terms, o, float(analytic.expected_tokens(a, k)))
+    B = positive_int("batch", batch)
+    S = positive_int("context", context)
+    if draft is not None and draft_cost_ratio is not None:
+        raise InvalidArgument("give draft or draft_cost_ratio, not both")
+    if not (math.isfinite(iteration_overhead) and iteration_overhead >= 0):
+        raise InvalidArgument(f"iteration_overhead must be >= 0 seconds, got {iteration_overhead!r}")
+    shape = get_shape(target)
+    t1 = _pass_seconds(fit_or_ceilings, shape, 1, B, S, dtype)
+    tv = _pass_seconds(fit_or_ceilings, shape, k + 1, B, S, dtype)
+    if draft is not None:
+        td = _pass_seconds(fit_or_ceilings, get_shape(draft), 1, B, S, dtype)
+    elif draft_cost_ratio is not None:
+        c = float(draft_cost_ratio)
+        if not (math.isfinite(c) and c >= 0):
+            raise InvalidArgument(f"draft_cost_ratio must be >= 0, got {draft_cost_ratio!r}")
+        td = c * t1
+    else:
+        td = 0.0
+    e = float(analytic.expected_tokens(a, k))
+    return e * t1 / (tv + k * td + iteration_overhead)

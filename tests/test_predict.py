@@ -95,21 +95,39 @@ def test_bad_inputs_name_the_argument_and_what_is_allowed(kwargs, match):
 
 
 def test_predict_from_ceilings_by_hand():
-    """A free draft on measured ceilings: E * (t1 + t0) / (t_{K+1} + t0 + iteration)."""
+    """A free draft on measured ceilings: E * (t1) / (t_{K+1} + iteration), each pass
+    t0 + max(FLOPs/peak, bytes/bandwidth) of forward_cost as the fit counts it."""
+    from specsim.models.config import SMOLLM2_135M
+    from specsim.roofline import forward_cost
+
     peak, bw, t0 = 2e11, 2e10, 1e-3
-    s = predict_from_ceilings(peak, bw, target="smollm2-135m", alpha=0.8, k=4, drafter="ngram",
-                              pass_overhead=t0, iteration_overhead=2e-4)
-    shape = ic.get_shape("smollm2-135m")
-    hw = ic.Hardware(name="m", peak_flops=(("float32", peak / ic.FLOPS_EFFICIENCY),),
-                     bandwidth=bw / ic.BANDWIDTH_EFFICIENCY)
-    one = ic.pass_cost(shape, hw, n_tokens=1, dtype="float32")
-    five = ic.pass_cost(shape, hw, n_tokens=5, dtype="float32")
-    t1 = max(one.flops / peak, one.bytes / bw)
-    t5 = max(five.flops / peak, five.bytes / bw)
+    s = predict_from_ceilings((peak, bw, t0), target="smollm2-135m", alpha=0.8, k=4,
+                              iteration_overhead=2e-4)
+    t = lambda n: t0 + max(forward_cost(SMOLLM2_135M, 1, n, 512).flops / peak,
+                           forward_cost(SMOLLM2_135M, 1, n, 512).bytes / bw)
     e = float(analytic.expected_tokens(0.8, 4))
-    assert s == pytest.approx(e * (t1 + t0) / (t5 + t0 + 2e-4))
+    assert s == pytest.approx(e * t(1) / (t(5) + 2e-4))
+    c = predict_from_ceilings((peak, bw, t0), target="smollm2-135m", alpha=0.8, k=4,
+                              draft_cost_ratio=0.1)
+    assert c == pytest.approx(e * t(1) / (t(5) + 4 * 0.1 * t(1)))
     with pytest.raises(InvalidArgument, match="bandwidth"):
-        predict_from_ceilings(1e11, -1.0, target="smollm2-135m", alpha=0.5, k=2)
+        predict_from_ceilings((1e11, -1.0, 0.0), target="smollm2-135m", alpha=0.5, k=2)
+    with pytest.raises(InvalidArgument, match="not both"):
+        predict_from_ceilings((1e11, 1e10, 0.0), target="smollm2-135m", alpha=0.5, k=2,
+                              draft="vicuna-68m", draft_cost_ratio=0.1)
+
+
+def test_predict_from_ceilings_takes_a_roofline_fit():
+    from specsim.fit import roofline_time
+
+    class Fit:                       # the attributes and method of specsim.fit.RooflineFit
+        t0, peak_flops, bandwidth, p = 1e-3, 2e11, 2e10, 4.0
+
+        def predict(self, flops, bytes_):
+            return roofline_time(flops, bytes_, self.t0, self.peak_flops, self.bandwidth, self.p)
+
+    s = predict_from_ceilings(Fit(), target="smollm2-135m", alpha=0.7, k=3)
+    assert 1.0 < s < float(analytic.expected_tokens(0.7, 3))
 
 
 def test_import_specsim_stays_jax_free_and_exports_predict():
