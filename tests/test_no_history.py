@@ -3,10 +3,11 @@
 No run numbers (a "session" followed by a number, a ``-sNN`` folder suffix, a bare ``sNN``
 tag), no issue numbers, no citation of the old "DESIGN" file under its upper-case name;
 commit hashes only where a result names the commit that produced it (``data/``,
-``docs/results.md``, ``docs/studies/``); and every cited ``docs/`` page exists. The walk
-covers every file git tracks or would track (tracked plus untracked, not ignored), its
-path as well as its text; a notebook is read as its cells' sources and text outputs, so
-cell ids (random hex) are not mistaken for hashes. Each failure prints ``file:line``.
+``specsim/data/``, ``docs/results.md``, ``docs/studies/``) or a transcription pins its
+source (``papers/``). The walk covers every file git tracks or would track (tracked plus
+untracked, not ignored), its path as well as its text; a notebook is read as its cells'
+sources and text outputs, so cell ids (random hex) are not mistaken for hashes. Each
+failure prints ``file:line``.
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ XLA_INT_TYPES = {f"s{bits}" for bits in (8, 16, 32, 64)}
 C_SOURCES = (".cc", ".h", ".c", ".cpp", ".hpp")
 # The formulas' reference is docs/design.md; the upper-case name is the old private file.
 OLD_DESIGN = re.compile(r"\bDESIGN\.md\b")
-# A cited page of the project's docs, relative to the repository root.
-DOCS_PAGE = re.compile(r"(?<![\w/.-])(docs/[\w./-]*\w\.md)\b")
 
 # A commit-like token: 7-40 lower-case hex digits holding at least one digit and one
 # letter, standing alone (not part of a longer word or hex run, not the mantissa of a float
@@ -170,18 +169,6 @@ def test_formulas_cite_docs_design(project_lines):
     assert not hits, _report(hits, "lines cite the old design file instead of docs/design.md")
 
 
-def test_cited_docs_pages_exist(project_lines):
-    """A pointer such as ``docs/studies/<slug>.md`` (where a docstring's measurement went)
-    names a page that is in the tree."""
-    hits = []
-    for path, where, line in project_lines:
-        if where == "path":
-            continue
-        for page in sorted({m.group(1) for m in DOCS_PAGE.finditer(line)}):
-            if not (REPO / page).is_file():
-                hits.append(f"{path}:{where}: {page}")
-    assert not hits, _report(hits, "lines cite a docs page that does not exist")
-
 
 # The patterns themselves, on lines that must and must not match. The examples are built
 # with f-strings so this file's own text holds none of them.
@@ -233,11 +220,3 @@ def test_commit_hash_pattern(line, expected):
     assert commit_hash_hits("docs/results.md", line) == []
     assert commit_hash_hits("data/demo-cpu/README.md", line) == []
 
-
-@pytest.mark.parametrize("line,expected", [
-    (f"(docs/studies/{'some'}-page.md).", [f"docs/studies/{'some'}-page.md"]),
-    (f"Notation (docs/{'design'}.md): alpha", [f"docs/{'design'}.md"]),
-    ("docs/studies/<slug>.md, /srv/x/docs/a.md, mydocs/b.md", []),
-])
-def test_docs_page_pattern(line, expected):
-    assert [m.group(1) for m in DOCS_PAGE.finditer(line)] == expected
