@@ -333,7 +333,7 @@ def make_forward_call(model, n_tokens: int, batch: int, context: int, *, seed: i
     head at one position) or "none" (a draft model's prefill, whose logits the run
     never computes; the call returns the last position's features). For SmolLM2's
     layer-skip draft at 32 prompt tokens the head over all of them is a quarter of the
-    pass (`data/prefill-cpu-s32/`)."""
+    pass (docs/studies/prefill-timing.md)."""
     import jax
     import jax.numpy as jnp
 

@@ -1,5 +1,5 @@
 """Multi-device roofline: tensor-parallel all-reduce bytes and time, the per-device cost
-of a sharded pass, and the interconnect columns of data/hardware.csv, against hand
+of a sharded pass, and the interconnect columns of specsim/data/hardware.csv, against hand
 computations."""
 
 from __future__ import annotations
