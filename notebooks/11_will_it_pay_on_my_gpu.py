@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -42,7 +42,7 @@ from specsim.what_if import predict
 # %% [markdown]
 # ## Published rows against their predictions
 #
-# Every row of `papers/published/results.csv` predicted with engine overheads fitted on
+# Every row of `specsim/data/papers/published/results.csv` predicted with engine overheads fitted on
 # the *other* sources (leave-one-source-out), beside the cost model at its priors and
 # today's closed form (c the parameter ratio, a verify pass one decode step).
 

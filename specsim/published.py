@@ -1,6 +1,6 @@
 """Published GPU/TPU speedups against the iteration cost model, leave-one-source-out.
 
-    rows = load_published()                   # papers/published/results.csv
+    rows = load_published()                   # specsim/data/papers/published/results.csv
     pred = leave_one_source_out(rows)         # one prediction per row, fitted without its source
     summary(pred)                             # MAPE, mean signed error, worst, share within 10%
 
@@ -28,7 +28,7 @@ from specsim.iteration_cost import (FREE_DRAFTERS, PRIOR_OVERHEADS, DrafterSpec,
                                     EngineOverheads, IterationTerms, engine_class,
                                     iteration_terms, iteration_times, speedup_from_terms)
 from specsim.presets import PRESETS, eagle_head_shape, get_shape
-from specsim.papers import papers_dir
+from specsim.resources import data_path
 from specsim.roofline import load_hardware
 
 __all__ = ["published_csv", "load_published", "DEFAULT_CONTEXT", "PRIOR_SPREAD",
@@ -43,7 +43,9 @@ MIN_FIT_ROWS = 3               # fewer rows of an engine class than this: keep t
 
 
 def published_csv(root=None) -> Path:
-    return papers_dir(root) / "published" / "results.csv"
+    """The published rows: shipped with the package (``specsim/data/papers/published/``),
+    or ``<root>/published/results.csv`` when ``root`` is given."""
+    return (data_path("papers") if root is None else Path(root)) / "published" / "results.csv"
 
 
 def load_published(root=None):
@@ -329,7 +331,7 @@ def validation_page(root=None) -> str:
         f"{100 * prior['mape']:.1f}% ({_pct(prior['mean_signed'])}).",
         "",
         "**How.** `specsim.published.leave_one_source_out` predicts each row of",
-        "`papers/published/results.csv` with the engine overheads (`EngineOverheads`: launch",
+        "`specsim/data/papers/published/results.csv` with the engine overheads (`EngineOverheads`: launch",
         "floor per layer, per-step, per-iteration and per-draft-call seconds) of its engine",
         "class fitted on the other sources' rows of that class, on log speedup and, where a",
         "row prints its baseline throughput, on the log seconds of a plain step; a class with",
