@@ -171,7 +171,7 @@ def test_a_non_editable_install_runs_from_its_own_files(wheel, tmp_path):
     assert re.search(r"0\.05\s+0\.8\s+1\.714\s+2\.218", got.stdout), got.stdout
     check = """
 import pathlib, specsim
-from specsim import bench, papers, roofline, train
+from specsim import bench, papers, published, roofline, train
 from specsim.experiment import drafter_study
 home = pathlib.Path(specsim.__file__).parent
 assert pathlib.Path(roofline.HARDWARE_CSV).is_relative_to(home)
@@ -179,12 +179,13 @@ print(roofline.load_hardware("h100-sxm").name)
 print(len(train.load_prompts()))
 head = drafter_study.find_feature_head("smollm2-135m")
 print(head.is_relative_to(home), head.stat().st_size > 10**6)
-print(bench.choose_sweep().source, papers.load_reported("chen2023").shape[0] > 0)
+print(bench.choose_sweep().source, papers.load_reported("chen2023").shape[0] > 0,
+      len(published.load_published()) > 0)
 print(home)
 """
     got = subprocess.run([str(python), "-c", check], cwd=run, env=env, capture_output=True,
                          text=True, timeout=300)
     assert got.returncode == 0, got.stderr
     lines = got.stdout.split("\n")
-    assert lines[:4] == ["h100-sxm", "305", "True True", "reference True"], got.stdout
+    assert lines[:4] == ["h100-sxm", "305", "True True", "reference True True"], got.stdout
     assert Path(lines[4]).is_relative_to(venv)          # the wheel's copy, not the checkout
