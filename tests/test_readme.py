@@ -67,6 +67,17 @@ def test_every_docs_link_resolves():
     assert not missing, "\n".join(missing)
 
 
+def test_design_module_map_names_every_module():
+    """docs/design.md's module map names every top-level module and package of specsim
+    (as `name` or `name/`)."""
+    text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    root = REPO / "specsim"
+    names = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+    missing = sorted(n for n in names if f"`{n}`" not in text and f"`{n}/`" not in text)
+    assert not missing, f"modules missing from docs/design.md's module map: {missing}"
+
+
 def test_every_notebook_is_listed_and_every_listed_one_exists():
     listed = set(re.findall(r"^\| `(\d\d_\w+)` \|", _text(), flags=re.M))
     present = {p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.py")}
