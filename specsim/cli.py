@@ -72,12 +72,14 @@ def _add_demo_command(sub) -> None:
         "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
         description="Runs autoregressive and speculative generation on SmolLM2-135M: the "
                     "instrument drafter (set acceptance α and draft cost) over α × K × cost, "
-                    "the real drafters (n-gram, layer-skip) and batch 1, 4, 16; times each run "
-                    "with the pass programs it is predicted from in the same interleaved "
-                    "rounds; predicts every speedup, decomposes every miss (acceptance, cost, "
-                    "loop overhead) and writes runs.csv, fidelity.json, report.md and figures. "
-                    "--parts roofline fidelity hardware adds the roofline sweep and fit and "
-                    "datasheet hardware.")
+                    "the real drafters (n-gram, layer-skip, feature head) and batch 1, 4, 16; "
+                    "times each run with its own baseline and the pass programs it is "
+                    "predicted from in paired rounds until its speedup is known to ±3%% (or "
+                    "the time budget is spent); predicts every speedup before the run (fitted "
+                    "roofline, the drafter's α) and from its rounds, decomposes every miss "
+                    "(acceptance, cost, loop overhead) and writes runs.csv, fidelity.json, "
+                    "report.md and figures. "
+                    "--parts hardware adds datasheet hardware.")
     p.add_argument("--quick", action="store_true",
                    help="smaller grids: instrument α 0.5 0.9 × K 2 4, n-gram K 4 on two kinds, "
                         "batch 1 and 4 (under 3 minutes on 2 cores)")
@@ -102,9 +104,9 @@ def _add_demo_command(sub) -> None:
     p.add_argument("--layer-loop", choices=["scan", "unroll"], default=None,
                    help="layer loop for the run (default scan: it compiles 2-3x faster)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
-                   help="parts of the demo to run (default: the central check, instrument "
-                        "fidelity batch; the parts a chosen one needs run too); see "
-                        "--list-parts")
+                   help="parts of the demo to run (default: the central check, roofline "
+                        "instrument fidelity batch; the parts a chosen one needs run too); "
+                        "see --list-parts")
     p.add_argument("--list-parts", action="store_true", help="list the demo's parts and exit")
     _add_inrun_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")

@@ -133,6 +133,7 @@ ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measure
 ALPHA_PRIOR = "alpha_prior"                # the per-position α it used, ";"-joined
 ALPHA_PRIOR_SOURCE = "alpha_prior_source"  # "set" or "calibration"
 ACCEPTANCE_PRIOR = "acceptance_prior"      # results/demo/acceptance_prior.csv: calibration α_j
+PASS_SWEEP = "pass_sweep"                  # results/demo/pass_sweep.csv: the loop's passes swept
 CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
 MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
 PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedup_cpu"}

@@ -51,7 +51,9 @@ def test_writes_every_file(demo):
     runs = schema.read_runs(f"{out}/runs.csv")
     # 1 temperature x (autoregressive + 2 drafters x 1 K) x 2 kinds
     assert len(runs) == 1 * 3 * 2
-    assert set(json.load(open(f"{out}/fits.json"))) == {"tiny-llama", "tiny-llama-layers2"}
+    # the forward fits of both models, and the fit of the target's pass-program sweep
+    assert set(json.load(open(f"{out}/fits.json"))) == {"tiny-llama", "tiny-llama-layers2",
+                                                        "tiny-llama passes"}
     assert isinstance(demo.runs, pd.DataFrame) and isinstance(demo.sweeps, pd.DataFrame)
 
 
@@ -115,11 +117,14 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
     spec = schema.speculative(demo.runs)
     cal = demo.tables[schema.ACCEPTANCE_PRIOR]
     assert set(cal[schema.DRAFTER]) == {r for r in spec[schema.DRAFTER]}
-    fit_t, cfg = demo.fits["tiny-llama"], models.get_preset("tiny-llama")
+    # the roofline fitted to the sweep of the loop's pass programs, read at half the cache
+    # (where those programs run)
+    fit_t, cfg = demo.fits["tiny-llama passes"], models.get_preset("tiny-llama")
+    assert set(demo.tables[schema.PASS_SWEEP][schema.MODEL]) == {"tiny-llama passes"}
     ng = spec[spec[schema.DRAFTER].str.startswith("ngram")]
     assert len(ng) and (ng[schema.ALPHA_PRIOR_SOURCE] == prior.CALIBRATION).all()
     for _, r in ng.iterrows():
-        k, S = int(r[schema.K]), int(r[schema.CACHE_LEN])
+        k, S = int(r[schema.K]), int(r[schema.CACHE_LEN]) // 2
         c = cal[(cal[schema.DRAFTER] == r[schema.DRAFTER]) & (cal[schema.KIND] == r[schema.KIND])]
         rates = np.nan_to_num(c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k])
         e = finite_run_tokens(simulate.tokens_pmf_positional(rates),

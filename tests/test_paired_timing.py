@@ -141,6 +141,23 @@ def test_resampling_whole_rounds_keeps_a_drift_that_hits_both_out_of_the_interva
     assert paired_iv.contains(1.5)
 
 
+def test_few_rounds_give_at_least_the_student_t_interval():
+    """Over 3 rounds a percentile bootstrap spans little more than the rounds' range; the
+    interval is widened to mean ± t(0.975, 2) · sd / √3 of the per-round values (centred
+    on the statistic), and one round gives no interval at all."""
+    iv = intervals.interval(1.1, [1.05, 1.1, 1.15], [1.0, 1.1, 1.2])
+    h = 4.302652729911275 * 0.1 / math.sqrt(3)
+    assert (iv.lo, iv.hi) == pytest.approx((1.1 - h, 1.1 + h))
+    assert iv.half_width == pytest.approx(h / 1.1)
+    wide = intervals.interval(1.1, [0.5, 2.0], [1.0, 1.1, 1.2])     # the bootstrap's, wider
+    assert (wide.lo, wide.hi) == pytest.approx((0.5375, 1.9625))
+    one = intervals.interval(1.1, [1.1], [1.1])
+    assert math.isnan(one.lo) and math.isnan(one.half_width)      # never "converged"
+    # a statistic of series whose rounds agree exactly has no width
+    flat = intervals.ratio_of_medians([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+    assert (flat.lo, flat.value, flat.hi) == (2.0, 2.0, 2.0)
+
+
 def test_bootstrap_refuses_unpaired_series():
     with pytest.raises(InvalidArgument, match="same rounds"):
         intervals.resample_medians({"a": [1.0, 2.0], "b": [1.0]})

@@ -264,32 +264,36 @@ def _by_clock(state: DemoState, group: Group, i: int, times: dict, res, col: int
 
 def interval_columns(state: DemoState, group: Group, i: int, times: dict,
                      e_model: float) -> dict:
-    """The 95% bootstrap intervals over run ``i``'s paired rounds (``settings.clock``):
-    measured and predicted speedup, the total error, and each pass time."""
+    """The 95% intervals over run ``i``'s paired rounds (``settings.clock``;
+    `intervals.interval`): measured and predicted speedup, the total error, and each
+    pass time."""
     from specsim.experiment import intervals
 
     s, run = state.settings, group.runs[i]
     col = CLOCKS.index(s.clock)
-    med = intervals.resample_medians({role: v[:, col] for role, v in times.items()},
-                                     draws=s.bootstrap_draws, seed=s.seed)
-    boot = {role: b for role, (_, b) in med.items()}
-    measured = _measured_statistic(run)(boot)
-    t1, tv, td = _pass_times(boot, run, s.pass_steps)
-    predicted = e_model * t1 / (run.k * td + tv)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        err = 100 * np.log(predicted / measured)
+    series = {role: v[:, col] for role, v in times.items()}
+    med = intervals.resample_medians(series, draws=s.bootstrap_draws, seed=s.seed)
+
+    def statistics(m: dict) -> dict:
+        measured = _measured_statistic(run)(m)
+        t1, tv, td = _pass_times(m, run, s.pass_steps)
+        predicted = e_model * t1 / (run.k * td + tv)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = 100 * np.log(predicted / measured)
+        return {(schema.MEASURED_CI_LO, schema.MEASURED_CI_HI): measured,
+                (schema.PREDICTED_CI_LO, schema.PREDICTED_CI_HI): predicted,
+                (schema.ERR_TOTAL_CI_LO, schema.ERR_TOTAL_CI_HI): err,
+                schema.PASS_CI["t_target_1"]: t1, schema.PASS_CI["t_verify"]: tv,
+                schema.PASS_CI["t_draft"]: td}
+
+    value = statistics({role: m for role, (m, _) in med.items()})
+    boot = statistics({role: b for role, (_, b) in med.items()})
+    per_round = statistics(series)
     out = {}
-    for (lo, hi), x in (((schema.MEASURED_CI_LO, schema.MEASURED_CI_HI), measured),
-                        ((schema.PREDICTED_CI_LO, schema.PREDICTED_CI_HI), predicted),
-                        ((schema.ERR_TOTAL_CI_LO, schema.ERR_TOTAL_CI_HI), err),
-                        (schema.PASS_CI["t_target_1"], t1), (schema.PASS_CI["t_verify"], tv),
-                        (schema.PASS_CI["t_draft"], td)):
-        x = np.asarray(x, float)
-        x = x[np.isfinite(x)]
-        tail = 100 * (1 - intervals.LEVEL) / 2
-        out[lo], out[hi] = (np.percentile(x, [tail, 100 - tail]) if x.size
-                            else (math.nan, math.nan))
-    return {k: float(v) for k, v in out.items()}
+    for cols, v in value.items():
+        iv = intervals.interval(float(v), boot[cols], per_round[cols])
+        out[cols[0]], out[cols[1]] = iv.lo, iv.hi
+    return out
 
 
 def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict:

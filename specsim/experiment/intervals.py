@@ -1,10 +1,15 @@
 """Confidence intervals from paired timing rounds (NumPy only).
 
-Every call of a run is timed once in every round (`specsim.bench.paired_rounds`), so a
+Every call of a run is timed once in every round (`specsim.experiment.paired`), so a
 round is the unit of resampling: a bootstrap draws rounds with replacement, the same
 rounds for every series of the run, and recomputes the statistic (a ratio of medians,
 a prediction, an error) on each draw. Drift of the machine that hits one round hits
 all of its series alike, and the interval carries only what pairing does not cancel.
+
+A percentile bootstrap over a few rounds is too narrow (its draws can only reshuffle
+the rounds there are: over 3 rounds it spans little more than their range), so every
+interval is at least as wide as the Student-t interval of the statistic computed round
+by round, centred on the statistic; with one round there is no interval (NaN).
 """
 
 from __future__ import annotations
@@ -59,23 +64,42 @@ def resample_medians(series: Mapping, *, draws: int = DRAWS, seed: int = 0) -> d
     return {k: (float(np.median(a)), np.median(a[idx], axis=-1)) for k, a in arrays.items()}
 
 
+def interval(value: float, boot, per_round, level: float = LEVEL) -> Interval:
+    """``value`` with the union of the percentile interval of its bootstrap draws
+    ``boot`` and the Student-t interval of its per-round values ``per_round`` (mean ±
+    t · sd / √n, shifted to centre on ``value``). Non-finite draws and rounds are left
+    out; NaN bounds with fewer than two finite rounds or no finite draw."""
+    from scipy import stats
+
+    if not 0 < level < 1:
+        raise InvalidArgument(f"level must be in (0, 1), got {level!r}")
+    boot = np.asarray(boot, float)
+    boot = boot[np.isfinite(boot)]
+    rounds = np.asarray(per_round, float)
+    rounds = rounds[np.isfinite(rounds)]
+    if boot.size == 0 or rounds.size < 2 or not np.isfinite(value):
+        return Interval(float(value), math.nan, math.nan)
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(boot, [tail, 100 - tail])
+    h = float(stats.t.ppf(0.5 + level / 2, rounds.size - 1) * rounds.std(ddof=1)
+              / math.sqrt(rounds.size))
+    return Interval(float(value), float(min(lo, value - h)), float(max(hi, value + h)))
+
+
 def bootstrap(series: Mapping, statistic: Callable[[dict], object], *, draws: int = DRAWS,
               level: float = LEVEL, seed: int = 0) -> Interval:
-    """``statistic`` of the per-key medians over rounds, with its percentile interval
-    over ``draws`` resamplings of the rounds. ``statistic`` takes ``{key: median}`` and
-    must work elementwise on arrays (it is called once with floats, once with [draws]
-    arrays). Draws where the statistic is not finite are left out of the percentiles."""
+    """``statistic`` of the per-key medians over rounds, with its `interval`: the
+    percentile interval over ``draws`` resamplings of the rounds, widened to the
+    Student-t interval of the statistic round by round. ``statistic`` takes ``{key:
+    median}`` and must work elementwise on arrays (it is called with floats, with
+    [draws] arrays and with the [rounds] series themselves)."""
     if not 0 < level < 1:
         raise InvalidArgument(f"level must be in (0, 1), got {level!r}")
     med = resample_medians(series, draws=draws, seed=seed)
     value = float(statistic({k: m for k, (m, _) in med.items()}))
-    boot = np.asarray(statistic({k: b for k, (_, b) in med.items()}), float)
-    boot = boot[np.isfinite(boot)]
-    if boot.size == 0:
-        return Interval(value, math.nan, math.nan)
-    tail = 100 * (1 - level) / 2
-    lo, hi = np.percentile(boot, [tail, 100 - tail])
-    return Interval(value, float(lo), float(hi))
+    boot = statistic({k: b for k, (_, b) in med.items()})
+    per_round = statistic({k: np.asarray(v, float) for k, v in series.items()})
+    return interval(value, boot, per_round, level)
 
 
 def ratio_of_medians(numerator, denominator, **kw) -> Interval:

@@ -1,8 +1,9 @@
 """The prediction made before the run: what a user could compute without timing the
-run itself. Speedup ``E · t_T(1) / (K · t_D(1) + t_T(K+1))`` with every pass time from
-the roofline fitted to the forward sweep (`batching.fit_time_model`; not the run's
-own rounds) and E from the drafter's per-position α known beforehand, for a finite
-run whose slowest batch row ends it:
+run itself. Speedup ``E · t_T(1) / (K · t_D(1) + t_T(K+1))`` with the target's pass
+times from the roofline fitted to the sweep of its pass programs (`pass_sweep`; the
+bare forward sweep's fit where that did not run), never the run's own rounds, and E
+from the drafter's per-position α known beforehand, for a finite run whose slowest
+batch row ends it:
 
 - the instrument drafter: α is set, so α_j = α at every position;
 - a real drafter: α_j from calibration, untimed runs of the same drafter at the
@@ -133,10 +134,26 @@ def _draft_time(state: DemoState, row, tm, b: int, S: int) -> float:
     return batching.fit_time_model(fit)(setup.cost_model.cfg, 1, b, S)
 
 
+def target_time_model(state: DemoState):
+    """(the target's time model, cache slots -> the context it is read at): the roofline
+    fitted to the pass-program sweep where the roofline part ran it (context: half the
+    cache, where the programs run), else the one fitted to bare forward passes (context:
+    the cache); (None, None) without either."""
+    from specsim import batching
+    from specsim.experiment import pass_sweep
+
+    name = state.target.cfg.name
+    if pass_sweep.fit_key(name) in state.fits:
+        return batching.fit_time_model(state.fits[pass_sweep.fit_key(name)]), lambda S: S // 2
+    if name in state.fits:
+        return batching.fit_time_model(state.fits[name]), lambda S: S
+    return None, None
+
+
 def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with the prediction before the run (PRED_PRIOR), its error against the
     measured speedup (ERR_PRIOR, 100 ln ratio) and the α it used; NaN without a fit."""
-    from specsim import analytic, batching, simulate
+    from specsim import analytic, simulate
     from specsim.experiment.decomposition import finite_run_tokens
 
     out = runs.copy()
@@ -144,16 +161,15 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     out[schema.ERR_PRIOR] = math.nan
     out[schema.ALPHA_PRIOR] = ""
     out[schema.ALPHA_PRIOR_SOURCE] = ""
-    fit = state.fits.get(state.target.cfg.name)
-    if fit is None or runs.empty:
+    tm, at = target_time_model(state)
+    if tm is None or runs.empty:
         return out
-    tm = batching.fit_time_model(fit)
     cfg = state.target.cfg
     calibration = state.tables.get(schema.ACCEPTANCE_PRIOR)
     for i, r in out.iterrows():
         if r[schema.DRAFTER] == schema.AUTOREGRESSIVE:
             continue
-        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), int(r[schema.CACHE_LEN])
+        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), at(int(r[schema.CACHE_LEN]))
         rates, source = prior_rates(r, calibration)
         if not np.isfinite(rates).all():
             continue

@@ -1,12 +1,15 @@
 """Part ``roofline``: the machine's ceilings, a forward sweep of the target and of every
 drafter that runs a model, and a roofline fit of each (the form with the lower
-held-out error is kept for prediction)."""
+held-out error is kept for prediction); when an in-run part will run, also a sweep of
+the target's pass programs at its batches, widths and cache lengths, fitted the same way
+(`specsim.experiment.pass_sweep`), which the prediction before the run reads."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from specsim import schema
+from specsim.experiment import pass_sweep
 from specsim.experiment.part import Part
 from specsim.experiment.state import DemoState
 
@@ -63,6 +66,15 @@ def run(state: DemoState) -> None:
         sweeps.append(df)
         state.fits[name] = fit_model_sweep(state, name, df, state.tables[schema.CEILINGS])
     state.tables[schema.SWEEPS] = pd.concat(sweeps, ignore_index=True)
+    if pass_sweep.plan(state):        # an in-run part will run: sweep its pass programs
+        df = pass_sweep.sweep(state)
+        state.tables[schema.PASS_SWEEP] = df
+        f = pass_sweep.fit(state, df, state.tables[schema.CEILINGS])
+        if f is not None:
+            state.fits[pass_sweep.fit_key(state.target.cfg.name)] = f
+            state.log(f"    {pass_sweep.fit_key(state.target.cfg.name)}: {len(df)} points, "
+                      f"t0 {f.t0 * 1e3:.2f} ms, R2 {f.r2:.3f}, held-out MAPE "
+                      f"{f.mape_heldout:.1f}%")
 
 
 PART = Part(name="roofline", summary="measuring the machine's ceilings and forward sweeps",
