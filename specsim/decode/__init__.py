@@ -5,6 +5,8 @@ the state a shared prefill program returns.
     generate_autoregressive(model, prompts, max_new_tokens, temperature, top_k, top_p, seed)
     generate_speculative(target, drafter, prompts, max_new_tokens, k, temperature, top_k,
                          top_p, seed, policy=None)
+    generate_tree(target, drafter, prompts, max_new_tokens, tree, temperature, top_k,
+                  top_p, seed)
 
 One concept per module:
 
@@ -19,7 +21,9 @@ One concept per module:
 - `accounting`: ``TRACE_COUNTS`` and the compile time a call spent;
 - `calls`, `staged`: the public calls, the loop programs they would run (`LoopCall`),
   and the same calls in stages for timing (`StagedCall`);
-- `reference`: the target's greedy continuation, a reference for measuring drafters.
+- `reference`: the target's greedy continuation, a reference for measuring drafters;
+- `tree_verify`, `tree_loop`: tree speculative decoding (one pass over a token tree with
+  the tree mask, the accepted path found and its cache entries moved on the device).
 
 Results (`GenerationResult`, `SpeculativeStats`, `ShapePlan`) live in `specsim.results`.
 """
@@ -31,6 +35,7 @@ from specsim.decode.calls import (LoopCall, NonFiniteLogitsError, autoregressive
 from specsim.decode.policy_loop import primes_late
 from specsim.decode.reference import reference_tokens
 from specsim.decode.shapes import bucket, plan_shapes, warmup_tokens
+from specsim.decode.tree_loop import generate_tree, tree_loop
 from specsim.decode.staged import (StagedCall, drafter_prefill_call, staged_autoregressive,
                                    staged_speculative)
 from specsim.results import GenerationResult, ShapePlan, SpeculativeStats
@@ -42,4 +47,5 @@ __all__ = ["GenerationResult", "SpeculativeStats", "ShapePlan", "NonFiniteLogits
            "generate_autoregressive", "generate_speculative", "plan_shapes", "warmup_tokens",
            "TRACE_COUNTS", "bucket", "LoopCall", "speculative_loop", "autoregressive_loop",
            "drafter_prefill_call", "StagedCall", "staged_autoregressive",
-           "staged_speculative", "reference_tokens", "primes_late"]
+           "staged_speculative", "reference_tokens", "primes_late", "generate_tree",
+           "tree_loop"]

@@ -1,0 +1,209 @@
+"""Tree speculative decoding: one compiled `lax.while_loop` that drafts a static token
+tree, verifies all its nodes in one target pass and keeps the accepted path.
+
+    generate_tree(target, drafter, prompts, max_new_tokens, tree, temperature, top_k,
+                  top_p, seed)
+
+Each iteration
+
+1. drafts the tree's C nodes (`propose_tree` of a tree drafter, `specsim.drafters.tree`),
+2. runs the target once over C + 1 tokens, the last kept token (the root) and the
+   nodes, written at slots length .. length + C, at positions length + depth, each
+   attending to the context, its ancestors and itself (`forward_masked`),
+3. finds the accepted path on the device (`tree_verify.greedy_path` at temperature 0,
+   `tree_verify.sampled_path` otherwise) and the extra token (the target's at the end
+   of the path, or the residual after the last rejection),
+4. moves the path's keys and values to consecutive slots (`tree_verify.move_path`) so
+   the cache reads like a chain, sets its length, and appends n_acc + 1 tokens.
+
+A chain (``TokenTree.chain(K)``) is the one-child tree: the same tokens and statistics
+as `generate_speculative` with K (tests/test_tree_decode.py). Statistics are
+`SpeculativeStats` with k = C (drafted: nodes proposed; overlap per node against the
+target's distribution at its parent). Shapes: B batch, C nodes, V vocab, I iterations.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from specsim.decode.accounting import TRACE_COUNTS, timed
+from specsim.decode.calls import (LoopCall, _check_on_nonfinite, _finish, _seed_key, as_drafter,
+                                  meta_fields)
+from specsim.decode.loop_state import DONATED, advance, running
+from specsim.decode.prefill import drafter_prefill_program, prefill_program
+from specsim.decode.shapes import encode_prompts, pad_prompts, plan_shapes, resolve_eos
+from specsim.decode.speculative import SpecStatsBuffer, empty_stats
+from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, sampled_path,
+                                        tree_nonfinite, tree_tables)
+from specsim.drafters.base import Context, reads_target_hidden
+from specsim.drafters.tree import as_tree_drafter
+from specsim.errors import InvalidArgument
+from specsim.models.compiler import jit
+from specsim.models.config import ModelConfig
+from specsim.models.masked_forward import block_mask, forward_masked
+from specsim.models.transformer import project
+from specsim.results import SpeculativeStats
+from specsim.sampling import SamplingParams, overlap
+from specsim.trees.tree import TokenTree
+from specsim.validation import positive_int
+
+import numpy as np
+
+__all__ = ["tree_program", "generate_tree", "tree_loop", "as_tree"]
+
+
+def _record(stats: SpecStatsBuffer, it, ok, n_acc, q, p_parent) -> SpecStatsBuffer:
+    proposed = jnp.sum(q, -1) > 0                                              # [B, C]
+    beta = jnp.where(proposed, overlap(p_parent, q), jnp.nan)
+    return SpecStatsBuffer(
+        stats.accepted.at[it].set(jnp.where(ok, n_acc, -1)),
+        stats.drafted.at[it].set(jnp.where(ok, jnp.sum(proposed, 1), -1)),
+        stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
+
+
+@jit(static_argnames=("cfg", "tree", "S", "I"), donate_argnames=DONATED)
+def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos, start,
+                 dstate, *, cfg: ModelConfig, tree: TokenTree, S: int, I: int):
+    """The tree loop from ``start`` = `prefill_program`'s (LoopState, cache) and
+    ``dstate`` = the drafter's prefill state, both donated. → (LoopState,
+    SpecStatsBuffer, cache, drafter state)."""
+    TRACE_COUNTS["tree"] += 1
+    B = prompt_lens.shape[0]
+    t = tree_tables(tree)
+    C = tree.n_nodes
+    feats = reads_target_hidden(drafter)
+    common, cache = start
+    stats = empty_stats(I, B, C)
+
+    def body(carry):
+        c, cache, dstate, stats = carry
+        key, k_draft, k_accept = jax.random.split(c.key, 3)
+        # 1. draft the tree
+        dstate, draft = drafter.propose_tree(dstate, Context(c.tokens, c.length), k_draft, sp)
+        # 2. one target pass over the root and the nodes, with the tree mask
+        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
+        start = cache.length                                                     # [B]
+        slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]        # [B, C+1]
+        positions = start[:, None] + jnp.asarray(t.positions)[None]
+        mask = block_mask(start, S, t.verify_mask)
+        h, cache = forward_masked(params, cfg, jnp.concatenate([last, draft.tokens], 1),
+                                  cache, slots, positions, mask)
+        p = sp.probs(project(params, cfg, h))                                    # [B, C+1, V]
+        # 3. the accepted path and the extra token
+        if sp.greedy:
+            best, n_acc, extra = greedy_path(t, draft.tokens, draft.probs, p)
+        else:
+            best, n_acc, extra = sampled_path(k_accept, t, draft.tokens, draft.probs, p)
+        path = path_nodes(t, best)                                               # [B, D]
+        finite, n_valid = tree_nonfinite(t, draft.probs, p, path, n_acc)
+        # 4. the path's keys and values into consecutive slots; keep n_acc + 1 tokens
+        ok = ~c.done & finite
+        cache = move_path(cache, start, path)
+        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+        if feats:               # the feature at the path's end produced the extra token
+            dstate = drafter.observe(dstate, h, best, ok)
+        dstate = drafter.commit_tree(dstate, path, n_acc, ok)
+        stats = _record(stats, c.it, ok, n_acc, draft.probs, p[:, t.parent_index])
+        D = path.shape[1]
+        path_tokens = jnp.take_along_axis(draft.tokens, path, 1)                  # [B, D]
+        pos = jnp.arange(D + 1, dtype=jnp.int32)[None]
+        new = jnp.where(pos < n_acc[:, None],
+                        jnp.concatenate([path_tokens, jnp.zeros((B, 1), jnp.int32)], 1),
+                        extra[:, None])                                          # [B, D+1]
+        c = advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
+        return c, cache, dstate, stats
+
+    common, cache, dstate, stats = jax.lax.while_loop(
+        lambda carry: running(carry[0], I), body, (common, cache, dstate, stats))
+    return common, stats, cache, dstate
+
+
+def as_tree(tree) -> TokenTree | None:
+    """``tree`` as a `TokenTree`: a TokenTree as it is, an int K as the chain of K,
+    None as None (a tree drafter's own tree)."""
+    if tree is None or isinstance(tree, TokenTree):
+        return tree
+    if isinstance(tree, (int, np.integer)) and not isinstance(tree, bool):
+        return TokenTree.chain(positive_int("tree", tree))
+    raise InvalidArgument(f"tree must be a specsim.trees.TokenTree, an int K (the chain of "
+                          f"K) or None (a tree drafter's own); got {tree!r}")
+
+
+def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, top_p, seed,
+           eos_token_id, cache_len, on_nonfinite):
+    cfg = target.cfg
+    max_new = positive_int("max_new_tokens", max_new_tokens)
+    sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
+    _check_on_nonfinite(on_nonfinite)
+    tree = as_tree(tree)
+    if not hasattr(drafter, "propose_tree"):
+        drafter = as_drafter(drafter, target)
+    elif int(drafter.vocab_size) != cfg.vocab_size:
+        raise InvalidArgument(f"drafter vocabulary ({drafter.vocab_size} tokens) does not "
+                              f"match the target's ({cfg.vocab_size})")
+    drafter = as_tree_drafter(drafter, tree)
+    tree = drafter.tree
+    key = _seed_key(seed)
+    eos = resolve_eos(eos_token_id, cfg)
+    encoded = encode_prompts(prompts, target, cfg)
+    caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
+    if drafter.max_cache_len() is not None:
+        caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
+    longest = max(len(p) for p in encoded)
+    cap, what = min(caps if cache_len is None else caps + [(int(cache_len), "cache_len")])
+    if longest + max_new + tree.n_nodes + 1 > cap:
+        raise InvalidArgument(
+            f"tree has {tree.n_nodes} nodes: longest prompt ({longest}) + max_new_tokens "
+            f"({max_new}) + the tree's nodes + 1 = {longest + max_new + tree.n_nodes + 1} "
+            f"cache slots, but {what} allows {cap}; use a smaller tree or fewer tokens")
+    plan = plan_shapes(encoded, max_new, tree.n_nodes, caps, cache_len)
+    arr, lens = pad_prompts(encoded, plan.padded_prompt)
+    params = target.params
+    arr, lens = jnp.asarray(arr), jnp.asarray(lens)
+    max_new_a, eos_a = jnp.int32(max_new), jnp.int32(eos)
+    S = plan.cache_len
+    start, feature = prefill_program(params, sp, arr, lens, max_new_a, eos_a, key, cfg=cfg,
+                                     S=S)
+    dstate = drafter_prefill_program(drafter, arr, lens,
+                                     feature if reads_target_hidden(drafter) else None,
+                                     ~start[0].done, S=S)
+    loop = LoopCall(tree_program, (params, drafter, sp, lens, max_new_a, eos_a, start, dstate),
+                    dict(cfg=cfg, tree=tree, S=S, I=plan.iterations))
+    meta = meta_fields(plan, temperature, top_k, top_p, seed, k=tree.n_nodes,
+                       drafter=drafter.name, tree=repr(tree))
+    return loop, encoded, plan, drafter, meta
+
+
+def tree_loop(target, drafter, prompts, max_new_tokens: int, tree=None, **kwargs) -> LoopCall:
+    """The loop program `generate_tree` (same arguments) would run, with its arguments,
+    not run (the prefill programs run)."""
+    kw = dict(temperature=0.0, top_k=0, top_p=1.0, seed=0, eos_token_id="auto",
+              cache_len=None, on_nonfinite="raise") | kwargs
+    return _setup(target, drafter, prompts, max_new_tokens, tree, **kw)[0]
+
+
+@timed
+def generate_tree(target, drafter, prompts, max_new_tokens: int, tree=None,
+                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                  seed: int = 0, *, eos_token_id="auto", cache_len: int | None = None,
+                  on_nonfinite: str = "raise"):
+    """Speculative decoding with a token tree: ``drafter`` proposes ``tree``'s nodes
+    every iteration, the target verifies them in one pass and keeps the longest accepted
+    path (greedy at temperature 0, multi-candidate rejection sampling otherwise; exact
+    either way). ``tree``: a `specsim.trees.TokenTree`, an int K (the chain of K, which
+    any drafter drafts), or None for a tree drafter's own (`specsim.drafters.tree`); a
+    model drafter drafts any tree, n-gram lookup chains below the root
+    (`specsim.drafters.tree.branches_tree`). Other arguments as `generate_speculative`;
+    the result carries `SpeculativeStats` with k = the tree's node count."""
+    loop, encoded, plan, drafter, meta = _setup(
+        target, drafter, prompts, max_new_tokens, tree, temperature, top_k, top_p, seed,
+        eos_token_id, cache_len, on_nonfinite)
+    common, stats, _, _ = loop.program(*loop.args, **loop.static)
+    n_it = int(common.it)
+    st = SpeculativeStats(drafter.tree.n_nodes, np.asarray(stats.accepted)[:n_it],
+                          np.asarray(stats.drafted)[:n_it], np.asarray(stats.overlap)[:n_it])
+    dp = drafter.passes_per_iteration()
+    return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
+                   target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0),
+                   stats=st, plan=plan, meta=meta)

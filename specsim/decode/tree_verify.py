@@ -1,0 +1,165 @@
+"""Verifying a token tree on the device: the tree's static tables, the accepted path
+(greedy and sampled), and the accepted nodes' keys and values moved into consecutive
+cache slots.
+
+The verify pass reads C + 1 tokens, the root (the last kept token) at verify index 0
+and node j at index j + 1 (`specsim.trees.TokenTree.verify_mask`). It yields the
+target's distribution at every index, p [B, C+1, V]; node j's token was drafted from its
+parent's distribution, so it is tested against p at ``parent_index[j]``.
+
+- Greedy (`greedy_path`): a node is accepted when it was proposed, its token is the
+  target's argmax at its parent and its parent is accepted; the deepest accepted node
+  ends the path (ties: the lowest index), and the extra token is the argmax there.
+- Sampled (`sampled_path`): multi-candidate rejection sampling down the tree. At a node
+  with target distribution r (first p there), its children are tried in rank order;
+  child j, drawn from its proposal distribution q_j (the drafter's distribution *given
+  the siblings drawn before it*: the same q for independent draws, q with the earlier
+  siblings removed and renormalised for draws without replacement, a one-hot for a
+  lookup), is accepted with probability min(1, r(x)/q_j(x)); on a rejection r becomes
+  the residual norm(max(0, r − q_j)) and the next child is tried. An accepted child
+  becomes the node (r = p there); when every child is rejected the extra token is drawn
+  from r. Each try is one exact speculative-sampling step of r with proposal q_j, so
+  the token emitted at every depth follows p exactly (docs/trees.md).
+
+Shapes: B batch, C tree nodes (static), V vocab, D the tree's depth, M the most children
+of one node.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.sampling import argmax, residual_probs, sample
+from specsim.trees.tree import TokenTree
+
+__all__ = ["TreeTables", "tree_tables", "greedy_path", "sampled_path", "path_nodes",
+           "path_indices", "move_path", "tree_nonfinite"]
+
+
+class TreeTables(NamedTuple):
+    """A `TokenTree`'s arrays as the compiled loop reads them (NumPy constants)."""
+    parent_index: np.ndarray   # int32 [C]: verify index of node j's parent (0 = the root)
+    depths: np.ndarray         # int32 [C]
+    ancestors: np.ndarray      # bool [C, C]: node i's path from the root (i included)
+    children: np.ndarray       # int32 [C + 1, M]: children of each verify index by rank, -1 pad
+    verify_mask: np.ndarray    # bool [C + 1, C + 1]
+    positions: np.ndarray      # int32 [C + 1]: depth offsets of (root, nodes)
+    max_depth: int
+
+
+def tree_tables(tree: TokenTree) -> TreeTables:
+    C = tree.n_nodes
+    kids = [[] for _ in range(C + 1)]
+    for j in np.lexsort((np.arange(C), tree.ranks)):     # by rank, then index
+        kids[int(tree.parents[j]) + 1].append(int(j))
+    M = max(len(k) for k in kids)
+    children = np.full((C + 1, M), -1, np.int32)
+    for i, k in enumerate(kids):
+        children[i, :len(k)] = k
+    return TreeTables((tree.parents + 1).astype(np.int32), tree.depths.astype(np.int32),
+                      tree.ancestor_mask(), children, tree.verify_mask(),
+                      tree.verify_positions().astype(np.int32), tree.max_depth)
+
+
+def _proposed(q):
+    return jnp.sum(q, -1) > 0
+
+
+def greedy_path(t: TreeTables, tokens, q, p):
+    """Greedy acceptance. tokens [B, C], q [B, C, V] (a zero row: no proposal), p
+    [B, C+1, V]. → (best [B]: verify index ending the path, 0 = the root; n_acc [B];
+    extra [B]: the target's argmax at ``best``)."""
+    C = tokens.shape[1]
+    top = argmax(p)                                                           # [B, C+1]
+    match = _proposed(q) & (tokens == top[:, t.parent_index])                 # [B, C]
+    acc = match
+    for _ in range(t.max_depth - 1):          # a node's acceptance needs its parent's
+        parent_ok = jnp.concatenate([jnp.ones_like(acc[:, :1]), acc], 1)[:, t.parent_index]
+        acc = match & parent_ok
+    score = jnp.where(acc, t.depths[None] * (C + 1) + (C - jnp.arange(C))[None], -1)
+    best = jnp.where(jnp.any(acc, 1), jnp.argmax(score, 1) + 1, 0).astype(jnp.int32)
+    n_acc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.asarray(t.depths)])[best]
+    extra = jnp.take_along_axis(top, best[:, None], 1)[:, 0]
+    return best, n_acc, extra
+
+
+def sampled_path(key, t: TreeTables, tokens, q, p, residual=residual_probs):
+    """Multi-candidate rejection sampling down the tree (see the module). Arguments and
+    result as `greedy_path`. ``residual(r, q_j)``: the distribution after a rejection
+    (tests replace it to show the χ² test's power)."""
+    B, C = tokens.shape
+    rows = jnp.arange(B)
+    children = jnp.asarray(t.children)
+    M = children.shape[1]
+    k_u, k_extra = jax.random.split(key)
+    u = jax.random.uniform(k_u, (t.max_depth, M, B), jnp.float32)
+
+    def level(d, carry):
+        cur, alive, r, n_acc = carry
+        moved = jnp.zeros((B,), bool)
+        for m in range(M):
+            child = children[cur, m]                                          # [B]
+            c = jnp.maximum(child, 0)
+            x = tokens[rows, c]
+            q_j = q[rows, c]                                                  # [B, V]
+            try_ = alive & ~moved & (child >= 0) & _proposed(q_j)
+            q_x = q_j[rows, x]
+            ok = try_ & (q_x > 0) & (u[d, m] * q_x < r[rows, x])
+            r = jnp.where((try_ & ~ok)[:, None], residual(r, q_j), r)
+            cur = jnp.where(ok, c + 1, cur)
+            moved = moved | ok
+        r = jnp.where(moved[:, None], p[rows, cur], r)
+        return cur, alive & moved, r, n_acc + moved.astype(jnp.int32)
+
+    init = (jnp.zeros((B,), jnp.int32), jnp.ones((B,), bool), p[:, 0], jnp.zeros((B,), jnp.int32))
+    best, _, r, n_acc = jax.lax.fori_loop(0, t.max_depth, level, init)
+    return best, n_acc, sample(k_extra, r)
+
+
+def path_nodes(t: TreeTables, best):
+    """The node at each depth 1..D on the path to verify index ``best`` [B] → [B, D]
+    node indices (entries past the path's length are 0: never read)."""
+    C = t.depths.shape[0]
+    anc = jnp.asarray(np.concatenate([np.zeros((1, C), bool), t.ancestors]))[best]  # [B, C]
+    want = jnp.arange(1, t.max_depth + 1, dtype=jnp.int32)[:, None] == jnp.asarray(t.depths)[None]
+    return jnp.argmax(anc[:, None, :] & want[None], -1).astype(jnp.int32)          # [B, D]
+
+
+def path_indices(path):
+    """Verify indices of (root, path nodes) → [B, D + 1]."""
+    return jnp.concatenate([jnp.zeros_like(path[:, :1]), path + 1], 1)
+
+
+def move_path(cache, start, path):
+    """Copy the keys and values of the path's nodes, written by the verify pass at slots
+    start + 1 + node, to slots start + 1 .. start + D (each node at start + its depth),
+    in every layer: after it the cache reads like a chain of the accepted tokens.
+    cache k, v [L, B, S, G, E]; start [B]; path [B, D]."""
+    B, D = path.shape
+    rows = jnp.arange(B)[:, None]
+    src = start[:, None] + 1 + path
+    dst = start[:, None] + 1 + jnp.arange(D, dtype=jnp.int32)[None]
+    return cache._replace(k=cache.k.at[:, rows, dst].set(cache.k[:, rows, src]),
+                          v=cache.v.at[:, rows, dst].set(cache.v[:, rows, src]))
+
+
+def tree_nonfinite(t: TreeTables, q, p, path, n_acc):
+    """Which rows met non-finite values on their path, and how many new tokens each
+    keeps. A row is flagged when the target's distribution at a path index up to n_acc,
+    or the proposal of a child of one, is non-finite; it keeps the accepted tokens
+    before the first such index and stops (the chain's rule, `nonfinite_rows`).
+    → (finite [B] bool, n_valid [B] int32)."""
+    C = q.shape[1]
+    bad_q = ~jnp.all(jnp.isfinite(q), -1)                                     # [B, C]
+    owner = jnp.asarray(t.parent_index)[None] == jnp.arange(C + 1)[:, None]   # [C+1, C]
+    bad = ~jnp.all(jnp.isfinite(p), -1) | jnp.any(bad_q[:, None, :] & owner[None], -1)
+    idx = path_indices(path)                                                  # [B, D+1]
+    bad_on_path = jnp.take_along_axis(bad, idx, 1)                            # [B, D+1]
+    d = jnp.arange(idx.shape[1], dtype=jnp.int32)[None]
+    first_bad = jnp.min(jnp.where(bad_on_path & (d <= n_acc[:, None]), d, idx.shape[1]), 1)
+    finite = first_bad > n_acc
+    return finite, jnp.where(finite, n_acc + 1, jnp.minimum(n_acc, first_bad))

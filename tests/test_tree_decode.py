@@ -1,0 +1,290 @@
+"""Tree speculative decoding (specsim.decode.tree_loop, tree_verify, specsim.drafters.tree,
+specsim.models.masked_forward).
+
+Oracles: the masked forward with a causal mask is the plain forward; the chain as a
+one-child tree gives `generate_speculative`'s tokens and statistics; greedy tree decoding
+equals greedy autoregressive decoding token for token for every tree builder; the
+verifier's path and cache moves against hand-worked trees; sampled acceptance follows
+the target's law (χ² against the exact joint, with a wrong residual rule failing it).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import chi2
+
+from specsim import models
+from specsim.decode import TRACE_COUNTS, generate_autoregressive, generate_speculative
+from specsim.decode.tree_loop import generate_tree
+from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, sampled_path,
+                                        tree_tables)
+from specsim.drafters import NGramDrafter, layer_skip_drafter, model_drafter
+from specsim.drafters.tree import (ModelTreeDrafter, NGramTreeDrafter, branches_tree,
+                                   draw_children)
+from specsim.errors import InvalidArgument
+from specsim.models.config import TINY_LLAMA, ModelConfig
+from specsim.models.masked_forward import block_mask, forward_masked
+from specsim.models.transformer import forward_hidden, init_cache, init_params, select_layers
+from specsim.sampling import SamplingParams
+from specsim.trees import TokenTree
+
+MAX_NEW = 24
+PROMPTS_4 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23],
+             [2, 9, 2, 9, 2, 9, 2]]
+PROMPTS_1 = [[6, 1, 8, 0, 3, 3, 9]]
+
+
+def _scaled(params, factor):
+    return jax.tree_util.tree_map_with_path(
+        lambda path, a: a if "norm" in str(path[-1]) else a * factor, params)
+
+
+@pytest.fixture(scope="module")
+def target():
+    cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=53)
+    return models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(0), cfg), 12.0))
+
+
+@pytest.fixture(scope="module")
+def drafters(target):
+    sub, sub_cfg = select_layers(target.params, target.cfg, [0, 1])
+    leaves, treedef = jax.tree_util.tree_flatten(sub)
+    keys = jax.random.split(jax.random.PRNGKey(7), len(leaves))
+    noisy = [a * (1 + 0.1 * jax.random.normal(k, a.shape)) for a, k in zip(leaves, keys)]
+    small = models.Model(sub_cfg.replace(name="tiny-small"),
+                         jax.tree_util.tree_unflatten(treedef, noisy))
+    return {"small": model_drafter(small, target),
+            "layer-skip": layer_skip_drafter(target, [0, 2]),
+            "ngram": NGramDrafter(target.cfg.vocab_size, n=3)}
+
+
+@pytest.fixture(scope="module")
+def reference(target):
+    return {1: generate_autoregressive(target, PROMPTS_1, MAX_NEW),
+            4: generate_autoregressive(target, PROMPTS_4, MAX_NEW)}
+
+
+# ---- the masked forward -------------------------------------------------------------------------
+def test_masked_forward_with_causal_mask_is_forward(target):
+    cfg, params = target.cfg, target.params
+    tokens = jnp.asarray([[5, 9, 2, 7], [1, 1, 3, 8]], jnp.int32)
+    cache = init_cache(cfg, 2, 16)
+    _, cache = forward_hidden(params, cfg, jnp.asarray([[4, 4, 6], [2, 8, 3]]), cache)
+    cache = cache._replace(length=jnp.asarray([3, 2], jnp.int32))
+    want, wcache = forward_hidden(params, cfg, tokens, cache)
+    slots = cache.length[:, None] + jnp.arange(4)[None]
+    causal = np.tril(np.ones((4, 4), bool))
+    got, gcache = forward_masked(params, cfg, tokens, cache, slots, slots,
+                                 block_mask(cache.length, 16, causal))
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=2e-5)
+    np.testing.assert_allclose(gcache.k, wcache.k, atol=2e-5, rtol=2e-5)
+    assert (np.asarray(gcache.length) == [3, 2]).all()       # the caller sets the length
+
+
+def test_tree_pass_gives_each_node_its_own_path(target):
+    """A node's hidden state in a tree pass is the one the plain forward gives its path."""
+    cfg, params = target.cfg, target.params
+    tree = TokenTree.from_parents([-1, -1, 0, 1, 1])              # root → 0 → 2; root → 1 → 3, 4
+    toks = np.asarray([7, 11, 13, 17, 19])
+    t = tree_tables(tree)
+    ctx = jnp.asarray([[4, 4, 6]], jnp.int32)
+    cache = init_cache(cfg, 1, 16)
+    _, cache = forward_hidden(params, cfg, ctx, cache)
+    root = jnp.asarray([[9]], jnp.int32)
+    start = cache.length
+    slots = start[:, None] + jnp.arange(6)[None]
+    h, _ = forward_masked(params, cfg, jnp.concatenate([root, toks[None]], 1), cache, slots,
+                          start[:, None] + jnp.asarray(t.positions)[None],
+                          block_mask(start, 16, t.verify_mask))
+    for node in range(5):
+        path = [9] + toks[tree.path_to(node)].tolist()
+        full, _ = forward_hidden(params, cfg, jnp.asarray([[4, 4, 6] + path]),
+                                 init_cache(cfg, 1, 16))
+        np.testing.assert_allclose(h[0, node + 1], full[0, -1], atol=2e-5, rtol=2e-5)
+
+
+# ---- the verifier against hand-worked trees -------------------------------------------------------
+def _onehots(ids, V=6):
+    return jax.nn.one_hot(jnp.asarray(ids), V, dtype=jnp.float32)
+
+
+def test_greedy_path_is_the_deepest_accepted_node_and_the_cache_moves():
+    tree = TokenTree.from_parents([-1, -1, 0, 1, 1, 3])           # depths 1 1 2 2 2 3
+    t = tree_tables(tree)
+    tokens = jnp.asarray([[2, 3, 4, 5, 1, 0],                    # row 0: 1 → 3 → 5 accepted
+                          [2, 3, 4, 5, 1, 0],                    # row 1: only node 0
+                          [1, 1, 1, 1, 1, 1]])                   # row 2: nothing
+    # target argmax at verify indices (root, nodes 0..5)
+    top = [[3, 0, 5, 0, 4, 4, 0], [2, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0]]
+    p = _onehots(top)
+    q = _onehots(tokens)
+    best, n_acc, extra = greedy_path(t, tokens, q, p)
+    assert best.tolist() == [4, 1, 0] and n_acc.tolist() == [2, 1, 0]
+    assert extra.tolist() == [4, 0, 0]
+    # a node whose proposal is empty is never accepted
+    _, n0, _ = greedy_path(t, tokens, q.at[0, 1].set(0.0), p)
+    assert n0.tolist() == [0, 1, 0]
+    path = path_nodes(t, best)                                      # [B, 3]
+    assert path[0, :2].tolist() == [1, 3] and path[1, :1].tolist() == [0]
+    # the verify pass wrote node j at slot start + 1 + j; the path moves to start + depth
+    L, S = 2, 12
+    k = jnp.broadcast_to(jnp.arange(S, dtype=jnp.float32)[None, None, :, None, None],
+                         (L, 3, S, 1, 1))
+    start = jnp.asarray([3, 1, 0], jnp.int32)
+    cache = move_path(_Cache(k, k + 100), start, path)
+    assert np.asarray(cache.k[0, 0, 3:6, 0, 0]).tolist() == [3, 3 + 1 + 1, 3 + 1 + 3]
+    assert np.asarray(cache.k[1, 1, 1:3, 0, 0]).tolist() == [1, 1 + 1 + 0]
+    assert np.asarray(cache.v[0, 0, 4, 0, 0]) == 105
+
+
+class _Cache:
+    def __init__(self, k, v):
+        self.k, self.v = k, v
+
+    def _replace(self, **kw):
+        return _Cache(kw.get("k", self.k), kw.get("v", self.v))
+
+
+def test_sampled_path_is_exact_and_a_wrong_residual_is_caught():
+    """Two levels of multi-candidate rejection sampling, children drawn without
+    replacement: the first two emitted tokens follow p_root(t1) p2(t2 | t1) (χ²); keeping
+    r unchanged after a rejection (no residual) fails the same test."""
+    V, N = 5, 100_000
+    rng = np.random.default_rng(3)
+    p_root = rng.dirichlet(np.ones(V) * 0.7)
+    p2 = rng.dirichlet(np.ones(V) * 0.7, size=V)                   # [t1, V]
+    q_root = rng.dirichlet(np.ones(V))
+    q2 = rng.dirichlet(np.ones(V), size=V)
+    tree = TokenTree.from_top_k([3, 2])                             # 3 + 6 nodes
+    t = tree_tables(tree)
+    sp = SamplingParams.make(1.0, vocab_size=V)
+    k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(0), 4)
+    tok1, q1 = draw_children(k1, jnp.log(jnp.asarray(q_root, jnp.float32))[None, None]
+                             .repeat(N, 0), sp, 3)                  # [N, 1, 3(, V)]
+    tok1, q1 = tok1[:, 0], q1[:, 0]
+    tok2, q2d = draw_children(k2, jnp.log(jnp.asarray(q2, jnp.float32))[tok1], sp, 2)
+    tokens = jnp.concatenate([tok1, tok2.reshape(N, 6)], 1)          # BFS: 3 then 6
+    q = jnp.concatenate([q1, q2d.reshape(N, 6, V)], 1)
+    p = jnp.concatenate([jnp.broadcast_to(jnp.asarray(p_root, jnp.float32), (N, 1, V)),
+                         jnp.asarray(p2, jnp.float32)[tokens[:, :3]],
+                         jnp.full((N, 6, V), 1.0 / V)], 1)        # depth-2 nodes: unused
+    joint = p_root[:, None] * p2
+
+    def emitted(residual):
+        kwargs = {} if residual is None else dict(residual=residual)
+        best, n_acc, extra = sampled_path(k3, t, tokens, q, p, **kwargs)
+        path = path_nodes(t, best)
+        first = np.where(n_acc >= 1, np.take_along_axis(np.asarray(tokens), np.asarray(path[:, :1]), 1)[:, 0], extra)
+        nxt = jax.random.categorical(k4, jnp.log(jnp.asarray(p2, jnp.float32))[first])
+        second = np.where(n_acc >= 2, np.take_along_axis(np.asarray(tokens), np.asarray(path[:, 1:2]), 1)[:, 0],
+                          np.where(n_acc == 1, extra, nxt))
+        return chi2.counts(np.stack([first, second], 1), (0, 1), V), n_acc
+
+    counts, n_acc = emitted(None)
+    assert chi2.chi2_pvalue(counts, joint) > 1e-3
+    assert 0.2 < np.mean(np.asarray(n_acc) >= 1) < 0.99 and np.mean(np.asarray(n_acc) == 2) > 0.05
+    wrong, _ = emitted(lambda r, q_j: r)
+    assert chi2.chi2_pvalue(wrong, joint) < 1e-6
+
+
+# ---- the compiled loop -------------------------------------------------------------------------------
+def test_chain_tree_gives_the_speculative_loops_tokens_and_stats(target, drafters, reference):
+    d = drafters["layer-skip"]
+    spec = generate_speculative(target, d, PROMPTS_4, MAX_NEW, 3)
+    tree = generate_tree(target, d, PROMPTS_4, MAX_NEW, tree=TokenTree.chain(3))
+    assert tree.tokens == spec.tokens == reference[4].tokens
+    assert tree.finish_reason == spec.finish_reason
+    for name in ("accepted", "drafted"):
+        np.testing.assert_array_equal(getattr(tree.stats, name), getattr(spec.stats, name))
+    np.testing.assert_allclose(tree.stats.overlap, spec.stats.overlap, atol=1e-6)
+    assert (tree.n_iterations, tree.target_passes, tree.draft_passes) == \
+        (spec.n_iterations, spec.target_passes, spec.draft_passes)
+
+
+@pytest.mark.parametrize("name, tree, batch", [
+    ("small", TokenTree.from_top_k([3, 2, 1]), 1),
+    ("small", TokenTree.from_top_k([3, 2, 1]), 4),
+    ("layer-skip", TokenTree.from_paths([(0,), (1,), (2,), (0, 0), (0, 1), (1, 0),
+                                         (0, 0, 0), (0, 0, 0, 0)]), 4),
+    ("ngram", branches_tree(3, 4), 1),
+    ("ngram", branches_tree(3, 4), 4)])
+def test_greedy_tree_equals_autoregressive(target, drafters, reference, name, tree, batch):
+    prompts = PROMPTS_1 if batch == 1 else PROMPTS_4
+    res = generate_tree(target, drafters[name], prompts, MAX_NEW, tree=tree)
+    ref = reference[batch]
+    assert res.tokens == ref.tokens and res.finish_reason == ref.finish_reason
+    st = res.stats
+    a = st.active
+    assert st.k == tree.n_nodes and st.overlap.shape[2] == tree.n_nodes
+    assert ((st.accepted >= 0) & (st.accepted <= tree.max_depth))[a].all()
+    emitted = 1 + np.where(a, st.accepted + 1, 0).sum(0)
+    n = np.asarray([len(t) for t in res.tokens])
+    assert ((n <= emitted) & (n >= emitted - tree.max_depth)).all()
+    if name == "ngram":
+        assert res.draft_passes == 0 and st.accepted[a].sum() > 0
+    else:
+        assert res.draft_passes == res.n_iterations * tree.max_depth + 1
+        assert 0 < st.accepted[a].mean() < tree.max_depth
+
+
+def test_a_wider_tree_accepts_more_per_iteration(target, drafters):
+    d = drafters["small"]
+    chain = generate_tree(target, d, PROMPTS_4, MAX_NEW, tree=3)
+    wide = generate_tree(target, d, PROMPTS_4, MAX_NEW, tree=TokenTree.from_top_k([4, 3, 1]))
+    assert wide.tokens == chain.tokens
+    assert wide.stats.tokens_per_iteration > chain.stats.tokens_per_iteration
+
+
+def test_bad_inputs_raise_before_compiling(target, drafters):
+    ok = dict(target=target, drafter=drafters["small"], prompts=[[1, 2, 3]], max_new_tokens=8,
+              tree=TokenTree.from_top_k([2, 2]))
+    before = dict(TRACE_COUNTS)
+    cases = [(dict(tree=0), "tree"), (dict(tree=-3), "tree"), (dict(tree="wide"), "tree"),
+             (dict(tree=None), "tree must be given"),
+             (dict(tree=TokenTree.from_top_k([8, 8, 2])), "tree has 200 nodes"),
+             (dict(cache_len=16, tree=TokenTree.from_top_k([3, 3])), "cache_len"),
+             (dict(drafter=drafters["ngram"]), "chains below the root"),
+             (dict(drafter=NGramTreeDrafter(target.cfg.vocab_size, branches_tree(2, 2)),
+                   tree=branches_tree(3, 2)), "tree drafter's own"),
+             (dict(max_new_tokens=0), "max_new_tokens")]
+    for change, match in cases:
+        with pytest.raises(InvalidArgument, match=match):
+            generate_tree(**(ok | change))
+    with pytest.raises(InvalidArgument, match="parents"):
+        TokenTree.from_parents([0, -1])
+    assert dict(TRACE_COUNTS) == before
+
+
+# ---- sampled, end to end, on a 12-token vocabulary --------------------------------------------------
+V_SMALL = 12
+CHI_PROMPT = [3, 7, 3, 7, 3]
+
+
+@pytest.fixture(scope="module")
+def chi_models():
+    cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V_SMALL, d_model=16,
+                      n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=24, max_seq_len=32,
+                      layer_loop="scan", eos_token_id=None)
+    dcfg = cfg.replace(name="chi-draft", n_layers=1)
+    t = models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(1), cfg), 10.0))
+    d = models.Model(dcfg, _scaled(init_params(jax.random.PRNGKey(2), dcfg), 10.0))
+    return t, d
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_sampled_tree_decoding_is_exact_in_distribution(chi_models, drafter):
+    t, d = chi_models
+    if drafter == "model":
+        dr, tree = model_drafter(d, t), TokenTree.from_top_k([3, 2])
+    else:
+        dr, tree = NGramDrafter(V_SMALL, n=2), branches_tree(2, 2)
+    res = generate_tree(t, dr, [CHI_PROMPT] * 60_000, 3, tree=tree, temperature=1.0, seed=5)
+    toks = np.asarray(res.tokens)
+    joint = chi2.exact_joint(t, CHI_PROMPT, 1.0)
+    p12 = chi2.chi2_pvalue(chi2.counts(toks, (0, 1), V_SMALL), joint.sum(2))
+    p23 = chi2.chi2_pvalue(chi2.counts(toks, (1, 2), V_SMALL), joint.sum(0))
+    assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
+    acc = res.stats.accepted[res.stats.active]
+    assert 0.05 < (acc > 0).mean() < 0.95
