@@ -10,7 +10,7 @@ Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens pe
   `generate_autoregressive`, and prompt lookup (`NGramDrafter`, K drafts) via
   `generate_speculative`; compiled before timing.
 * Hugging Face transformers (torch, CPU) on the same fp32 weights (written as an HF
-  folder by `checkpoints.save_hf`): ``generate(do_sample=False)`` and
+  folder by `specsim.models.hf.save_hf`): ``generate(do_sample=False)`` and
   ``generate(prompt_lookup_num_tokens=K)``.
 * llama.cpp through llama-cpp-python (the optional extra ``specsim[peers]``) on the
   embedded Q4_1 GGUF: greedy, and ``LlamaPromptLookupDecoding``. Skipped, and said so,
@@ -80,7 +80,7 @@ def run_transformers(model, prompts, n_new, k, repeats):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specsim.models.checkpoints import save_hf
+    from specsim.models.hf import save_hf
 
     with tempfile.TemporaryDirectory() as folder:
         save_hf(model.replace(tokenizer=None), folder)
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         print("skipped llama.cpp: llama-cpp-python is not installed "
               "(pip install 'specsim[peers]' to compare against it)")
     else:
-        from specsim.models.checkpoints import smollm2_path
+        from specsim.models.embedded import smollm2_path
         gguf = smollm2_path()
         results["llama.cpp"] = (gguf_tensor_bytes(gguf),
                                 run_llamacpp(gguf, prompts, n_new, args.k, repeats))

@@ -213,7 +213,7 @@ def main(argv=None):
 
             passes = account(med)
             tps = res.n_generated / med["gen"]
-            row = dict(drafter=name, k=k, alpha=res.stats.alpha,
+            row = dict(drafter=name, k=k, alpha=res.stats.alpha_per_proposal,
                        tokens_per_iteration=res.stats.tokens_per_iteration, iterations=n,
                        t_generate=med["gen"], t_passes=passes, ratio=med["gen"] / passes,
                        ratio_min=mn["gen"] / account(mn),

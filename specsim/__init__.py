@@ -7,8 +7,8 @@ Glossary (one name per meaning; docs/design.md has the formulas):
 - ``alpha_per_slot``: accepted drafts over the K draft slots of every iteration; a slot
   the drafter left empty counts as a rejection (the verify pass paid for it). The α of
   E(α, K) for a run at draft length K.
-- ``alpha_per_proposal``: accepted drafts over drafts actually proposed
-  (``SpeculativeStats.alpha`` is this one). Say which α wherever one is printed.
+- ``alpha_per_proposal``: accepted drafts over drafts actually proposed. Say which α
+  wherever one is printed.
 - ``tokens_per_iteration``: E, tokens one iteration yields (accepted + 1), between 1
   and K + 1; E(α, K) = (1 − α^(K+1)) / (1 − α) for i.i.d. acceptance.
 - ``cache_len``: KV slots of a cache (S in shape comments; never ``max_len``).

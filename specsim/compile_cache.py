@@ -13,9 +13,9 @@ the executable from disk instead. Timings never include compilation either way.
 The folder: ``path`` if given, else ``$SPECSIM_JAX_CACHE``, else ``jax/`` under the
 specsim cache root (``$SPECSIM_CACHE``, default ``~/.cache/specsim``). Only programs that
 took at least ``min_compile_secs`` to compile are written: 0.25 s by default, so that the
-prefill program every generation starts from (`specsim.decode`, 0.7-1.0 s for SmolLM2 on
-this 2-core CPU) is kept too; the many tiny eager programs (well under 0.05 s) are
-cheaper to compile than to read back (JAX's own default is 1 s).
+prefill program every generation starts from (`specsim.decode`) is kept too; the many
+tiny eager programs are cheaper to compile than to read back (JAX's own default is 1 s;
+see docs/studies/compile-time.md).
 
 Turning it off (``enabled=False`` or ``SPECSIM_COMPILATION_CACHE`` in 0/false/off/no)
 means specsim does not turn it on; a cache the user configured for JAX directly
@@ -32,26 +32,24 @@ import os
 import sys
 from pathlib import Path
 
+from specsim import environment
+
 __all__ = ["ENV_SWITCH", "ENV_DIR", "MIN_COMPILE_SECS", "default_dir", "enabled_by_env",
            "enable", "enable_deferred", "enable_in_notebook"]
 
 ENV_SWITCH = "SPECSIM_COMPILATION_CACHE"
 ENV_DIR = "SPECSIM_JAX_CACHE"
-_OFF = ("0", "false", "off", "no")
 MIN_COMPILE_SECS = 0.25
 
 
 def default_dir() -> Path:
     """``$SPECSIM_JAX_CACHE``, else ``$SPECSIM_CACHE/jax`` (default ``~/.cache/specsim/jax``)."""
-    if os.environ.get(ENV_DIR):
-        return Path(os.environ[ENV_DIR])
-    root = os.environ.get("SPECSIM_CACHE") or Path.home() / ".cache" / "specsim"
-    return Path(root) / "jax"
+    return environment.path(ENV_DIR) or environment.cache_root() / "jax"
 
 
 def enabled_by_env() -> bool:
     """False when ``$SPECSIM_COMPILATION_CACHE`` says off (0, false, off, no); else True."""
-    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in _OFF
+    return environment.is_on(ENV_SWITCH)
 
 
 def _check(min_compile_secs) -> float:

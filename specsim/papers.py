@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from specsim import analytic
+from specsim import analytic, environment
 from specsim.errors import InvalidArgument
 from specsim.resources import data_path
 from specsim.validation import choice, probability
@@ -64,8 +64,7 @@ def papers_dir(root: str | os.PathLike | None = None) -> Path:
     ``$SPECSIM_PAPERS_DIR``, else the checkout's (an installed package has none)."""
     if root is not None:
         return Path(root)
-    env = os.environ.get("SPECSIM_PAPERS_DIR")
-    return Path(env) if env else _CHECKOUT / "papers"
+    return environment.path("SPECSIM_PAPERS_DIR") or _CHECKOUT / "papers"
 
 
 def _check_paper(paper_id: str) -> None:
@@ -120,13 +119,12 @@ def figures_dir(paper_id: str, *, regenerate: bool = False) -> Path:
     _check_paper(paper_id)
     if regenerate:
         base = papers_dir()
-        if not os.environ.get("SPECSIM_PAPERS_DIR") and not base.is_dir():
+        if environment.path("SPECSIM_PAPERS_DIR") is None and not base.is_dir():
             raise InvalidArgument(f"regenerate=True rewrites the committed figures of a "
                                   f"specsim checkout's papers/ folder; there is none at "
                                   f"{base} (set SPECSIM_PAPERS_DIR to it)")
     else:
-        env = os.environ.get("SPECSIM_FIGURES_DIR")
-        base = Path(env) if env else RESULTS_FIGURES_DIR
+        base = environment.path("SPECSIM_FIGURES_DIR") or RESULTS_FIGURES_DIR
     out = base / paper_id
     out.mkdir(parents=True, exist_ok=True)
     return out

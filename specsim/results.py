@@ -7,8 +7,7 @@ Two acceptance rates, named as in docs/design.md (say which one wherever an α i
 - ``alpha_per_slot``: accepted drafts over the K draft slots of every iteration; a slot
   the drafter left empty counts as a rejection (the verify pass paid for it). This is the
   α of E(α, K) = (1 − α^(K+1)) / (1 − α) for a run at draft length K.
-- ``alpha_per_proposal``: accepted drafts over drafts actually proposed (``alpha`` is
-  its older name, kept as an alias).
+- ``alpha_per_proposal``: accepted drafts over drafts actually proposed.
 
 Shapes: I iterations of the batched loop, B batch, K draft length.
 
@@ -137,11 +136,6 @@ class SpeculativeStats(_Readable):
         return float(self.accepted[a].sum() / total) if total else float("nan")
 
     @property
-    def alpha(self) -> float:
-        """Alias of `alpha_per_proposal` (accepted / proposed), kept for old callers."""
-        return self.alpha_per_proposal
-
-    @property
     def alpha_per_row(self) -> np.ndarray:
         """[B]: accepted / proposed per row."""
         a = self.active
@@ -184,11 +178,6 @@ class SpeculativeStats(_Readable):
     def per_position_per_proposal(self) -> np.ndarray:
         """[K]: α_j = P(draft j accepted | drafts 1..j−1 accepted and draft j proposed)."""
         return _ratio(self.per_position_accepted, self.per_position_proposed_counts)
-
-    @property
-    def per_position_acceptance(self) -> np.ndarray:
-        """Alias of `per_position_per_proposal`, kept for old callers."""
-        return self.per_position_per_proposal
 
     # ---- other summaries ------------------------------------------------------------------
     @property

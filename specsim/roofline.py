@@ -189,9 +189,6 @@ class ForwardCost:
         """Arithmetic intensity, FLOPs per byte."""
         return self.flops / self.bytes
 
-    def breakdown(self) -> dict:
-        return {"flops": dict(self.flops_by), "bytes": dict(self.bytes_by)}
-
 
 def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
     """FLOPs of one forward pass by part: B rows, T new tokens, S cache slots read."""

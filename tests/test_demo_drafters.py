@@ -45,7 +45,7 @@ def _tied_tiny_target(folder):
     """A tiny llama with tied embeddings (what distillation needs), as an HF folder."""
     import jax
     from specsim import models
-    from specsim.models.checkpoints import save_hf
+    from specsim.models.hf import save_hf
     from specsim.models.config import TINY_LLAMA
     from specsim.models.transformer import init_params
 

@@ -182,7 +182,7 @@ def test_greedy_speculative_with_quantized_self_draft_equals_target(target, kw, 
     drafter = quantized_self_drafter(target, **kw)
     res = generate_speculative(target, drafter, PROMPTS_3, MAX_NEW, k)
     assert res.tokens == ref.tokens
-    assert 0 < res.stats.alpha <= 1
+    assert 0 < res.stats.alpha_per_proposal <= 1
 
 
 def test_quantized_target_with_quantized_draft_equals_quantized_greedy(target):
@@ -192,7 +192,7 @@ def test_quantized_target_with_quantized_draft_equals_quantized_greedy(target):
     assert res.tokens == ref.tokens
     # the identical int8 draft of an int8 target accepts every greedy draft
     same = generate_speculative(qt, quantized_self_drafter(target, 8), PROMPTS_3, MAX_NEW, 3)
-    assert same.tokens == ref.tokens and same.stats.alpha == 1.0
+    assert same.tokens == ref.tokens and same.stats.alpha_per_proposal == 1.0
 
 
 @pytest.mark.parametrize("temperature, k", [(1.0, 2), (0.7, 3)])
@@ -205,7 +205,7 @@ def test_quantized_self_draft_sampling_is_exact_in_distribution(chi_models, temp
     p12 = _chi2_pvalue(_counts(toks, (0, 1)), joint.sum(2))
     p23 = _chi2_pvalue(_counts(toks, (1, 2)), joint.sum(0))
     assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
-    assert 0.05 < res.stats.alpha < 0.95            # drafts really are rejected and resampled
+    assert 0.05 < res.stats.alpha_per_proposal < 0.95            # drafts really are rejected and resampled
 
 
 # ---- the real model ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specsim import models
-from specsim.models import checkpoints
+from specsim.models import hf
 from reference_numpy import reference_logits
 
 # All dimensions different within a config, so a transposed axis cannot pass.
@@ -146,7 +146,7 @@ def test_preset_params_saved_as_hf_match_reference(preset, tmp_path):
     from safetensors.numpy import load_file
 
     model = models.load(preset, seed=3)
-    folder = checkpoints.save_hf(model, tmp_path / preset)
+    folder = hf.save_hf(model, tmp_path / preset)
     config = json.loads((folder / "config.json").read_text())
     weights = load_file(str(folder / "model.safetensors"))
     tokens = _tokens(model.cfg.vocab_size, seed=2, shape=(3, 7))

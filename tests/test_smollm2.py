@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from specsim.models import forward, init_cache, load, prefill
-from specsim.models.checkpoints import smollm2_path
+from specsim.models.embedded import smollm2_path
 
 pytestmark = pytest.mark.smollm2
 

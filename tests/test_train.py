@@ -188,7 +188,7 @@ def test_greedy_speculative_equals_autoregressive(target, batch):
     drafter = drafters.distilled_drafter(_model_of(trainable, frozen, 2), target, head_ids=head)
     res = generate_speculative(target, drafter, prompts, 20, 3)
     assert res.tokens == ref.tokens
-    assert res.stats.alpha < 1 and common in np.concatenate(res.tokens)
+    assert res.stats.alpha_per_proposal < 1 and common in np.concatenate(res.tokens)
 
 
 V_SMALL = 12
@@ -224,7 +224,7 @@ def test_restricted_head_sampling_is_exact_in_distribution(temperature, policy):
     p12 = _chi2_pvalue(counts(0, 1), joint.sum(2))
     p23 = _chi2_pvalue(counts(1, 2), joint.sum(0))
     assert p12 > 1e-3 and p23 > 1e-3, (p12, p23)
-    assert 0.05 < res.stats.alpha < 0.95
+    assert 0.05 < res.stats.alpha_per_proposal < 0.95
     # tokens outside the head do appear (from the residual), so the test has power
     assert np.isin(toks[:, 1:], head, invert=True).mean() > 0.05
     if policy is not None:      # the threshold stops rows: q' is thresholded on the head

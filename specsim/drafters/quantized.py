@@ -9,10 +9,8 @@ follows the target whatever the quantisation error; the error only lowers α.
 Layer loop: the draft runs ``layer_loop="scan"`` by default, whatever the target's. On
 XLA:CPU the dequantised matrices are materialised before each dot (the convert is not
 fused into the matmul); in a scan the one layer body's buffers are reused, unrolled they
-are 30 fresh fp32 copies per pass. Measured on SmolLM2-135M, one token per pass, batch
-1, interleaved medians (benchmarks/bench_quantized.py, heavily shared 2-core machine):
-int8 0.94x the fp32 pass under scan but 5.4x unrolled; int4 (g32) 3.9x / 5.3x.
-Unrolled inside a decode loop the dequantisation is also hoisted out of the loop, so
+are a fresh fp32 copy per layer and pass, several times slower (see
+docs/studies/int8.md). Unrolled inside a decode loop the dequantisation is also hoisted out of the loop, so
 the draft would read fp32 copies (`specsim.models.quantize_model`).
 """
 

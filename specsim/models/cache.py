@@ -17,13 +17,11 @@ import struct
 import tempfile
 from pathlib import Path
 
-__all__ = ["cache_root", "file_key", "cached_folder", "read", "write"]
+from specsim.environment import cache_root
+
+__all__ = ["file_key", "cached_folder", "read", "write"]
 
 _CACHE_FORMAT = "hf-fp32-v1"  # bump when the cached folder's contents change meaning
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("SPECSIM_CACHE", Path.home() / ".cache" / "specsim"))
 
 
 _MiB = 1 << 20

@@ -10,21 +10,17 @@ On XLA:CPU, `CPU_OPTIONS`:
 
 - ``xla_cpu_use_fusion_emitters=False``: XLA's elemental emitters for loop fusions. Its
   newer MLIR fusion emitters build an MLIR context and a rewrite-pattern set per fusion;
-  a speculative policy program holds ~600 fusions, and a profile of its compile
-  (`perf`, session 29) had a third of the time in that setup and in the kernel clearing
-  the pages it allocates.
+  a speculative policy program holds hundreds of fusions, and a profile of its compile
+  had a large share of the time in that setup and in the kernel clearing the pages it
+  allocates.
 - ``xla_backend_optimization_level=1``: LLVM's -O1 instead of -O2 for the code XLA
   emits. specsim's matmuls run in its own CPU kernel (`specsim.models.kernels`) and its
   attention in XLA's library dots, so what LLVM optimises is the elementwise fusions
-  around them. Level 0 is not it: its unvectorised loops made a 16-token pass 4.7×
-  slower.
+  around them. Level 0 is not it: its unvectorised loops make a multi-token pass
+  several times slower.
 
-Measured on the 2-core host (session 29, data/compile-cpu-s29/: one forward pass
-compiled both ways in one process, 15 and 21 alternated calls, medians of per-call
-ratios): the SmolLM2-135M forward pass ran 0.97–1.07× its time with XLA's defaults
-(batch 1 and 8, 1 to 16 new tokens, 256 to 1024 slots; 1.01 the median of the ten) and
-compiled in 0.5–0.8× the time; the layer-skip Goodput loop program in 2.3–2.5 s against
-3.3 s.
+With these options a forward pass runs in the time it takes with XLA's defaults and
+compiles in a fraction of it (see docs/studies/compiler-options.md).
 
 Every program of the engine (`specsim.decode`, `forward`'s prefill) and of the
 measurements that fit its cost model (`specsim.pass_costs`, `specsim.bench`'s sweep)
@@ -44,6 +40,8 @@ import functools
 import os
 from typing import Any, Callable
 
+from specsim.environment import is_on
+
 __all__ = ["CPU_OPTIONS", "ENV_SWITCH", "options", "jit"]
 
 CPU_OPTIONS: dict[str, Any] = {
@@ -51,7 +49,6 @@ CPU_OPTIONS: dict[str, Any] = {
     "xla_backend_optimization_level": 1,
 }
 ENV_SWITCH = "SPECSIM_XLA_OPTIONS"
-_OFF = ("0", "false", "off", "no")
 
 
 def _set_in_xla_flags(name: str) -> bool:
@@ -77,7 +74,7 @@ def options(backend: str | None = None) -> dict[str, Any]:
     """The compiler options for ``backend`` (default: JAX's default backend): `CPU_OPTIONS`
     on "cpu", less those ``XLA_FLAGS`` sets and those this jaxlib does not know; ``{}``
     elsewhere or when ``$SPECSIM_XLA_OPTIONS`` says off."""
-    if os.environ.get(ENV_SWITCH, "1").strip().lower() in _OFF:
+    if not is_on(ENV_SWITCH):
         return {}
     if backend is None:
         import jax

@@ -165,11 +165,11 @@ def read_gguf(path: str | Path) -> tuple[ModelConfig, dict, Tokenizer | None]:
 
 
 def load_gguf(path: str | Path, *, dtype: str | None = None, cache: bool | str | Path = False):
-    """Load a GGUF file. With ``cache`` (True for `cache.cache_root()`, or a folder), the
-    dequantised model is written once as a Hugging Face folder keyed by the file's size,
-    mtime and content hash, and later loads read that folder instead of dequantising
-    again (see `specsim.models.cache`)."""
-    from specsim.models import Model
+    """Load a GGUF file. With ``cache`` (True for `specsim.environment.cache_root()`, or a folder), the
+    dequantised model is written once as a Hugging Face folder keyed by the file's
+    content (every install of the same file shares it), and later loads read that folder
+    instead of dequantising again (see `specsim.models.cache`)."""
+    from specsim.models.model import Model
     from specsim.models import cache as disk
 
     path = Path(path)

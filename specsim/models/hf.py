@@ -283,7 +283,7 @@ def read_hf_tensors(folder: Path) -> dict[str, np.ndarray]:
 
 def load_hf(folder: str | Path, *, dtype: str | None = None, tokenizer: bool = True):
     """Load a Hugging Face checkpoint folder (Llama, Qwen2, GPT-2)."""
-    from specsim.models import Model
+    from specsim.models.model import Model
 
     folder = Path(folder)
     cfg_path = folder / "config.json"

@@ -9,11 +9,11 @@ memory bound, and attention over the KV cache in place.
     y = kernels.small_matmul_int8(x, qw)    # x @ ŵ, int8 with one scale per column
     o = kernels.cache_attention(q, k_all, v_all, i, positions)  # layer i's cache in place
 
-Why. A decode step reads every weight once; on this project's 2-core CPU XLA:CPU did so at
-0.45-0.68 of the machine's read bandwidth (issue 14): a one-row dot is a matrix-vector
-emitter on one core, a dot of 2 to 5 rows (a verify pass) goes to a GEMM library that
-reads small-M weights at 6-7 GB/s, and under ``lax.scan`` each layer's weights are first
-copied out of the stacked array. The kernel (``small_matmul.cc``, C++ through the XLA FFI)
+Why. A decode step reads every weight once, and XLA:CPU does so well below the machine's
+read bandwidth: a one-row dot is a matrix-vector emitter on one core, a dot of 2 to 5
+rows (a verify pass) goes to a GEMM library that reads small-M weights slowly, and under
+``lax.scan`` each layer's weights are first copied out of the stacked array (see
+docs/studies/cpu-matmul-kernel.md). The kernel (``small_matmul.cc``, C++ through the XLA FFI)
 reads each weight byte once for all rows, takes the stacked array and the layer index as
 they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERNEL_THREADS``
 caps the threads per call, a positive integer, anything else ignored; 1: the calling
@@ -64,6 +64,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from specsim.environment import cache_root, is_on
 from specsim.errors import InvalidArgument
 from specsim.models.config import MATMULS
 
@@ -73,10 +74,8 @@ __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "availa
            "use_attention_kernel", "cache_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
-# does well (prefill, training). SmolLM2-135M, scan, one pass after 256 tokens, kernel
-# against XLA's dots in the same rounds (`benchmarks/bench_kernel.py --force --loops scan
-# --widths 1 6 8 12 16 24`, data/kernel-cpu-s26/): 0.84x XLA's time at 1 row, 0.76x at
-# 6, 0.91x at 8, 0.95x at 12, 1.07x at 16, 1.15x at 24.
+# does well (prefill, training): the kernel is faster up to about 12 rows and slower from
+# 16 (`benchmarks/bench_kernel.py`; see docs/studies/cpu-matmul-kernel.md).
 MAX_ROWS = 8
 ENV_SWITCH = "SPECSIM_CPU_KERNEL"
 ATTENTION_SWITCH = "SPECSIM_CPU_ATTENTION"
@@ -89,7 +88,6 @@ MAX_ATTENTION_TOKENS = 16
 _HERE = Path(__file__).parent
 _SOURCES = (_HERE / "small_matmul.cc", _HERE / "cache_attention.cc")
 _HEADERS = (_HERE / "kernel_common.h",)
-_OFF = ("0", "false", "off", "no")
 # -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
 _FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC", "-w")
 
@@ -116,7 +114,6 @@ def library_path(cxx: str | None = None) -> Path:
     """Where the built kernels live (or will): ``kernels/`` under the cache root, named by
     the sources, jaxlib, the compiler and this CPU."""
     import jaxlib
-    from specsim.models.checkpoints import cache_root
     key = "\n".join([*(p.read_text() for p in _SOURCES + _HEADERS), " ".join(_FLAGS),
                      jaxlib.__version__, cxx or _compiler() or "", _cpu_flags()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -175,10 +172,6 @@ def unavailable_reason() -> str:
     return _state["reason"]
 
 
-def _env_allows(name: str) -> bool:
-    return os.environ.get(name, "1").strip().lower() not in _OFF
-
-
 def _kernels_run(matmul: str, dtype, env: str = ENV_SWITCH) -> bool:
     """Whether specsim's kernels may run under ``matmul`` (a `ModelConfig.matmul`) for
     ``dtype``, decided while tracing. "kernel" raises where "auto" would fall back: not a
@@ -195,7 +188,7 @@ def _kernels_run(matmul: str, dtype, env: str = ENV_SWITCH) -> bool:
                f"{jax.device_count()} devices)")
     elif jnp.dtype(dtype) != jnp.float32:
         why = f"it takes float32 only, got {jnp.dtype(dtype).name}"
-    elif not forced and not (_env_allows(ENV_SWITCH) and _env_allows(env)):
+    elif not forced and not (is_on(ENV_SWITCH) and is_on(env)):
         return False
     elif not _load():
         if not forced and not _state.get("warned"):

@@ -20,32 +20,17 @@ int8 uses one group of all Din rows (one scale per output channel) unless
 ``group_size`` is given. int4 values are packed two per byte along the input
 dimension (rows 2i and 2i+1 in the low and high nibble of byte i), so ``values`` is
 [..., Din/2, Dout] int8 and the bytes a pass reads are Din*Dout/2 plus the scales.
-Packed vs one int4 value per int8 byte, measured on XLA:CPU (30 matrices 576x1536,
-medians, 2 shared cores): 96 vs 100 ms at one token per pass, 93 vs 93 ms at two --
-the same, because XLA:CPU does not fuse the dequantisation into the dot: it writes a
-dense fp32 copy of every matrix and then calls its matmul kernel, and that write
-(plus the page faults of the fresh buffer: 26k minor faults per call, one per 4 KiB of
-the 106 MB of copies) dominates either way. Packing halves what is stored and read,
-which is what a fused kernel (XLA:GPU, TPU) is bound by, so int4 is packed. The same
-measurement put the fp32 matmul at 5 ms and int8 at 49 ms. In a whole SmolLM2-135M
-pass (benchmarks/bench_quantized.py) the copy costs least under ``layer_loop="scan"``,
-where one layer body's buffers are reused: int8 0.94x the fp32 pass (5.4x unrolled),
-int4 3.9x (its unpack and group scaling run elementwise before the dot). Re-measured
-2026-12-01 on a quiet machine (commit e7ec290, one token per pass, 256-token context,
-interleaved medians of 6 rounds): int8 scanned 20.0 ms against fp32 unrolled 26.1 and
-fp32 scanned 35.5; int8 unrolled 131 ms. In a decode loop the unrolled int8 model's
-dequantisation is hoisted out of the loop (XLA's loop-invariant code motion), so each
-step reads the fp32 copies: greedy, 64 tokens, 19.3 ms per token scanned against 25.0
-unrolled and 21.8 for fp32 unrolled; hence `specsim.models.quantize_model` lays a
-quantised model out for the scan. A scanned int8 step reads the int8 bytes, but at
-~7 GB/s of them (the convert, not memory, bounds it); the roofline's bytes
-(`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused kernel would read.
-
-The output head is left dense by default: quantising it (int8, SmolLM2-135M) kept α at
-temperature 0 and lowered it at temperature 1 (0.84/0.81/0.72/1.00 vs
-0.93/0.93/0.84/1.00 per slot on code/json/extraction/prose, K=4), cut the bytes of a
-pass from 0.44 to 0.29 of fp32 but measured 2.2x the fp32 pass on XLA:CPU (its 113 MB
-dequantised copy per pass).
+XLA:CPU does not fuse the dequantisation into the dot: it writes a dense fp32 copy of
+every matrix and then calls its matmul kernel, and that write dominates whether int4 is
+packed or not. Packing halves what is stored and read, which is what a fused kernel
+(XLA:GPU, TPU) is bound by, so int4 is packed. The copy costs least under
+``layer_loop="scan"``, where one layer body's buffers are reused; inside an unrolled
+decode loop XLA hoists the dequantisation out of the loop and every step reads fp32
+copies, so `specsim.models.quantize_model` lays a quantised model out for the scan. The
+roofline's bytes (`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused
+kernel would read. The output head is left dense by default: quantising it lowers α at
+temperature 1 and, with its dequantised copy per pass, costs more time than it saves
+(see docs/studies/int8.md).
 
 What is quantised: the projection and MLP matrices of every layer (`QUANTIZED_NAMES`);
 with ``head=True`` also the output head (for tied embeddings an ``lm_head`` is added
@@ -182,10 +167,7 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
     partial products, y = Σ_g (x_g @ q_g) * scale_g, so no scaled copy of ŵ is formed
     (the same sum as x @ ŵ up to fp32 rounding). XLA:CPU still converts q to fp32 before
     each dot: handing `lax.dot_general` the int8 operand with an fp32 accumulator, or
-    int8 x int8 -> int32, lowers to the same convert + dot (measured: 30 matrices
-    576x1536 in a scan, one token, interleaved medians: fp32 16.0 ms, int8 astype 10.7,
-    int8 mixed dot_general 10.4, int8 x int8 10.7; int4 g32 with ŵ formed 42.9, with the
-    scales on the partial products 32.4)."""
+    int8 x int8 -> int32, lowers to the same convert + dot (see docs/studies/int8.md)."""
     out_type = preferred_element_type or x.dtype
     if qw.group_size == qw.shape[-2] and qw.bits == 8:
         y = jnp.matmul(x, qw.values.astype(x.dtype), preferred_element_type=out_type)

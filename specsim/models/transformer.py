@@ -40,56 +40,23 @@ int8/int4, `specsim.models.quantize`): `_mm` dequantises it inside the matmul; d
 arrays take the plain ``x @ w`` path unchanged.
 
 Layer loop: ``cfg.layer_loop`` chooses ``lax.scan`` over stacked layers (compile time
-flat in depth) or a Python loop that XLA unrolls over per-layer arrays. The loaders
-(`specsim.models.load`) and `init_params` lay the layers out for the configured loop
-(`arrange_layers`), and `forward` refuses the other layout (a `ConfigError` pointing at
-`Model.with_layer_loop`) rather than run a slow path: "scan" over per-layer arrays
+flat in depth; the default) or a Python loop that XLA unrolls over per-layer arrays. The
+loaders (`specsim.models.load`) and `init_params` lay the layers out for the configured
+loop (`arrange_layers`), and `forward` refuses the other layout (a `ConfigError` pointing
+at `Model.with_layer_loop`) rather than run a slow path: "scan" over per-layer arrays
 would stack them inside the program (a copy of the weights per call), and slicing
-stacked weights inside an unrolled XLA:CPU program measured 8-12x slower than either
-(468 ms vs 40 ms per token for SmolLM2-135M, with static slices, an optimization
-barrier or dynamic slices alike).
+stacked weights inside an unrolled XLA:CPU program is several times slower than either.
+With specsim's CPU matmul kernel (`specsim.models.kernels`, ``matmul="auto"`` on one CPU
+device) the kernel reads a layer's weights in place from the stack, so the scanned step
+is as fast as the unrolled one and compiles about twice as fast; without it
+(``matmul="xla"``) the unrolled step is faster on XLA:CPU, so ``with_layer_loop("unroll")``
+is worth it for long runs there (see docs/studies/layer-loop.md).
 
-Measured with ``python benchmarks/bench_models.py`` (SmolLM2-135M fp32, batch 1,
-context 256 in a 512-slot cache, XLA:CPU, jax 0.10.2, 2 cores shared with other jobs, so
-+-30% between runs; medians):
-
-    new tokens per pass      1      2      4      8     16     64
-    unroll, per-layer ms  26.4   35.5   40.6   60.8   85.3  161.6
-    scan, stacked ms      42.4                        79.6
-    (an earlier run: unroll 27.4 / scan 34.3 ms at 1 token, 58.1 / 64.3 ms at 16;
-     interleaved calls: 36.9 vs 62.9 ms, best of 15 22.7 vs 33.9 ms)
-
-A decode step reads 550 MB (weights + the context's keys/values) at 20.8 GB/s: 0.58 of
-the measured read bandwidth (a sum, 35.9 GB/s), 0.38 of copy bandwidth counted as read
-plus write (54.8 GB/s). Greedy batch-1 decoding runs at 38 tokens/s. Hence the default
-was ``layer_loop="unroll"`` with per-layer arrays on CPU until session 27.
-
-Since specsim's CPU matmul kernel (`specsim.models.kernels`, the default ``matmul="auto"``
-on one CPU device) the default is ``layer_loop="scan"``: the kernel reads a layer's
-weights in place from the stack (XLA's dots copied each layer's slice out first), so the
-scanned step is as fast as the unrolled one and compiles about twice as fast. Session 27,
-SmolLM2-135M fp32, the four prompts of `benchmarks/bench_peers.py`, 64 new tokens,
-interleaved, medians of 3 (2 cores, AMD EPYC): greedy 43.4 tokens/s scanned vs 43.6
-unrolled, prompt lookup K 4 99.4 vs 94.7; the first call (compile included) 6.2 s vs
-12.8 s greedy and 4.7 s vs 12.6 s prompt lookup; same tokens. Without the kernel
-(``matmul="xla"``, no C++ compiler) the unrolled step is about 15% faster on XLA:CPU
-(`benchmarks/bench_kernel.py`, data/kernel-cpu-s26/), so ``with_layer_loop("unroll")``
-is worth it for long runs there; on GPU/TPU scan is usually within a few percent.
-XLA's per-op profile of that step (jax.profiler, SmolLM2, unroll) showed the rest: the
-tied head compiled as a loop fusion over a transposed embedding (19% of thunk time) and
-each layer's keys/values copied into the grouped dot's [G, S, E] layout (17%); with the
-head contracted along the embedding as it lies and `_attention_pairs`, one step takes
-0.90x the time (old vs new interleaved in one process; cost analysis "bytes accessed"
-is ~620 MB for both: it does not see a strided transpose's cost). What is left is the
-per-layer slice copy of the cache (a contiguous copy; per-layer cache arrays would
-remove it) and the matvecs themselves.
-XLA's attention reads the whole preallocated cache: at context 256 a 2048-slot cache
-costs +12 ms per token over a 512-slot one, so size caches to the job (prompt + new +
-k + 1). On one CPU device under matmul "auto", passes of at most 16 new tokens attend by
-`_attention_in_place` instead (`kernels.cache_attention`, session 31): no slice copy, and
-only the slots up to each row's position, so a step's cost follows the context
-(data/attention-cpu-s31/: a batch-8 step 30-33 ms at 512 and at 2048 slots, against 43 and
-98 ms with XLA's attention).
+Attention: XLA's reads the whole preallocated cache, so size caches to the job (prompt +
+new + k + 1). On one CPU device under matmul "auto", passes of at most 16 new tokens
+attend by `_attention_in_place` instead (`kernels.cache_attention`): no slice copy, and
+only the slots up to each row's position, so a step's cost follows the context (see
+docs/studies/cpu-attention-kernel.md and docs/studies/decode-step-profile.md).
 """
 
 from __future__ import annotations
@@ -226,12 +193,10 @@ def arrange_layers(params: dict, cfg: ModelConfig) -> dict:
     return unfuse_projections(layered, cfg)
 
 
-# Fused projections: (fused leaf, its parts in column order). Measured on this project's
-# 2-core CPU (XLA:CPU, jax 0.10.2, fp32, batch 1): SmolLM2-135M's 30 layers of matmuls
-# alone, one token, 18.8 ms fused vs 21.1 ms separate (0.89x); a whole forward pass at
-# context 256 (`benchmarks/bench_models.py`, `fused_vs_separate`, 40 interleaved rounds):
-# unroll 0.92x at one token, 1.00x at five; scan 0.98x and 0.95x (a second run: unroll
-# 0.99x at one token). Never slower; the attention and the cache write are unchanged.
+# Fused projections: (fused leaf, its parts in column order). One matmul in place of
+# three (two) reads the same weights with fewer calls; never slower than the separate
+# matmuls (`benchmarks/bench_models.py`, `fused_vs_separate`; see
+# docs/studies/decode-step-profile.md).
 FUSED = (("w_qkv", ("wq", "wk", "wv")), ("b_qkv", ("bq", "bk", "bv")),
          ("w_gate_up", ("w_gate", "w_up")))
 
@@ -637,7 +602,7 @@ def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
                                                                     cfg.dtype):
             return kernels.small_matmul(x, params["embed"], transposed=True)
         # the embedding [V, D] contracted along D as it lies: ``x @ embed.T`` compiled
-        # to a loop fusion on XLA:CPU (a fifth of a SmolLM2 decode step, ~2x a dot's time)
+        # to a slow loop fusion over a transposed embedding on XLA:CPU
         return jax.lax.dot_general(x, params["embed"], (((2,), (1,)), ((), ())),
                                    preferred_element_type=jnp.float32)
     head = params["lm_head"]                                          # [D, V]

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import os
-
 import pandas as pd
+
+from specsim import environment
 
 
 def setup() -> bool:
@@ -13,4 +13,4 @@ def setup() -> bool:
     pd.set_option("display.width", 160)
     pd.set_option("display.max_columns", 30)
     pd.set_option("display.precision", 4)
-    return os.environ.get("SPECSIM_QUICK") == "1"
+    return environment.is_on("SPECSIM_QUICK")

@@ -300,6 +300,6 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
 def default_head_path(target_name: str, cfg: FeatureHeadConfig) -> Path:
     """Where the default feature head of ``target_name`` lives: under the specsim cache
     root (``$SPECSIM_CACHE``, default ~/.cache/specsim), named by its settings."""
-    from specsim.models.checkpoints import cache_root
+    from specsim.environment import cache_root
     return cache_root() / "drafts" / (f"{target_name}-feature-head-W{cfg.width}-"
                                       f"H{cfg.head_vocab}-S{cfg.steps}-seed{cfg.seed}.npz")

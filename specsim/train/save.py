@@ -75,7 +75,7 @@ def evaluate_alpha(target, **kwargs):
 def default_draft_path(target_name: str, cfg) -> Path:
     """Where the default draft of ``target_name`` lives: under the specsim cache root
     (``$SPECSIM_CACHE``, default ~/.cache/specsim), named by its settings."""
-    from specsim.models.checkpoints import cache_root
+    from specsim.environment import cache_root
 
     layers = cfg.layers if isinstance(cfg.layers, int) else "-".join(map(str, cfg.layers))
     return cache_root() / "drafts" / (f"{target_name}-distilled-L{layers}-H{cfg.head_vocab}"
@@ -86,8 +86,8 @@ def save_draft(target, out: Path, dcfg, state: dict, frozen: dict, head_ids: np.
                samples, layers, evaluate=None) -> tuple[Path, dict]:
     """Write the draft to a temp folder beside ``out``, evaluate it, add the metadata,
     and rename the folder into place. Returns (out, metadata)."""
-    from specsim.models import Model
-    from specsim.models.checkpoints import save_hf
+    from specsim.models.model import Model
+    from specsim.models.hf import save_hf
 
     params = jax.tree_util.tree_map(np.asarray, full_params(state["trainable"], frozen))
     model = Model(dcfg, params, target.tokenizer, str(out))
