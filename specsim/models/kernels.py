@@ -7,6 +7,7 @@ memory bound, and attention over the KV cache in place.
     y = kernels.small_matmul(x, w, layer=i) # x @ w[i] for stacked w [L, K, N], no copy
     y = kernels.small_matmul(x, e, transposed=True)   # x @ e.T, e [N, K] as it lies
     y = kernels.small_matmul_int8(x, qw)    # x @ ŵ, int8 with one scale per column
+    y = kernels.small_matmul_quantized(x, qw)  # any QuantizedWeight: int8, int4 in groups
     o = kernels.cache_attention(q, k_all, v_all, i, positions)  # layer i's cache in place
 
 Why. A decode step reads every weight once, and XLA:CPU does so well below the machine's
@@ -17,9 +18,10 @@ docs/studies/cpu-matmul-kernel.md). The kernel (``small_matmul.cc``, C++ through
 reads each weight byte once for all rows, takes the stacked array and the layer index as
 they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERNEL_THREADS``
 caps the threads per call, a positive integer, anything else ignored; 1: the calling
-thread alone). int8 weights with one scale per
-output column are read as int8 bytes. Row m's result does not depend on the number of
-rows, so a verify pass agrees with a decode step bit for bit.
+thread alone). int8 weights with one scale per output column are read as int8 bytes;
+int4 (two per byte) and grouped int8 weights (``grouped_matmul.cc``) as their packed
+bytes, each dequantised in registers with its group's scale. Row m's result does not depend on the number of rows, so a verify pass
+agrees with a decode step bit for bit.
 
 Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
 values out of the stacked [L, B, S, G, E] cache before its dots, and its dots attend all S
@@ -34,10 +36,9 @@ decode step agree bit for bit here too. `forward` uses it for passes of at most
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
 "auto" (the default) on a single-device CPU process for a float32 model and at most
 `MAX_ROWS` rows; "kernel" insists (a clear error if it cannot run); "xla" never.
-``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. int4 and grouped int8 weights,
-GPUs, TPUs, meshes of several devices, prefill and training (many rows) run XLA's dots
-as before. On the CPU clock (the demo's default) a step on two threads costs about twice
-its wall time: both threads count.
+``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. GPUs, TPUs, meshes of several
+devices, prefill and training (many rows) run XLA's dots as before. On the CPU clock (the
+demo's default) a step on two threads costs about twice its wall time: both threads count.
 
 Building: on first use the sources (and ``kernel_common.h``) are compiled with the
 machine's C++ compiler
@@ -63,6 +64,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from specsim.environment import cache_root, is_on
 from specsim.errors import InvalidArgument
@@ -70,7 +72,7 @@ from specsim.models.config import MATMULS
 
 __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
            "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
-           "takes_quantized", "library_path", "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH",
+           "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path", "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH",
            "use_attention_kernel", "cache_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
@@ -81,12 +83,14 @@ ENV_SWITCH = "SPECSIM_CPU_KERNEL"
 ATTENTION_SWITCH = "SPECSIM_CPU_ATTENTION"
 TARGET = "specsim_small_matmul"
 TARGET_INT8 = "specsim_small_matmul_int8"
+TARGET_GROUPED = "specsim_small_matmul_grouped"
 TARGET_ATTENTION = "specsim_cache_attention"
 # Attention of at most this many new tokens per row goes to the kernel (decode steps,
 # verify passes); more (prefill) is XLA's.
 MAX_ATTENTION_TOKENS = 16
 _HERE = Path(__file__).parent
-_SOURCES = (_HERE / "small_matmul.cc", _HERE / "cache_attention.cc")
+_SOURCES = (_HERE / "small_matmul.cc", _HERE / "grouped_matmul.cc",
+            _HERE / "cache_attention.cc")
 _HEADERS = (_HERE / "kernel_common.h",)
 # -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
 _FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC", "-w")
@@ -150,6 +154,9 @@ def _load() -> bool:
                                     platform="cpu")
         jax.ffi.register_ffi_target(TARGET_INT8,
                                     jax.ffi.pycapsule(lib.SpecsimSmallMatmulInt8),
+                                    platform="cpu")
+        jax.ffi.register_ffi_target(TARGET_GROUPED,
+                                    jax.ffi.pycapsule(lib.SpecsimSmallMatmulGrouped),
                                     platform="cpu")
         jax.ffi.register_ffi_target(TARGET_ATTENTION,
                                     jax.ffi.pycapsule(lib.SpecsimCacheAttention),
@@ -290,9 +297,43 @@ def small_matmul(x, w, layer=None, *, transposed: bool = False):
 
 
 def takes_quantized(qw) -> bool:
-    """Whether `small_matmul_int8` takes this `QuantizedWeight`: int8 with one scale per
-    output column (the default int8 format; int4 and grouped int8 run XLA's dots)."""
+    """Whether `small_matmul_quantized` takes this `QuantizedWeight`: int8 or int4 in the
+    layout of `specsim.models.quantize` (every format `quantize_weight` makes)."""
+    try:
+        _check_quantized(qw)
+    except InvalidArgument:
+        return False
+    return True
+
+
+def _per_column_int8(qw) -> bool:
     return qw.bits == 8 and qw.group_size == qw.shape[-2]
+
+
+def _check_quantized(qw) -> None:
+    """InvalidArgument naming what is wrong unless ``qw`` is a `QuantizedWeight` the
+    kernels take: int8 values [..., Din/(8/bits), Dout], fp32 scales [..., Din/g, Dout],
+    bits 8 or 4, g (``group_size``) dividing Din, even for 4 bits."""
+    from specsim.models.quantize import BITS, QuantizedWeight
+    if not isinstance(qw, QuantizedWeight):
+        raise InvalidArgument(f"qw must be a QuantizedWeight, got {type(qw).__name__}")
+    if qw.bits not in BITS:
+        raise InvalidArgument(f"qw.bits must be one of {BITS}, got {qw.bits!r}")
+    values, scales = qw.values, qw.scales
+    if values.ndim not in (2, 3) or values.dtype != jnp.int8:
+        raise InvalidArgument(f"qw.values must be int8 [Din, Dout] or stacked [L, Din, Dout] "
+                              f"(Din/2 rows for 4 bits), got {values.dtype} {values.shape}")
+    din, g = qw.shape[-2], qw.group_size
+    if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1 or din % g \
+            or (qw.bits == 4 and g % 2):
+        raise InvalidArgument(f"qw.group_size must be a positive integer dividing the input "
+                              f"dimension {din}" + (" and even for 4 bits" if qw.bits == 4 else "")
+                              + f", got {g!r}")
+    want = (*values.shape[:-2], din // g, values.shape[-1])
+    if tuple(scales.shape) != want:
+        raise InvalidArgument(f"qw.scales must be [..., Din/group_size, Dout] = {list(want)} "
+                              f"for values {values.shape} and group_size {g}, got "
+                              f"{tuple(scales.shape)}")
 
 
 def _call_int8(x2, q3, s3, layer):
@@ -322,13 +363,58 @@ def small_matmul_int8(x, qw, layer=None):
     reading the int8 bytes. ``qw``: values [K, N] (scales [1, N]), or stacked [L, K, N]
     ([L, 1, N]) with ``layer``."""
     _require_kernel()
-    if not takes_quantized(qw):
+    _check_quantized(qw)
+    if not _per_column_int8(qw):
         raise InvalidArgument(f"the int8 kernel takes int8 weights with one scale per output "
                               f"column, got bits={qw.bits}, group_size={qw.group_size}")
     (q, sc), layer = _stacked((jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)),
                               layer, "qw")
     x2, lead = _rows(jnp.asarray(x), q.shape[1], "qw's input axis")
     y = _matmul_int8(x2, q, sc, layer)
+    return y.reshape(*lead, y.shape[-1])
+
+
+def _call_grouped(x2, q3, s3, layer, bits: int):
+    return jax.ffi.ffi_call(TARGET_GROUPED, jax.ShapeDtypeStruct((x2.shape[0], q3.shape[2]),
+                                                                 jnp.float32),
+                            vmap_method="sequential")(x2, q3, s3, layer, bits=np.int32(bits))
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(4,))
+def _matmul_grouped(x2, q3, s3, layer, bits):
+    return _call_grouped(x2, q3, s3, layer, bits)
+
+
+@_matmul_grouped.defjvp
+def _matmul_grouped_jvp(bits, primals, tangents):
+    """Derivatives by XLA's dots, in x and in the scales (the integer values have none):
+    y is linear in each, y = x @ ŵ = Σ_g (x_g @ q_g) * scale_g."""
+    from specsim.models.quantize import QuantizedWeight, dequantize, quantized_matmul
+    x2, q3, s3, layer = primals
+    dx, _, ds, _ = tangents
+    y = _matmul_grouped(x2, q3, s3, layer, bits)
+    g = x2.shape[1] // s3.shape[1]
+    ql = q3[layer]
+    return y, (dx @ dequantize(QuantizedWeight(ql, s3[layer], bits, g))
+               + quantized_matmul(x2, QuantizedWeight(ql, ds[layer], bits, g)))
+
+
+def small_matmul_quantized(x, qw, layer=None):
+    """x [..., K] @ ŵ → [..., N] float32 for any `QuantizedWeight` of
+    `specsim.models.quantize` (`takes_quantized`), read as its stored bytes by the kernel
+    (an error where `available` is False). int8 with one scale per output column:
+    `small_matmul_int8`. In groups (int4 packed two per byte, grouped int8): each weight
+    ŵ = q * scale is formed in registers, so a row's result equals `small_matmul` on the
+    dequantised matrix bit for bit. ``qw``: values [K or K/2, N] (scales [K/g, N]), or
+    stacked [L, ...] with ``layer`` (clamped to [0, L) as ``w[layer]`` under jit)."""
+    _require_kernel()
+    _check_quantized(qw)
+    if _per_column_int8(qw):
+        return small_matmul_int8(x, qw, layer)
+    (q, sc), layer = _stacked((jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)),
+                              layer, "qw.values")
+    x2, lead = _rows(jnp.asarray(x), qw.shape[-2], "qw's input dimension")
+    y = _matmul_grouped(x2, q, sc, layer, qw.bits)
     return y.reshape(*lead, y.shape[-1])
 
 

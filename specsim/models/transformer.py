@@ -316,7 +316,7 @@ def _mm(x, w):
     `_Kernel` weight by specsim's CPU kernel (`specsim.models.kernels`)."""
     if isinstance(w, _Kernel):
         if is_quantized(w.w):
-            return kernels.small_matmul_int8(x, w.w, w.layer)
+            return kernels.small_matmul_quantized(x, w.w, w.layer)
         return kernels.small_matmul(x, w.w, w.layer)
     if is_quantized(w):
         return quantized_matmul(x, w)
@@ -329,7 +329,7 @@ _MATMUL_WEIGHTS = frozenset(("wq", "wk", "wv", "wo", "w_qkv", "w_gate", "w_up", 
 
 
 class _Kernel(NamedTuple):
-    """A layer weight for the kernel (dense fp32, or int8 per output channel): stacked
+    """A layer weight for the kernel (dense fp32, or a `QuantizedWeight`): stacked
     [L, Din, Dout] and the layer to use (the kernel reads it in place; under scan XLA
     would copy the slice first)."""
     w: jax.Array
@@ -610,7 +610,7 @@ def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
         if not is_quantized(head):
             return kernels.small_matmul(x, head)
         if kernels.takes_quantized(head):
-            return kernels.small_matmul_int8(x, head)
+            return kernels.small_matmul_quantized(x, head)
     if is_quantized(head):
         return quantized_matmul(x, head, preferred_element_type=jnp.float32)
     return jnp.einsum("btd,dv->btv", x, head, preferred_element_type=jnp.float32)

@@ -1,0 +1,266 @@
+// Small-M matmul over weight-only quantised weights in groups, for XLA:CPU, called through
+// the XLA FFI (`specsim.models.kernels.small_matmul_quantized`):
+//   y[M, N] = x[M, K] @ ŵ[l],   ŵ[k, n] = q[l][k, n] * scales[l][k / g, n]
+// in the layout of `specsim.models.quantize`: bits 8: q int8 [L, K, N]; bits 4: q packed two
+// values per byte along K, [L, K/2, N] (row 2i in the low nibble of byte row i, row 2i+1 in
+// the high nibble, two's complement); scales fp32 [L, K/g, N], g = K / (K/g) (even for 4 bits).
+//
+// Why: a decode step reads every weight once, so a 4-bit weight read as 4 bits costs an
+// eighth of its fp32 bytes. Each 16-column block of a byte row is loaded once for all M rows,
+// unpacked and converted to fp32 and multiplied by its group's scales in registers (ŵ, the
+// same fp32 product `dequantize` forms), then multiplied into the rows' accumulators in k
+// order as small_matmul.cc does with fp32 weights. So row m's result does not depend on M,
+// and it equals small_matmul.cc's on the dequantised matrix bit for bit.
+#include <string>
+
+#include "kernel_common.h"
+
+namespace {
+
+constexpr int kBlock = 16;   // columns per register block: two 8-float vectors
+constexpr int kMaxRows = 6;  // rows per register block
+constexpr int kLine = 64;    // bytes per cache line
+
+typedef signed char c8 __attribute__((vector_size(8), aligned(1)));
+
+// 16 int8 weights as two 8-float vectors.
+inline void load16_int8(const int8_t* p, v8& lo, v8& hi) {
+#if defined(__AVX2__)
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  lo = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  hi = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+#else
+  lo = __builtin_convertvector(*reinterpret_cast<const c8*>(p), v8);
+  hi = __builtin_convertvector(*reinterpret_cast<const c8*>(p + 8), v8);
+#endif
+}
+
+// 16 packed bytes: the low nibbles (row 2i: e0, e1 for columns 0-7, 8-15) and the high
+// nibbles (row 2i+1: o0, o1), sign-extended and converted.
+inline void load16_int4(const int8_t* p, v8& e0, v8& e1, v8& o0, v8& o1) {
+#if defined(__AVX2__)
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m256i a = _mm256_cvtepi8_epi32(b), c = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+  e0 = (v8)_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(a, 28), 28));
+  e1 = (v8)_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(c, 28), 28));
+  o0 = (v8)_mm256_cvtepi32_ps(_mm256_srai_epi32(a, 4));
+  o1 = (v8)_mm256_cvtepi32_ps(_mm256_srai_epi32(c, 4));
+#else
+  for (int i = 0; i < 8; ++i) {
+    e0[i] = (float)((int8_t)(p[i] << 4) >> 4);
+    e1[i] = (float)((int8_t)(p[i + 8] << 4) >> 4);
+    o0[i] = (float)(p[i] >> 4);
+    o1[i] = (float)(p[i + 8] >> 4);
+  }
+#endif
+}
+
+// One weight, for the columns past the last whole block.
+template <int BITS>
+inline float value(const int8_t* q, int64_t N, int64_t k, int64_t c) {
+  if (BITS == 8) return (float)q[k * N + c];
+  int8_t b = q[(k / 2) * N + c];
+  return (float)((k & 1) ? (b >> 4) : ((int8_t)(b << 4) >> 4));
+}
+
+// y[0:R, c:c+16] (+)= x[0:R, k0:k1] @ ŵ[k0:k1, c:c+16]; k0 and k1 even for 4 bits.
+template <int R, int BITS>
+inline void block(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
+                  int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+  v8 a0[R], a1[R];
+  for (int m = 0; m < R; ++m) {
+    if (first) { a0[m] = splat(0.f); a1[m] = splat(0.f); }
+    else { a0[m] = load8(y + m * N + c); a1[m] = load8(y + m * N + c + 8); }
+  }
+  for (int64_t k = k0; k < k1;) {
+    int64_t grp = k / g, ke = std::min(k1, (grp + 1) * g);
+    const float* sp = s + grp * N + c;
+    v8 s0 = load8(sp), s1 = load8(sp + 8);
+    if (BITS == 8) {
+      const int8_t* qp = q + k * N + c;
+      for (; k < ke; ++k, qp += N) {
+        v8 w0, w1;
+        load16_int8(qp, w0, w1);
+        w0 *= s0; w1 *= s1;
+        for (int m = 0; m < R; ++m) {
+          v8 b = splat(x[m * K + k]);
+          a0[m] = fma8(b, w0, a0[m]);
+          a1[m] = fma8(b, w1, a1[m]);
+        }
+      }
+    } else {
+      const int8_t* qp = q + (k / 2) * N + c;
+      for (; k < ke; k += 2, qp += N) {
+        v8 e0, e1, o0, o1;
+        load16_int4(qp, e0, e1, o0, o1);
+        e0 *= s0; e1 *= s1; o0 *= s0; o1 *= s1;
+        for (int m = 0; m < R; ++m) {
+          v8 b = splat(x[m * K + k]);
+          a0[m] = fma8(b, e0, a0[m]);
+          a1[m] = fma8(b, e1, a1[m]);
+          b = splat(x[m * K + k + 1]);
+          a0[m] = fma8(b, o0, a0[m]);
+          a1[m] = fma8(b, o1, a1[m]);
+        }
+      }
+    }
+  }
+  for (int m = 0; m < R; ++m) { store8(y + m * N + c, a0[m]); store8(y + m * N + c + 8, a1[m]); }
+}
+
+#if defined(__AVX512F__)
+// The same block with one 16-float vector per row: an int4 value becomes a float by a
+// 16-entry table lookup on its nibble (vpermps reads the low 4 bits of each index lane),
+// half the instructions per weight of the 8-float path; the sums are the same lane by lane.
+template <int R, int BITS>
+inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
+                    int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  __m512 a[R];
+  for (int m = 0; m < R; ++m) a[m] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + m * N + c);
+  for (int64_t k = k0; k < k1;) {
+    int64_t grp = k / g, ke = std::min(k1, (grp + 1) * g);
+    __m512 sc = _mm512_loadu_ps(s + grp * N + c);
+    if (BITS == 8) {
+      const int8_t* qp = q + k * N + c;
+      for (; k < ke; ++k, qp += N) {
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp));
+        __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sc);
+        for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k]), w, a[m]);
+      }
+    } else {
+      const int8_t* qp = q + (k / 2) * N + c;
+      for (; k < ke; k += 2, qp += N) {
+        __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qp)));
+        __m512 e = _mm512_mul_ps(_mm512_permutexvar_ps(b, table), sc);
+        __m512 o = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), sc);
+        for (int m = 0; m < R; ++m) {
+          a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k]), e, a[m]);
+          a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + 1]), o, a[m]);
+        }
+      }
+    }
+  }
+  for (int m = 0; m < R; ++m) _mm512_storeu_ps(y + m * N + c, a[m]);
+}
+#define BLOCK block16
+#else
+#define BLOCK block
+#endif
+
+template <int BITS>
+void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
+          int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+  switch (R) {
+    case 1: BLOCK<1, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    case 2: BLOCK<2, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    case 3: BLOCK<3, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    case 4: BLOCK<4, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    case 5: BLOCK<5, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    default: BLOCK<6, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+  }
+}
+
+// A prefetch cursor over rows [r, end) of a row-major array, `bytes` bytes of each row
+// (this part's columns) from `base`, with `stride` bytes between rows.
+struct Stream {
+  const char* base;
+  int64_t stride, bytes, r, end, b = 0;
+  void ahead(int64_t lines) {
+    for (int64_t i = 0; i < lines && r < end; ++i) {
+      __builtin_prefetch(base + r * stride + b, 0, 3);
+      b += kLine;
+      if (b >= bytes) { b = 0; ++r; }
+    }
+  }
+};
+
+// Columns [c0, c1) of y, in panels of about 32 KB of packed weights (this part's columns),
+// each consumed block by block while the next panel's weights and scales are prefetched in
+// address order (as small_matmul.cc's part_nn does).
+template <int BITS>
+void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s, int64_t N,
+          int64_t g, int64_t c0, int64_t c1, float* y) {
+  constexpr int64_t per = BITS == 4 ? 2 : 1;     // weight rows per byte row
+  int64_t cols = c1 - c0;
+  int64_t cb_end = c0 + (cols / kBlock) * kBlock;
+  int64_t panel = per * std::max<int64_t>(8, std::min<int64_t>(K / per, (32 << 10) / cols));
+  for (int64_t k0 = 0; k0 < K; k0 += panel) {
+    int64_t k1 = std::min(K, k0 + panel), k2 = std::min(K, k1 + panel);
+    bool first = k0 == 0;
+    Stream wq{reinterpret_cast<const char*>(q + c0), N, cols, k1 / per, k2 / per};
+    Stream ws{reinterpret_cast<const char*>(s + c0), N * 4, cols * 4, k1 / g,
+              k2 > k1 ? (k2 - 1) / g + 1 : k1 / g};
+    int64_t blocks = std::max<int64_t>(1, cols / kBlock);
+    int64_t wq_lines = ((wq.end - wq.r) * cols + kLine - 1) / kLine;
+    int64_t ws_lines = ((ws.end - ws.r) * cols * 4 + kLine - 1) / kLine;
+    int64_t wq_per = (wq_lines + blocks - 1) / blocks, ws_per = (ws_lines + blocks - 1) / blocks;
+    for (int64_t c = c0; c < cb_end; c += kBlock) {
+      for (int64_t m = 0; m < M; m += kMaxRows) {
+        int R = (int)std::min<int64_t>(kMaxRows, M - m);
+        rows<BITS>(R, x + m * K, K, q, s, N, g, c, k0, k1, y + m * N, first);
+      }
+      wq.ahead(wq_per);
+      ws.ahead(ws_per);
+    }
+    for (int64_t c = cb_end; c < c1; ++c)        // columns past the last whole block
+      for (int64_t m = 0; m < M; ++m) {
+        float acc = first ? 0.f : y[m * N + c];
+        for (int64_t k = k0; k < k1; ++k) {
+          float w = value<BITS>(q, N, k, c) * s[(k / g) * N + c];
+          acc += x[m * K + k] * w;
+        }
+        y[m * N + c] = acc;
+      }
+  }
+}
+
+ffi::Error bad(const std::string& what) {
+  return ffi::Error::InvalidArgument("small_matmul_quantized: " + what);
+}
+
+}  // namespace
+
+// x [M, K] f32; q [L, K, N] s8 (bits 8) or [L, K/2, N] (bits 4, packed); scales [L, K/g, N]
+// f32; layer s32 (clamped to [0, L)); y [M, N] = x @ (q[l] * scales[l] per group of g rows).
+static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
+                                     ffi::Buffer<ffi::S8> q, ffi::Buffer<ffi::F32> scales,
+                                     ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y,
+                                     int32_t bits) {
+  auto xd = x.dimensions(), qd = q.dimensions(), sd = scales.dimensions();
+  if (bits != 4 && bits != 8) return bad("bits must be 4 or 8");
+  if (xd.size() != 2 || qd.size() != 3 || sd.size() != 3)
+    return bad("x must be [M, K], q [L, K or K/2, N] and scales [L, K/g, N]");
+  int64_t per = bits == 4 ? 2 : 1;
+  int64_t M = xd[0], K = xd[1], L = qd[0], N = qd[2], G = sd[1];
+  if (qd[1] * per != K) return bad("q's rows do not match x's contraction size");
+  if (sd[0] != L || sd[2] != N) return bad("scales must be [L, K/g, N] like q");
+  if (G < 1 || K % G) return bad("the number of groups must divide K");
+  int64_t g = K / G;
+  if (bits == 4 && g % 2) return bad("the group size must be even for 4 bits");
+  int64_t l = clamp_layer(layer.typed_data()[0], L);
+  const float* xp = x.typed_data();
+  const int8_t* ql = q.typed_data() + l * (K / per) * N;
+  const float* sl = scales.typed_data() + l * G * N;
+  float* yp = y->typed_data();
+  int64_t blocks = N / kBlock;
+  int parts = n_parts(pool, blocks, 8);
+  run_parts(pool, parts, [=](int p) {
+    int64_t b0 = blocks * p / parts, b1 = blocks * (p + 1) / parts;
+    int64_t c0 = b0 * kBlock, c1 = p == parts - 1 ? N : b1 * kBlock;
+    if (c1 <= c0) return;
+    if (bits == 4) part<4>(xp, M, K, ql, sl, N, g, c0, c1, yp);
+    else part<8>(xp, M, K, ql, sl, N, g, c0, c1, yp);
+  });
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmulGrouped, SmallMatmulGrouped,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S8>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int32_t>("bits"));

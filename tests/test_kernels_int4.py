@@ -1,0 +1,249 @@
+"""specsim's CPU matmul kernel over grouped quantised weights (int4 packed two per byte,
+grouped int8; `specsim.models.kernels.small_matmul_quantized`, ``grouped_matmul.cc``).
+
+Oracles: float64 x @ ŵ with ŵ unpacked from the stored bytes here, independently of
+`specsim.models.quantize`; the fp32 kernel on the dequantised matrix (the same sums in the
+same order, so equal bit for bit); XLA's dequantising path in `forward`; the fp32
+target's greedy output for an int4 self-draft."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specsim import models
+from specsim.decode import generate_autoregressive, generate_speculative
+from specsim.drafters import quantized_self_drafter
+from specsim.errors import InvalidArgument
+from specsim.models import kernels, transformer as tr
+from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
+from specsim.models.quantize import (QuantizedWeight, dequantize, quantize_params,
+                                     quantize_weight)
+
+HAS_COMPILER = kernels._compiler() is not None
+needs_kernel = pytest.mark.skipif(not HAS_COMPILER, reason="no C++ compiler to build the kernel")
+
+
+def _w_hat64(qw: QuantizedWeight) -> np.ndarray:
+    """ŵ in float64 from the stored bytes: nibbles unpacked with NumPy (low nibble row 2i,
+    high nibble row 2i+1, two's complement), each group's rows times its scales."""
+    v = np.asarray(qw.values)
+    if qw.bits == 4:
+        u = v.view(np.uint8).astype(np.int64)
+        lo, hi = u & 0x0F, u >> 4
+        lo, hi = np.where(lo > 7, lo - 16, lo), np.where(hi > 7, hi - 16, hi)
+        q = np.empty((*v.shape[:-2], 2 * v.shape[-2], v.shape[-1]), np.int64)
+        q[..., 0::2, :], q[..., 1::2, :] = lo, hi
+    else:
+        q = v.astype(np.int64)
+    return q * np.repeat(np.asarray(qw.scales, np.float64), qw.group_size, axis=-2)
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits, group_size, K, N", [
+    (4, 32, 576, 960), (4, 64, 1536, 576), (4, 2, 40, 37), (4, 8, 48, 16), (4, 6, 30, 5),
+    (8, 32, 576, 960), (8, 5, 40, 19), (8, 12, 48, 33), (8, 1, 16, 18)])
+@pytest.mark.parametrize("M", [1, 3, 6, 8])
+def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, M):
+    rng = np.random.default_rng(bits * 1000 + K + N + M)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    qw = quantize_weight(rng.standard_t(3, (3, K, N)).astype(np.float32), bits, group_size)
+    w_hat = _w_hat64(qw)
+    f = jax.jit(kernels.small_matmul_quantized)
+    for layer in (0, 2, -1, 7):                     # out of range clamps, as w[i] under jit
+        got = np.asarray(f(x, qw, layer))
+        want = x.astype(np.float64) @ w_hat[int(np.clip(layer, 0, 2))]
+        assert got.shape == (M, N) and got.dtype == np.float32
+        scale = np.abs(x).max() * np.abs(w_hat).max()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=4e-7 * K * scale)
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits, group_size", [(4, 32), (4, 4), (8, 16)])
+def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size):
+    """What makes a verify pass agree with a decode step bit for bit; and the same sums as
+    the fp32 kernel's on the dequantised matrix."""
+    rng = np.random.default_rng(bits + group_size)
+    x = rng.standard_normal((11, 128)).astype(np.float32)
+    qw = quantize_weight(rng.standard_normal((2, 128, 88)).astype(np.float32), bits, group_size)
+    f = jax.jit(lambda x: kernels.small_matmul_quantized(x, qw, 1))
+    full = np.asarray(f(x))
+    for m in (1, 2, 5, 6, 7, 8):
+        np.testing.assert_array_equal(np.asarray(f(x[:m])), full[:m])
+    np.testing.assert_array_equal(np.asarray(f(x[4:5])), full[4:5])
+    dense = np.asarray(jax.jit(kernels.small_matmul)(x, dequantize(qw), 1))
+    np.testing.assert_array_equal(full, dense)
+
+
+@needs_kernel
+def test_two_dimensional_weights_leading_axes_and_per_column_int8():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 40)).astype(np.float32)
+    for qw in (quantize_weight(w, 4, 16), quantize_weight(w, 8, 8), quantize_weight(w, 8)):
+        got = np.asarray(jax.jit(kernels.small_matmul_quantized)(x, qw))
+        assert got.shape == (2, 3, 40)
+        np.testing.assert_allclose(got, x.astype(np.float64) @ _w_hat64(qw), rtol=1e-5,
+                                   atol=1e-4)
+    per_column = quantize_weight(w, 8)        # one scale per column: the int8 kernel, as before
+    np.testing.assert_array_equal(kernels.small_matmul_quantized(x, per_column),
+                                  kernels.small_matmul_int8(x, per_column))
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits, group_size", [(4, 8), (8, 4)])
+def test_derivatives_and_vmap_follow_the_dequantised_product(bits, group_size):
+    rng = np.random.default_rng(6)
+    qw = quantize_weight(rng.standard_normal((2, 32, 24)).astype(np.float32), bits, group_size)
+    x = jnp.asarray(rng.standard_normal((3, 32)).astype(np.float32))
+
+    def loss(mm):
+        return lambda x, s: jnp.sum(jnp.sin(mm(x, QuantizedWeight(qw.values, s, bits,
+                                                                   group_size))))
+    ours = jax.grad(loss(lambda x, q: kernels.small_matmul_quantized(x, q, 1)),
+                    argnums=(0, 1))(x, qw.scales)
+    plain = jax.grad(loss(lambda x, q: x @ dequantize(q)[1]), argnums=(0, 1))(x, qw.scales)
+    for a, b in zip(ours, plain):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+    xs = jnp.stack([x, 2 * x])
+    got = jax.vmap(lambda x: kernels.small_matmul_quantized(x, qw, 0))(xs)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(xs @ dequantize(qw)[0]),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_bad_group_sizes_and_shapes_are_clear_errors():
+    rng = np.random.default_rng(7)
+    q4 = quantize_weight(rng.standard_normal((32, 24)).astype(np.float32), 4, 8)
+    q8 = quantize_weight(rng.standard_normal((32, 24)).astype(np.float32), 8, 8)
+    x = jnp.ones((2, 32), jnp.float32)
+    bad = [
+        (QuantizedWeight(q8.values, q8.scales, 8, 5), r"qw.group_size must be a positive "
+                                                      r"integer dividing the input dimension 32"),
+        (QuantizedWeight(q4.values, q4.scales, 4, 3), r"qw.group_size .* even for 4 bits"),
+        (QuantizedWeight(q8.values, q8.scales, 8, 0), r"qw.group_size"),
+        (QuantizedWeight(q8.values, q8.scales, 8, 16), r"qw.scales must be \[\.\.\., "
+                                                       r"Din/group_size, Dout\] = \[2, 24\]"),
+        (QuantizedWeight(q4.values, q4.scales[:, :20], 4, 8), r"qw.scales must be"),
+        (QuantizedWeight(q8.values, q8.scales, 3, 8), r"qw.bits must be one of \(4, 8\)"),
+        (QuantizedWeight(q8.values.astype(jnp.int32), q8.scales, 8, 8), r"qw.values must be int8"),
+        (QuantizedWeight(q8.values[None, None], q8.scales[None, None], 8, 8), r"qw.values"),
+        (jnp.ones((32, 24)), r"qw must be a QuantizedWeight"),
+    ]
+    for qw, match in bad:
+        assert not kernels.takes_quantized(qw)
+        with pytest.raises(InvalidArgument, match=match):
+            kernels.small_matmul_quantized(x, qw)
+    assert kernels.takes_quantized(q4) and kernels.takes_quantized(q8)
+    with pytest.raises(InvalidArgument, match=r"x's last axis \(31\) must equal qw's input"):
+        kernels.small_matmul_quantized(jnp.ones((2, 31), jnp.float32), q4)
+    with pytest.raises(InvalidArgument, match="float32"):
+        kernels.small_matmul_quantized(x.astype(jnp.bfloat16), q4)
+    with pytest.raises(InvalidArgument, match=r"stacked \[L, K, N\] with a layer"):
+        kernels.small_matmul_quantized(x, q4, 0)
+    with pytest.raises(InvalidArgument, match="one scale per output column"):
+        kernels.small_matmul_int8(x, q8)            # the per-column kernel keeps its format
+
+
+def _lowered(params, cfg, toks):
+    f = jax.jit(lambda p, t, c: tr.forward(p, cfg, t, c))
+    cache = tr.init_cache(cfg, toks.shape[0], 16)
+    return np.asarray(f(params, toks, cache)[0]), f.lower(params, toks, cache).as_text()
+
+
+@needs_kernel
+@pytest.mark.parametrize("base", [TINY_LLAMA, TINY_QWEN2, TINY_GPT2], ids=lambda c: c.name)
+@pytest.mark.parametrize("loop", ["scan", "unroll"])
+@pytest.mark.parametrize("bits, group_size", [(4, 4), (8, 4)])
+def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits, group_size):
+    """Every layer matrix and the quantised head read by the grouped kernel under "auto"
+    (no dequantising XLA dot left), none under "xla"; logits equal to fp32 rounding, at a
+    decode step (1 row) and a verify width (2 x 3 rows)."""
+    for shape in ((1, 1), (2, 3)):
+        outs, texts = {}, {}
+        for mm in ("xla", "auto"):
+            cfg = base.replace(layer_loop=loop, matmul=mm)
+            params = tr.arrange_layers(quantize_params(
+                tr.init_params(jax.random.PRNGKey(0), cfg), cfg, bits, group_size, head=True),
+                cfg)
+            toks = jnp.asarray(np.arange(5, 5 + shape[0] * shape[1]).reshape(shape), jnp.int32)
+            outs[mm], texts[mm] = _lowered(params, cfg, toks)
+        np.testing.assert_allclose(outs["auto"], outs["xla"], rtol=1e-5, atol=1e-5)
+        assert f"@{kernels.TARGET_GROUPED}(" in texts["auto"]
+        assert f"@{kernels.TARGET_GROUPED}(" not in texts["xla"]
+        assert f"@{kernels.TARGET}(" not in texts["auto"]
+        assert "dot_general" not in texts["auto"], "a matmul left to XLA"
+
+
+@needs_kernel
+def test_load_int4_and_the_int4_self_draft_run_the_kernel():
+    model = models.load("tiny-llama", quantize="int4", group_size=4)
+    drafter = quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=4)
+    for params, cfg in ((model.params, model.cfg), (drafter.params, drafter.cfg)):
+        _, text = _lowered(params, cfg, jnp.asarray([[5]], jnp.int32))
+        assert f"@{kernels.TARGET_GROUPED}(" in text
+
+
+@needs_kernel
+@pytest.mark.parametrize("k", [2, 4])
+def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k):
+    """The target fp32 (its weights scaled for peaked distributions), the draft its int4
+    self in groups of 4 by the kernel: drafts are rejected (α < 1), yet the output is the
+    target's greedy output token for token."""
+    cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=53)
+    params = jax.tree_util.tree_map_with_path(         # norm scales as they are
+        lambda path, a: a if "norm" in str(path[-1]) else a * 12.0,
+        tr.arrange_layers(tr.init_params(jax.random.PRNGKey(1), cfg), cfg))
+    target = models.Model(cfg, params)
+    prompts = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
+    ref = generate_autoregressive(target, prompts, 24)
+    drafter = quantized_self_drafter(target, bits=4, group_size=4)
+    res = generate_speculative(target, drafter, prompts, 24, k)
+    assert res.tokens == ref.tokens
+    assert 0 < res.stats.alpha_per_proposal < 1
+
+
+_NO_COMPILER = textwrap.dedent("""
+    import warnings, jax, jax.numpy as jnp, numpy as np
+    from specsim.errors import InvalidArgument
+    from specsim.models import kernels, transformer as tr
+    from specsim.models.config import TINY_LLAMA
+    from specsim.models.quantize import dequantize_params, quantize_params
+    assert not kernels.available()
+    cfg = TINY_LLAMA.replace(matmul="auto")
+    params = tr.init_params(jax.random.PRNGKey(0), cfg)
+    outs = []
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for bits in (4, 8):
+            qp = tr.arrange_layers(quantize_params(params, cfg, bits, 4, head=True), cfg)
+            out, _ = jax.jit(lambda p, t, c: tr.forward(p, cfg, t, c))(
+                qp, jnp.ones((1, 2), jnp.int32), tr.init_cache(cfg, 1, 16))
+            dense = tr.arrange_layers(dequantize_params(qp), cfg)
+            want, _ = tr.forward(dense, cfg.replace(matmul="xla"), jnp.ones((1, 2), jnp.int32),
+                                 tr.init_cache(cfg, 1, 16))
+            np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5, atol=1e-5)
+    msgs = [str(w.message) for w in seen if "unavailable" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    try:
+        kernels.small_matmul_quantized(jnp.ones((1, 8)), qp["lm_head"])
+    except InvalidArgument as e:
+        assert "unavailable" in str(e)
+    else:
+        raise AssertionError("the kernel ran without a library")
+    print("ok")
+""")
+
+
+def test_without_a_compiler_grouped_weights_fall_back_to_xla_with_one_warning(tmp_path):
+    env = dict(os.environ, CXX="false", SPECSIM_CACHE=str(tmp_path), JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", _NO_COMPILER], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")
