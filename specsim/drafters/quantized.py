@@ -6,12 +6,17 @@ Exactness does not depend on the draft: the verify step accepts a drafted token 
 probability min(1, p/q) (at temperature 0, iff it is the target's argmax), so the output
 follows the target whatever the quantisation error; the error only lowers α.
 
+Where it runs: under matmul "auto" on one CPU device, specsim's kernel reads the
+quantised bytes as stored and dequantises in registers (int8 and int4,
+`specsim.models.kernels.small_matmul_quantized`), so a draft pass reads what
+`specsim.roofline.forward_cost(weight_bits=...)` counts.
+
 Layer loop: the draft runs ``layer_loop="scan"`` by default, whatever the target's. On
-XLA:CPU the dequantised matrices are materialised before each dot (the convert is not
-fused into the matmul); in a scan the one layer body's buffers are reused, unrolled they
-are a fresh fp32 copy per layer and pass, several times slower (see
-docs/studies/int8.md). Unrolled inside a decode loop the dequantisation is also hoisted out of the loop, so
-the draft would read fp32 copies (`specsim.models.quantize_model`).
+XLA's dots (``matmul="xla"``) the dequantised matrices are materialised before each dot
+(the convert is not fused into the matmul); in a scan the one layer body's buffers are
+reused, unrolled they are a fresh fp32 copy per layer and pass, several times slower (see
+docs/studies/int8.md). Unrolled inside a decode loop the dequantisation is also hoisted
+out of the loop, so the draft would read fp32 copies (`specsim.models.quantize_model`).
 """
 
 from __future__ import annotations

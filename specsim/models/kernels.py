@@ -20,8 +20,8 @@ they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERN
 caps the threads per call, a positive integer, anything else ignored; 1: the calling
 thread alone). int8 weights with one scale per output column are read as int8 bytes;
 int4 (two per byte) and grouped int8 weights (``grouped_matmul.cc``) as their packed
-bytes, each dequantised in registers with its group's scale. Row m's result does not depend on the number of rows, so a verify pass
-agrees with a decode step bit for bit.
+bytes, each dequantised in registers with its group's scale. Row m's result does not
+depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
 
 Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
 values out of the stacked [L, B, S, G, E] cache before its dots, and its dots attend all S
@@ -72,8 +72,9 @@ from specsim.models.config import MATMULS
 
 __all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
            "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
-           "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path", "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH",
-           "use_attention_kernel", "cache_attention"]
+           "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path",
+           "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH", "use_attention_kernel",
+           "cache_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
 # does well (prefill, training): the kernel is faster up to about 12 rows and slower from

@@ -20,17 +20,19 @@ int8 uses one group of all Din rows (one scale per output channel) unless
 ``group_size`` is given. int4 values are packed two per byte along the input
 dimension (rows 2i and 2i+1 in the low and high nibble of byte i), so ``values`` is
 [..., Din/2, Dout] int8 and the bytes a pass reads are Din*Dout/2 plus the scales.
-XLA:CPU does not fuse the dequantisation into the dot: it writes a dense fp32 copy of
-every matrix and then calls its matmul kernel, and that write dominates whether int4 is
-packed or not. Packing halves what is stored and read, which is what a fused kernel
-(XLA:GPU, TPU) is bound by, so int4 is packed. The copy costs least under
-``layer_loop="scan"``, where one layer body's buffers are reused; inside an unrolled
-decode loop XLA hoists the dequantisation out of the loop and every step reads fp32
-copies, so `specsim.models.quantize_model` lays a quantised model out for the scan. The
-roofline's bytes (`specsim.roofline.forward_cost(weight_bits=...)`) are what a fused
-kernel would read. The output head is left dense by default: quantising it lowers α at
-temperature 1 and, with its dequantised copy per pass, costs more time than it saves
-(see docs/studies/int8.md).
+Packing halves what is stored and read, which is what a fused kernel is bound by, so
+int4 is packed. specsim's CPU kernel is one (`specsim.models.kernels.small_matmul_quantized`,
+used by `forward` under matmul "auto" on one CPU device for decode steps and verify
+passes): it reads the stored bytes and scales and dequantises in registers, so the
+roofline's bytes (`specsim.roofline.forward_cost(weight_bits=...)`) are what it reads.
+XLA's dots on XLA:CPU (``matmul="xla"``, prefill) do not fuse the dequantisation:
+they write a dense fp32 copy of every matrix and then multiply, and that write dominates
+whether int4 is packed or not. The copy costs least under ``layer_loop="scan"``, where
+one layer body's buffers are reused; inside an unrolled decode loop XLA hoists the
+dequantisation out of the loop and every step reads fp32 copies, so
+`specsim.models.quantize_model` lays a quantised model out for the scan. The output head
+is left dense by default: quantising it lowers α at temperature 1 and, with XLA's
+dequantised copy per pass, cost more time than it saved (see docs/studies/int8.md).
 
 What is quantised: the projection and MLP matrices of every layer (`QUANTIZED_NAMES`);
 with ``head=True`` also the output head (for tied embeddings an ``lm_head`` is added
