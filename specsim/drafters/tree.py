@@ -19,10 +19,14 @@ the verifier's multi-candidate rejection sampling needs (`specsim.decode.tree_ve
   level by level: one pass over the nodes of a depth that have children, with the tree
   attention mask (`specsim.models.masked_forward`), children taken as the top ranks of
   its distribution (greedy) or drawn without replacement (sampled).
+- `FeatureHeadTreeDrafter`: the feature head's cell rolled forward per node from its
+  parent's state (one batched cell step per depth).
 - `NGramTreeDrafter`: prompt lookup with several matches as branches (one chain per
   match, most recent of the longest n-gram first).
 
-`as_tree_drafter` picks one for a drafter and a tree. Shapes: B batch, C nodes, V vocab,
+`as_tree_drafter` picks one for a drafter and a tree (the quantised self-draft is a
+draft model; the distilled draft, whose head covers part of the vocabulary, and the
+instrument draft chains only). Shapes: B batch, C nodes, V vocab,
 D tree depth, R the most children one node draws.
 """
 
@@ -36,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.base import Context, gather_last, reads_target_hidden
+from specsim.drafters.feature_head import FeatureHeadDrafter, cell
 from specsim.drafters.model import ModelDrafter
 from specsim.drafters.ngram import NGramDrafter
 from specsim.errors import InvalidArgument
@@ -46,7 +51,8 @@ from specsim.sampling import SamplingParams
 from specsim.trees.tree import TokenTree
 from specsim.validation import positive_int
 
-__all__ = ["TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "NGramTreeDrafter",
+__all__ = ["TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "FeatureHeadTreeDrafter",
+           "NGramTreeDrafter",
            "as_tree_drafter", "branches_tree", "draw_children"]
 
 
@@ -119,17 +125,24 @@ class ChainTreeDrafter:
 
 
 # ---- children of a node -------------------------------------------------------------------------
-def draw_children(key, logits, sampling: SamplingParams, r: int):
-    """The first ``r`` candidates of each distribution: logits [B, n, V] → (tokens
-    [B, n, r] int32, proposal distributions [B, n, r, V]). Greedy: the r best tokens by
-    the logits (rank 0 = the argmax), each a one-hot. Sampled: r draws without
-    replacement from the processed distribution q (Gumbel top-r); draw i's proposal is q
-    with draws 0..i−1 removed and renormalised, a zero row once q has no mass left."""
-    V = logits.shape[-1]
+def draw_children(key, logits, sampling: SamplingParams, r: int, head_ids=None,
+                  vocab_size: int | None = None):
+    """The first ``r`` candidates of each distribution: logits [B, n, V] (or over a head
+    vocabulary [B, n, Vh] whose token ids in a vocabulary of ``vocab_size`` are
+    ``head_ids`` [Vh]) → (tokens [B, n, r] int32, proposal distributions [B, n, r, V]).
+    Greedy: the r best tokens by the logits (rank 0 = the argmax), each a one-hot. Sampled: r draws without replacement from the
+    processed distribution q (Gumbel top-r); draw i's proposal is q with draws 0..i−1
+    removed and renormalised, a zero row once q has no mass left."""
     if sampling.greedy:
         _, toks = jax.lax.top_k(logits.astype(jnp.float32), r)
+        if head_ids is not None:
+            toks = jnp.asarray(head_ids)[toks]
+        V = logits.shape[-1] if head_ids is None else vocab_size
         return toks.astype(jnp.int32), jax.nn.one_hot(toks, V, dtype=jnp.float32)
     q = sampling.probs(logits)                                                 # [B, n, V]
+    if head_ids is not None:
+        q = jnp.zeros(q.shape[:-1] + (vocab_size,), q.dtype).at[..., jnp.asarray(head_ids)].set(q)
+    V = q.shape[-1]
     logq = jnp.where(q > 0, jnp.log(jnp.where(q > 0, q, 1.0)), -jnp.inf)
     g = logq + jax.random.gumbel(key, q.shape, jnp.float32)
     _, toks = jax.lax.top_k(g, r)                                             # [B, n, r]
@@ -223,6 +236,67 @@ class ModelTreeDrafter:
     def commit_tree(self, state, path, n_accepted, active):
         cache = _move(state, state.length + 1, path[:, :-1]) if path.shape[1] > 1 else state
         return cache._replace(length=state.length + jnp.where(active, n_accepted + 1, 0))
+
+
+# ---- the feature head ------------------------------------------------------------------------------
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True)
+class FeatureHeadTreeDrafter:
+    """The feature head (`specsim.drafters.FeatureHeadDrafter`) drafting a static
+    ``tree``: its cell rolled forward from each node's parent state with the node's
+    token, one batched cell step per depth over the nodes that have children. The state
+    is z₀ [B, D], handed over by ``observe`` as for the chain."""
+    head: Any            # the FeatureHeadDrafter
+    tree: TokenTree
+    name: str = "feature-head-tree"
+
+    reads_target_hidden = True
+
+    def tree_flatten(self):
+        return (self.head,), (self.tree, self.name)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.head.vocab_size
+
+    def passes_per_iteration(self) -> int:
+        return sum(1 for lv in _levels(self.tree) if lv[0].size)
+
+    def max_cache_len(self):
+        return None
+
+    def init_state(self, prompts, prompt_lens, cache_len: int):
+        return self.head.init_state(prompts, prompt_lens, cache_len)
+
+    def observe(self, state, hidden, index, active):
+        return self.head.observe(state, hidden, index, active)
+
+    def propose_tree(self, state, context: Context, key, sampling: SamplingParams):
+        fh, tree = self.head, self.tree
+        B, C, V = state.shape[0], tree.n_nodes, fh.vocab_size
+        x = gather_last(context.tokens, context.length, 1)                    # [B]
+        z = jnp.zeros((B, C + 1) + state.shape[1:], jnp.float32)               # per verify index
+        z = z.at[:, 0].set(cell(fh.cell, fh.embed, state, x, fh.eps))
+        tokens = jnp.zeros((B, C), jnp.int32)
+        probs = jnp.zeros((B, C, V), jnp.float32)
+        keys = jax.random.split(key, tree.max_depth)
+        for d, (srcs, kids, pos, ranks, r) in enumerate(_levels(tree)):
+            if d > 0:                      # the sources' states from their parents'
+                parents = tree.parents[srcs - 1] + 1
+                z = z.at[:, srcs].set(cell(fh.cell, fh.embed, z[:, parents],
+                                           tokens[:, srcs - 1], fh.eps))
+            lg = jnp.einsum("bnd,vd->bnv", z[:, srcs], fh.head)               # [B, n, Vh]
+            toks, qs = draw_children(keys[d], lg, sampling, r, fh.head_ids, V)
+            tokens = tokens.at[:, kids].set(toks[:, pos, ranks])
+            probs = probs.at[:, kids].set(qs[:, pos, ranks])
+        return state, TreeDraft(tokens, probs)
+
+    def commit_tree(self, state, path, n_accepted, active):
+        return state                          # the next feature arrives through `observe`
 
 
 # ---- prompt lookup with several matches ------------------------------------------------------
@@ -330,7 +404,9 @@ def as_tree_drafter(drafter, tree: TokenTree | None):
                               "for a chain of K) for a drafter that is not a tree drafter")
     if tree.is_chain:
         return ChainTreeDrafter(drafter, tree.n_nodes)
-    if isinstance(drafter, ModelDrafter):
+    if isinstance(drafter, FeatureHeadDrafter):
+        return FeatureHeadTreeDrafter(drafter, tree, f"{drafter.name}:tree")
+    if type(drafter) is ModelDrafter:          # not a subclass with its own head
         return ModelTreeDrafter(drafter.params, drafter.cfg, tree, f"{drafter.name}:tree")
     if isinstance(drafter, NGramDrafter):
         return NGramTreeDrafter(drafter.vocab_size, tree, drafter.n, drafter.min_n,
