@@ -127,7 +127,8 @@ def _add_inrun_arguments(p) -> None:
                         "CPU time, which other jobs on a shared machine do not inflate) or wall; "
                         "both are recorded")
     p.add_argument("--repeats", type=int, default=None,
-                   help="the least paired timing rounds of every run (default 3)")
+                   help="paired timing rounds every run gets whatever the time budget "
+                        "(default 2)")
     p.add_argument("--max-rounds", type=int, default=None,
                    help="the most paired timing rounds of a run (default 12)")
     p.add_argument("--target-half-width", type=float, default=None,

@@ -224,7 +224,13 @@ def _header(result) -> list[str]:
             f"{env['jax']} / jaxlib {env['jaxlib']} · CPU {env['cpu']} ({env['cpu_count']} "
             f"cores) · dtype {env['dtype']} · layer loop {env.get('layer_loop')} · matmul "
             f"{env.get('matmul', 'xla')} · {_compiler(env)} · seed {env['seed']} · wall "
-            f"{env.get('wall_s')} s", ""]
+            f"{env.get('wall_s')} s{_part_times(env)}", ""]
+
+
+def _part_times(env) -> str:
+    """" (roofline 80 s, instrument 200 s, ...)": each part's wall time, where recorded."""
+    parts = env.get("part_wall_s") or {}
+    return f" ({', '.join(f'{k} {v:.0f} s' for k, v in parts.items())})" if parts else ""
 
 
 def _compiler(env) -> str:
@@ -410,16 +416,19 @@ def decomposition_table(result_or_runs) -> pd.DataFrame:
     spec = S.speculative(_runs(result_or_runs))
     cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
             S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
-            S.ERR_PRIOR, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
+            S.ERR_PRIOR, S.ERR_PRIOR_ALPHA, S.ERR_PRIOR_FIT, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
             S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
     return spec[[c for c in cols if c in spec]]
 
 
 def decomposition_summary(result_or_runs) -> pd.DataFrame:
     """Mean and mean absolute value of each error term per drafter kind and batch: the
-    largest source of error at a glance."""
+    largest source of error at a glance. The prediction before the run's miss is its α
+    term, its fitted costs' term and the in-run miss, which splits into acceptance, cost
+    and loop overhead."""
     spec = S.speculative(_runs(result_or_runs))
-    terms = [S.ERR_TOTAL, *S.DECOMPOSITION]
+    terms = [c for c in (S.ERR_PRIOR, S.ERR_PRIOR_ALPHA, S.ERR_PRIOR_FIT) if c in spec
+             and spec[c].notna().any()] + [S.ERR_TOTAL, *S.DECOMPOSITION]
     g = spec.groupby([S.DRAFTER_KIND, S.BATCH])
     out = g[terms].mean().add_suffix(" mean")
     out = out.join(g[terms].agg(lambda x: x.abs().mean()).add_suffix(" |mean|"))
@@ -469,7 +478,11 @@ def _inrun_section(result) -> list[str]:
              "program vs the step inside the autoregressive run), residual loop overhead "
              "(the iteration inside the run vs K·t_draft + t_verify). Their errors are in "
              "the headline's table.", "",
-             "Error decomposition by drafter and batch (log-percent):", "",
+             "Error decomposition by drafter and batch (log-percent; `err_prior_pct` = "
+             "`err_prior_alpha_pct` (the α known before the run against the run's own "
+             "α_j) + `err_prior_fit_pct` (the fitted roofline's pass times against the "
+             "run's own) + `err_total_pct` (the in-run miss) = the three terms after it):",
+             "",
              _fmt(decomposition_summary(runs), ".1f"), "",
              "![surface](speedup_surface.png)", "",
              "![predicted vs measured](predicted_vs_measured_band.png)", ""]

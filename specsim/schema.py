@@ -130,6 +130,9 @@ CPU_OVER_WALL = "cpu_over_wall"            # CPU seconds over wall seconds of it
 # per-position α known beforehand (set, or from a calibration run on other prompts)
 PRED_PRIOR = "pred_speedup_prior"
 ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measured)
+ERR_PRIOR_ALPHA = "err_prior_alpha_pct"    # 100 ln(E from the α known before / E_model)
+ERR_PRIOR_FIT = "err_prior_fit_pct"        # the fitted pass times against the in-run ones
+# err_prior = err_prior_alpha + err_prior_fit + err_total (the in-run prediction's miss)
 ALPHA_PRIOR = "alpha_prior"                # the per-position α it used, ";"-joined
 ALPHA_PRIOR_SOURCE = "alpha_prior_source"  # "set" or "calibration"
 ACCEPTANCE_PRIOR = "acceptance_prior"      # results/demo/acceptance_prior.csv: calibration α_j

@@ -21,8 +21,9 @@ SUFFIX = " passes"
 """``state.fits`` holds the pass-program fit of a model under its name plus this."""
 
 
-FIT_KS = (1, 2, 4)
-"""Draft lengths always swept at batch 1, so that the fit has widths 1, 2, 3 and 5."""
+FIT_KS = (1, 2, 4, 8)
+"""Draft lengths always swept at batch 1 (where the cache holds them), so that the fit
+has widths 1, 2, 3, 5 and 9."""
 
 
 def fit_key(model_name: str) -> str:
@@ -53,8 +54,10 @@ def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
         longest = max(len(p) for p in state.prompts.values())
         add(1, min(longest, s.drafter_prompt_tokens or longest), s.max_new_tokens, s.ks)
     single = sorted(S for b, S in out if b == 1)
-    if single:                 # enough widths at batch 1 to fit three parameters
-        out[(1, single[0])].update(FIT_KS)
+    if single:                 # enough widths at batch 1 to fit either roofline form
+        S = single[0]
+        out[(1, S)].update(k for k in FIT_KS
+                           if S // 2 + s.pass_steps * (k + 1) + k + 1 <= S)
     return out
 
 

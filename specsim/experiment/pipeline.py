@@ -107,7 +107,10 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
     for i, part in enumerate(todo, start=1):
         log(f"{i}/{len(todo)} {part.summary} ...")
         state.parts_left = [p.name for p in todo[i - 1:]]
+        t_part = time.perf_counter()
         part.run(state)
+        state.environment.setdefault("part_wall_s", {})[part.name] = round(
+            time.perf_counter() - t_part, 1)
         missing = [t for t in part.produces if t not in state.tables]
         if missing:
             raise RuntimeError(f"part {part.name!r} did not produce {missing}")

@@ -152,13 +152,17 @@ def target_time_model(state: DemoState):
 
 def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with the prediction before the run (PRED_PRIOR), its error against the
-    measured speedup (ERR_PRIOR, 100 ln ratio) and the α it used; NaN without a fit."""
+    measured speedup (ERR_PRIOR, 100 ln ratio) split into the α term (ERR_PRIOR_ALPHA),
+    the fitted costs' term (ERR_PRIOR_FIT) and the in-run prediction's miss
+    (ERR_TOTAL), and the α it used; NaN without a fit."""
     from specsim import analytic, simulate
     from specsim.experiment.decomposition import finite_run_tokens
 
     out = runs.copy()
     out[schema.PRED_PRIOR] = math.nan
     out[schema.ERR_PRIOR] = math.nan
+    out[schema.ERR_PRIOR_ALPHA] = math.nan
+    out[schema.ERR_PRIOR_FIT] = math.nan
     out[schema.ALPHA_PRIOR] = ""
     out[schema.ALPHA_PRIOR_SOURCE] = ""
     tm, at = target_time_model(state)
@@ -178,8 +182,15 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         pred = float(analytic.speedup_from_costs(e, k, _draft_time(state, r, tm, b, S),
                                                  tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
         m = r[schema.MEASURED_SPEEDUP]
-        out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [
-            pred, 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan]
+        err = 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan
+        out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [pred, err]
+        e_run, inrun = r.get(schema.E_MODEL, math.nan), r.get(schema.ERR_TOTAL, math.nan)
+        if np.isfinite(err) and np.isfinite(e_run) and np.isfinite(inrun) and e_run > 0:
+            # the miss in three: the α known before against the run's own α_j, the fitted
+            # pass times against the run's own, and the in-run prediction's miss
+            alpha_term = 100 * math.log(e / e_run)
+            out.loc[i, [schema.ERR_PRIOR_ALPHA, schema.ERR_PRIOR_FIT]] = [
+                alpha_term, err - alpha_term - inrun]
         out.loc[i, schema.ALPHA_PRIOR] = ";".join(f"{a:.3f}" for a in rates)
         out.loc[i, schema.ALPHA_PRIOR_SOURCE] = source
     return out
