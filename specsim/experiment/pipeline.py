@@ -8,12 +8,10 @@ import dataclasses
 import time
 from typing import Callable
 
-import numpy as np
-
 from specsim import schema
-
 from specsim.experiment import parts as registry
 from specsim.experiment.drafters import build_drafters
+from specsim.experiment.prompts import encode_prompts, runs_cache_len
 from specsim.experiment.settings import DemoSettings
 from specsim.experiment.state import DemoResult, DemoState
 
@@ -30,26 +28,6 @@ def load_models(settings: DemoSettings, target=None, draft_model=None):
         if draft_model is not None:
             draft_model = draft_model.with_layer_loop(settings.layer_loop)
     return target, draft_model
-
-
-def encode_prompts(target, kinds) -> dict[str, list[int]]:
-    """Kind of work -> prompt token ids (random ids for a model without a tokenizer)."""
-    from specsim import workloads
-
-    tok = target.tokenizer
-    if tok is None:
-        return {kind: list(np.random.default_rng(len(kind)).integers(3, target.cfg.vocab_size, 48))
-                for kind in kinds}
-    return {kind: tok.encode(workloads.prompt_text(kind, tok)) for kind in kinds}
-
-
-def runs_cache_len(target, prompts: dict, settings: DemoSettings) -> int:
-    """The cache slots every run uses (so the sweep measures that context)."""
-    from specsim import decode
-
-    P = decode.bucket(max(len(p) for p in prompts.values()))
-    S = decode.bucket(P + settings.max_new_tokens + max(settings.ks) + 1)
-    return min(S, target.cfg.max_seq_len)
 
 
 def _matmul_in_use(cfg) -> str:

@@ -20,7 +20,7 @@ def prompt_rows(state: DemoState, batch: int) -> tuple:
     its kind's prompt that starts b // 4 · 5 tokens in (so no two rows are equal while
     the prompts are long enough)."""
     from specsim import workloads
-    from specsim.experiment.pipeline import encode_prompts
+    from specsim.experiment.prompts import encode_prompts
 
     keep = state.settings.prompt_tokens
     prompts = {**encode_prompts(state.target, workloads.KINDS), **state.prompts}

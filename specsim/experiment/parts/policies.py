@@ -107,7 +107,7 @@ def _with_mixed_rows(state: DemoState) -> DemoState:
     """``state`` with the prompts of the MIXED batch's kinds added and the cache slots
     sized for the longest of them (every run and pass call of the part uses those
     slots, so the pass costs describe the runs). The tables dict is shared."""
-    from specsim.experiment.pipeline import encode_prompts, runs_cache_len
+    from specsim.experiment.prompts import encode_prompts, runs_cache_len
 
     kinds = {k for kind, b in R.grid(state.settings) if kind == R.MIXED
              for k in R.mixed_kinds(state.settings, b)}
