@@ -416,7 +416,8 @@ def decomposition_table(result_or_runs) -> pd.DataFrame:
     spec = S.speculative(_runs(result_or_runs))
     cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
             S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
-            S.ERR_PRIOR, S.ERR_PRIOR_ALPHA, S.ERR_PRIOR_FIT, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
+            S.ERR_PRIOR, S.ERR_PRIOR_CI_LO, S.ERR_PRIOR_CI_HI, S.ERR_PRIOR_ALPHA,
+            S.ERR_PRIOR_FIT, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
             S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
     return spec[[c for c in cols if c in spec]]
 

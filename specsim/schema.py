@@ -130,6 +130,8 @@ CPU_OVER_WALL = "cpu_over_wall"            # CPU seconds over wall seconds of it
 # per-position α known beforehand (set, or from a calibration run on other prompts)
 PRED_PRIOR = "pred_speedup_prior"
 ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measured)
+ERR_PRIOR_CI_LO = "err_prior_ci_lo_pct"    # from the measured speedup's interval (the
+ERR_PRIOR_CI_HI = "err_prior_ci_hi_pct"    # prediction itself holds no timing of the run)
 ERR_PRIOR_ALPHA = "err_prior_alpha_pct"    # 100 ln(E from the α known before / E_model)
 ERR_PRIOR_FIT = "err_prior_fit_pct"        # the fitted pass times against the in-run ones
 # err_prior = err_prior_alpha + err_prior_fit + err_total (the in-run prediction's miss)

@@ -134,6 +134,9 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
         assert r[schema.PRED_PRIOR] == pytest.approx(float(expected))
         assert r[schema.ERR_PRIOR] == pytest.approx(
             100 * np.log(r[schema.PRED_PRIOR] / r[schema.MEASURED_SPEEDUP]))
+        lo, hi = r[schema.MEASURED_CI_LO], r[schema.MEASURED_CI_HI]
+        assert (r[schema.ERR_PRIOR_CI_LO], r[schema.ERR_PRIOR_CI_HI]) == pytest.approx(
+            (100 * np.log(r[schema.PRED_PRIOR] / hi), 100 * np.log(r[schema.PRED_PRIOR] / lo)))
         # its miss in three terms that add up: α before the run, fitted costs, in-run miss
         assert r[schema.ERR_PRIOR_ALPHA] == pytest.approx(100 * np.log(e / r[schema.E_MODEL]))
         assert r[schema.ERR_PRIOR_ALPHA] + r[schema.ERR_PRIOR_FIT] + r[schema.ERR_TOTAL] == \

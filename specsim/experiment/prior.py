@@ -161,6 +161,8 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     out[schema.PRED_PRIOR] = math.nan
     out[schema.ERR_PRIOR] = math.nan
+    out[schema.ERR_PRIOR_CI_LO] = math.nan
+    out[schema.ERR_PRIOR_CI_HI] = math.nan
     out[schema.ERR_PRIOR_ALPHA] = math.nan
     out[schema.ERR_PRIOR_FIT] = math.nan
     out[schema.ALPHA_PRIOR] = ""
@@ -184,6 +186,10 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         m = r[schema.MEASURED_SPEEDUP]
         err = 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan
         out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [pred, err]
+        lo, hi = r.get(schema.MEASURED_CI_LO, math.nan), r.get(schema.MEASURED_CI_HI, math.nan)
+        if pred > 0 and lo > 0 and hi > 0:
+            out.loc[i, [schema.ERR_PRIOR_CI_LO, schema.ERR_PRIOR_CI_HI]] = [
+                100 * math.log(pred / hi), 100 * math.log(pred / lo)]
         e_run, inrun = r.get(schema.E_MODEL, math.nan), r.get(schema.ERR_TOTAL, math.nan)
         if np.isfinite(err) and np.isfinite(e_run) and np.isfinite(inrun) and e_run > 0:
             # the miss in three: the α known before against the run's own α_j, the fitted

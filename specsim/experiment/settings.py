@@ -75,8 +75,8 @@ class DemoSettings:
     sweep_repeats: int = 7
     hardware: tuple[str, ...] = DEFAULT_HARDWARE
     hardware_dtype: str = "bfloat16"
-    # lax.scan compiles each speculative program 2-3x faster than the unrolled loop and,
-    # with specsim's CPU kernel, runs as fast (docs/engine.md); every model's default.
+    # lax.scan compiles each speculative program faster than the unrolled loop and, with
+    # specsim's CPU kernel, runs as fast (docs/studies/layer-loop.md); every model's default
     layer_loop: str | None = "scan"
     parts: tuple[str, ...] = DEFAULT_PARTS
     seed: int = 0
@@ -94,7 +94,7 @@ class DemoSettings:
     # the least interference from other processes
     loop_repeats: int = 2
     # new tokens per run of the policies part (0: max_new_tokens): a policy that learns
-    # within a run needs room to (docs/studies/ holds the horizon study)
+    # within a run needs room to (docs/studies/policy-run-length.md)
     policy_max_new_tokens: int = 0
     prompt_tokens: int = 28
     # real drafters' prompts (part fidelity) are cut to this many tokens (0: whole):
