@@ -375,12 +375,16 @@ def _fidelity_section(result) -> list[str]:
     return ["## 2–3. Speculative decoding: predicted against measured", "",
             "α: accepted drafts per draft slot; measured speedup: autoregressive decode time "
             "per token over speculative decode time per token (prefill removed), mean over "
-            f"the kinds of work {list(result.settings.kinds)}; `pred_iid` uses E(α, K) for one "
-            "α, `pred_pos` the per-position rates (equal to the measured tokens per iteration, "
-            "so its error is the cost model's alone), both with the fitted roofline's pass "
-            "times; `pred_swept` the per-position rates with the sweep's own median pass times "
-            "(no fit: what remains is the loop and the finite run); `overhead`: measured "
-            "decode time over iterations × (K·t_draft + t_verify(K+1)) from the fit.", "",
+            f"the kinds of work {list(result.settings.kinds)}, with its 95% interval (`ci_lo`, "
+            "`ci_hi`, mean over the kinds); `pred_prior`: the prediction before the run "
+            "(fitted roofline, the drafter's α known beforehand); `pred_iid` uses E(α, K) for "
+            "the run's one measured α, `pred_pos` its per-position rates, both with the pass "
+            "times of the run's own rounds (in-run parts) or the fitted roofline's (older "
+            "tables); `pred_swept` the per-position rates with the forward sweep's own median "
+            "pass times; `overhead`: measured decode time over iterations × (K·t_draft + "
+            "t_verify(K+1)); `err_*_%`: each prediction's relative error (the report's "
+            "MAPEs are in the one table under the headline).",
+            "",
             _fmt(speedup_table(result), ".2f"), "",
             "Largest misses:", "", _fmt(worst_runs(result), ".2f"), "",
             "![speedup](speedup_vs_k.png)", "", "![acceptance](acceptance_by_position.png)", "",

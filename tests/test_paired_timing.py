@@ -247,3 +247,30 @@ def test_prior_rates_come_from_the_set_alpha_or_calibration():
     assert source == prior.CALIBRATION
     rates, source = prior.prior_rates({**row, S.KIND: "prose"}, cal)
     assert np.isnan(rates).all() and source == ""
+
+
+def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
+    """The roofline the prediction before the run reads is fitted to the loop's passes at
+    the batches and verify widths the runs will have, at their cache lengths."""
+    from specsim.experiment import pass_sweep
+    from specsim.experiment.inrun import group_cache_len
+    from specsim.experiment.state import DemoState
+
+    target = SimpleNamespace(cfg=SimpleNamespace(max_seq_len=8192))
+    s = DemoSettings.demo()
+    state = DemoState(settings=s, target=target, drafters={}, prompts={"code": [0] * 200},
+                      cache_len=256, environment={})
+    plan = pass_sweep.plan(state)
+    inst = group_cache_len(target, [[0] * s.prompt_tokens], s.max_new_tokens,
+                           max(s.instrument_ks))
+    real = group_cache_len(target, [[0] * s.drafter_prompt_tokens], s.max_new_tokens,
+                           max(s.ks))
+    assert set(s.instrument_ks) | set(s.batch_ks) | set(pass_sweep.FIT_KS) <= plan[(1, inst)]
+    assert set(s.ks) <= plan[(1, real)]
+    for b in s.batches:
+        if b > 1:
+            assert set(s.batch_ks) <= next(ks for (bb, _), ks in plan.items() if bb == b)
+    # no in-run part: nothing to sweep
+    state = DemoState(settings=DemoSettings(parts=("roofline",)), target=target, drafters={},
+                      prompts={"code": [0] * 50}, cache_len=128, environment={})
+    assert pass_sweep.plan(state) == {}
