@@ -18,10 +18,12 @@ import chi2
 from specsim import models
 from specsim.decode import TRACE_COUNTS, generate_autoregressive, generate_speculative
 from specsim.decode.tree_loop import generate_tree
-from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, sampled_path,
-                                        tree_tables)
+from specsim.decode.tree_verify import (dynamic_tables, greedy_path, move_path, path_nodes,
+                                        sampled_path, tree_tables)
 from specsim.drafters import (NGramDrafter, feature_head_drafter, layer_skip_drafter,
                               model_drafter, quantized_self_drafter)
+from specsim.drafters.base import Context
+from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 from specsim.drafters.feature_head import init_cell
 from specsim.drafters.tree import (ModelTreeDrafter, NGramTreeDrafter, branches_tree,
                                    draw_children)
@@ -30,7 +32,7 @@ from specsim.models.config import TINY_LLAMA, ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import forward_hidden, init_cache, init_params, select_layers
 from specsim.sampling import SamplingParams
-from specsim.trees import TokenTree
+from specsim.trees import TokenTree, select_best_nodes
 
 MAX_NEW = 24
 PROMPTS_4 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23],
@@ -100,7 +102,7 @@ def test_tree_pass_gives_each_node_its_own_path(target):
     cfg, params = target.cfg, target.params
     tree = TokenTree.from_parents([-1, -1, 0, 1, 1])              # root → 0 → 2; root → 1 → 3, 4
     toks = np.asarray([7, 11, 13, 17, 19])
-    t = tree_tables(tree)
+    t = tree_tables(tree, 1)
     ctx = jnp.asarray([[4, 4, 6]], jnp.int32)
     cache = init_cache(cfg, 1, 16)
     _, cache = forward_hidden(params, cfg, ctx, cache)
@@ -108,7 +110,7 @@ def test_tree_pass_gives_each_node_its_own_path(target):
     start = cache.length
     slots = start[:, None] + jnp.arange(6)[None]
     h, _ = forward_masked(params, cfg, jnp.concatenate([root, toks[None]], 1), cache, slots,
-                          start[:, None] + jnp.asarray(t.positions)[None],
+                          start[:, None] + t.positions,
                           block_mask(start, 16, t.verify_mask))
     for node in range(5):
         path = [9] + toks[tree.path_to(node)].tolist()
@@ -124,7 +126,12 @@ def _onehots(ids, V=6):
 
 def test_greedy_path_is_the_deepest_accepted_node_and_the_cache_moves():
     tree = TokenTree.from_parents([-1, -1, 0, 1, 1, 3])           # depths 1 1 2 2 2 3
-    t = tree_tables(tree)
+    t = tree_tables(tree, 3)
+    # the same tables computed on the device from the parents alone (a dynamic tree)
+    dyn = dynamic_tables(jnp.broadcast_to(jnp.asarray(tree.parents), (3, 6)), 3, 2)
+    for name in ("parent_index", "depths", "ancestors", "children", "verify_mask",
+                 "positions"):
+        np.testing.assert_array_equal(getattr(dyn, name), getattr(t, name), err_msg=name)
     tokens = jnp.asarray([[2, 3, 4, 5, 1, 0],                    # row 0: 1 → 3 → 5 accepted
                           [2, 3, 4, 5, 1, 0],                    # row 1: only node 0
                           [1, 1, 1, 1, 1, 1]])                   # row 2: nothing
@@ -170,7 +177,7 @@ def test_sampled_path_is_exact_and_a_wrong_residual_is_caught():
     q_root = rng.dirichlet(np.ones(V))
     q2 = rng.dirichlet(np.ones(V), size=V)
     tree = TokenTree.from_top_k([3, 2])                             # 3 + 6 nodes
-    t = tree_tables(tree)
+    t = tree_tables(tree, N)
     sp = SamplingParams.make(1.0, vocab_size=V)
     k1, k2, k3, k4 = jax.random.split(jax.random.PRNGKey(0), 4)
     tok1, q1 = draw_children(k1, jnp.log(jnp.asarray(q_root, jnp.float32))[None, None]
@@ -245,6 +252,43 @@ def test_greedy_tree_equals_autoregressive(target, drafters, reference, name, tr
         assert st.accepted[a].mean() < tree.max_depth
 
 
+@pytest.mark.parametrize("name, top_k, depth, n_nodes, batch", [
+    ("layer-skip", 3, 3, 10, 4), ("feature-head", 3, 4, 12, 1)])
+def test_greedy_dynamic_tree_equals_autoregressive(target, drafters, reference, name, top_k,
+                                                   depth, n_nodes, batch):
+    prompts = PROMPTS_1 if batch == 1 else PROMPTS_4
+    d = dynamic_tree_drafter(drafters[name], top_k, depth, n_nodes)
+    res = generate_tree(target, d, prompts, MAX_NEW)
+    assert res.tokens == reference[batch].tokens
+    st = res.stats
+    assert st.k == n_nodes and res.draft_passes == res.n_iterations * depth + 1
+    assert 0 < st.accepted[st.active].mean() < depth
+
+
+def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters):
+    """The device's rerank keeps, per row, the nodes `specsim.trees.select_best_nodes`
+    (the host's EAGLE-2 rule) keeps from the same candidates and path scores, as a tree
+    with the same parents; rows grow different trees."""
+    d = dynamic_tree_drafter(drafters["feature-head"], 3, 3, 7)
+    prompts = jnp.asarray([[4, 8, 15, 16], [2, 9, 2, 9]], jnp.int32)
+    ctx = Context(prompts, jnp.asarray([4, 4]))
+    state = d.init_state(prompts, jnp.asarray([4, 4]), 32)
+    state = d.observe(state, jax.random.normal(jax.random.PRNGKey(0), (2, 1, target.cfg.d_model)),
+                      jnp.zeros(2, jnp.int32), jnp.ones(2, bool))
+    _, draft = d.propose_tree(state, ctx, jax.random.PRNGKey(1), SamplingParams.make(0.0))
+    _, tok, score, parent, _, depth = d.candidates(state, ctx)
+    assert depth.tolist() == [1] * 3 + [2] * 9 + [3] * 9
+    kept_trees = []
+    for b in range(2):
+        pool = TokenTree.from_parents(np.asarray(parent[b]))
+        sub, kept = select_best_nodes(pool, np.exp(np.asarray(score[b], np.float64)), 7)
+        np.testing.assert_array_equal(np.asarray(draft.parents[b]), sub.parents)
+        np.testing.assert_array_equal(np.asarray(draft.tokens[b]), np.asarray(tok[b])[kept])
+        kept_trees.append((sub, np.asarray(draft.tokens[b])))
+    assert not (kept_trees[0][0] == kept_trees[1][0]
+                and np.array_equal(kept_trees[0][1], kept_trees[1][1]))
+
+
 def test_a_wider_tree_accepts_more_per_iteration(target, drafters):
     d = drafters["small"]
     chain = generate_tree(target, d, PROMPTS_4, MAX_NEW, tree=3)
@@ -264,12 +308,21 @@ def test_bad_inputs_raise_before_compiling(target, drafters):
              (dict(drafter=drafters["ngram"]), "chains below the root"),
              (dict(drafter=NGramTreeDrafter(target.cfg.vocab_size, branches_tree(2, 2)),
                    tree=branches_tree(3, 2)), "tree drafter's own"),
-             (dict(max_new_tokens=0), "max_new_tokens")]
+             (dict(max_new_tokens=0), "max_new_tokens"),
+             (dict(drafter=dynamic_tree_drafter(drafters["small"], 2, 2, 4)),
+              "tree must be None for a dynamic")]
     for change, match in cases:
         with pytest.raises(InvalidArgument, match=match):
             generate_tree(**(ok | change))
     with pytest.raises(InvalidArgument, match="parents"):
         TokenTree.from_parents([0, -1])
+    for args, match in [((drafters["small"], 2, 3, 11), "n_nodes"),
+                        ((drafters["small"], 0, 3, 4), "top_k"),
+                        ((drafters["small"], 2, 0, 4), "depth"),
+                        ((drafters["small"], 2, 2, 0), "n_nodes"),
+                        ((drafters["ngram"], 2, 2, 4), "drafter")]:
+        with pytest.raises(InvalidArgument, match=match):
+            dynamic_tree_drafter(*args)
     assert dict(TRACE_COUNTS) == before
 
 
@@ -289,13 +342,15 @@ def chi_models():
     return t, d
 
 
-@pytest.mark.parametrize("drafter", ["model", "feature-head", "ngram"])
+@pytest.mark.parametrize("drafter", ["model", "feature-head", "ngram", "dynamic"])
 def test_sampled_tree_decoding_is_exact_in_distribution(chi_models, drafter):
     t, d = chi_models
     if drafter == "model":
         dr, tree = model_drafter(d, t), TokenTree.from_top_k([3, 2])
     elif drafter == "feature-head":
         dr, tree = _feature_head(t, np.arange(1, V_SMALL)), TokenTree.from_top_k([2, 2, 1])
+    elif drafter == "dynamic":
+        dr, tree = dynamic_tree_drafter(model_drafter(d, t), 2, 2, 4), None
     else:
         dr, tree = NGramDrafter(V_SMALL, n=2), branches_tree(2, 2)
     res = generate_tree(t, dr, [CHI_PROMPT] * 60_000, 3, tree=tree, temperature=1.0, seed=5)

@@ -34,8 +34,8 @@ from specsim.decode.loop_state import DONATED, advance, running
 from specsim.decode.prefill import drafter_prefill_program, prefill_program
 from specsim.decode.shapes import encode_prompts, pad_prompts, plan_shapes, resolve_eos
 from specsim.decode.speculative import SpecStatsBuffer, empty_stats
-from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, sampled_path,
-                                        tree_nonfinite, tree_tables)
+from specsim.decode.tree_verify import (dynamic_tables, greedy_path, move_path, path_nodes,
+                                        sampled_path, tree_nonfinite, tree_tables)
 from specsim.drafters.base import Context, reads_target_hidden
 from specsim.drafters.tree import as_tree_drafter
 from specsim.errors import InvalidArgument
@@ -50,7 +50,7 @@ from specsim.validation import positive_int
 
 import numpy as np
 
-__all__ = ["tree_program", "generate_tree", "tree_loop", "as_tree"]
+__all__ = ["tree_program", "generate_tree", "tree_loop", "as_tree", "tree_size"]
 
 
 def _record(stats: SpecStatsBuffer, it, ok, n_acc, q, p_parent) -> SpecStatsBuffer:
@@ -70,8 +70,8 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
     SpecStatsBuffer, cache, drafter state)."""
     TRACE_COUNTS["tree"] += 1
     B = prompt_lens.shape[0]
-    t = tree_tables(tree)
-    C = tree.n_nodes
+    C = tree_size(drafter)
+    static = tree_tables(tree, B) if tree is not None else None
     feats = reads_target_hidden(drafter)
     common, cache = start
     stats = empty_stats(I, B, C)
@@ -81,11 +81,13 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
         key, k_draft, k_accept = jax.random.split(c.key, 3)
         # 1. draft the tree
         dstate, draft = drafter.propose_tree(dstate, Context(c.tokens, c.length), k_draft, sp)
+        t = static if static is not None else dynamic_tables(
+            draft.parents, drafter.max_depth, drafter.max_children)
         # 2. one target pass over the root and the nodes, with the tree mask
         last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
         start = cache.length                                                     # [B]
         slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]        # [B, C+1]
-        positions = start[:, None] + jnp.asarray(t.positions)[None]
+        positions = start[:, None] + t.positions
         mask = block_mask(start, S, t.verify_mask)
         h, cache = forward_masked(params, cfg, jnp.concatenate([last, draft.tokens], 1),
                                   cache, slots, positions, mask)
@@ -104,7 +106,8 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
         if feats:               # the feature at the path's end produced the extra token
             dstate = drafter.observe(dstate, h, best, ok)
         dstate = drafter.commit_tree(dstate, path, n_acc, ok)
-        stats = _record(stats, c.it, ok, n_acc, draft.probs, p[:, t.parent_index])
+        stats = _record(stats, c.it, ok, n_acc, draft.probs,
+                        jnp.take_along_axis(p, t.parent_index[:, :, None], 1))
         D = path.shape[1]
         path_tokens = jnp.take_along_axis(draft.tokens, path, 1)                  # [B, D]
         pos = jnp.arange(D + 1, dtype=jnp.int32)[None]
@@ -117,6 +120,11 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
     common, cache, dstate, stats = jax.lax.while_loop(
         lambda carry: running(carry[0], I), body, (common, cache, dstate, stats))
     return common, stats, cache, dstate
+
+
+def tree_size(drafter) -> int:
+    """The nodes a tree drafter proposes per iteration (C)."""
+    return drafter.tree.n_nodes if drafter.tree is not None else drafter.n_nodes
 
 
 def as_tree(tree) -> TokenTree | None:
@@ -143,7 +151,8 @@ def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, t
         raise InvalidArgument(f"drafter vocabulary ({drafter.vocab_size} tokens) does not "
                               f"match the target's ({cfg.vocab_size})")
     drafter = as_tree_drafter(drafter, tree)
-    tree = drafter.tree
+    tree, C = drafter.tree, tree_size(drafter)
+    slots = max(C, int(getattr(drafter, "draft_slots", 0)))     # a draft model's tree slots
     key = _seed_key(seed)
     eos = resolve_eos(eos_token_id, cfg)
     encoded = encode_prompts(prompts, target, cfg)
@@ -152,12 +161,12 @@ def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, t
         caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
     longest = max(len(p) for p in encoded)
     cap, what = min(caps if cache_len is None else caps + [(int(cache_len), "cache_len")])
-    if longest + max_new + tree.n_nodes + 1 > cap:
+    if longest + max_new + slots + 1 > cap:
         raise InvalidArgument(
-            f"tree has {tree.n_nodes} nodes: longest prompt ({longest}) + max_new_tokens "
-            f"({max_new}) + the tree's nodes + 1 = {longest + max_new + tree.n_nodes + 1} "
+            f"tree has {slots} nodes: longest prompt ({longest}) + max_new_tokens "
+            f"({max_new}) + the tree's nodes + 1 = {longest + max_new + slots + 1} "
             f"cache slots, but {what} allows {cap}; use a smaller tree or fewer tokens")
-    plan = plan_shapes(encoded, max_new, tree.n_nodes, caps, cache_len)
+    plan = plan_shapes(encoded, max_new, slots, caps, cache_len)
     arr, lens = pad_prompts(encoded, plan.padded_prompt)
     params = target.params
     arr, lens = jnp.asarray(arr), jnp.asarray(lens)
@@ -170,8 +179,8 @@ def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, t
                                      ~start[0].done, S=S)
     loop = LoopCall(tree_program, (params, drafter, sp, lens, max_new_a, eos_a, start, dstate),
                     dict(cfg=cfg, tree=tree, S=S, I=plan.iterations))
-    meta = meta_fields(plan, temperature, top_k, top_p, seed, k=tree.n_nodes,
-                       drafter=drafter.name, tree=repr(tree))
+    meta = meta_fields(plan, temperature, top_k, top_p, seed, k=C, drafter=drafter.name,
+                       tree=repr(tree) if tree is not None else "dynamic")
     return loop, encoded, plan, drafter, meta
 
 
@@ -194,14 +203,16 @@ def generate_tree(target, drafter, prompts, max_new_tokens: int, tree=None,
     either way). ``tree``: a `specsim.trees.TokenTree`, an int K (the chain of K, which
     any drafter drafts), or None for a tree drafter's own (`specsim.drafters.tree`); a
     model drafter drafts any tree, n-gram lookup chains below the root
-    (`specsim.drafters.tree.branches_tree`). Other arguments as `generate_speculative`;
+    (`specsim.drafters.tree.branches_tree`); a dynamic tree drafter
+    (`specsim.drafters.dynamic_tree_drafter`, EAGLE-2's rule) grows one tree per row
+    every iteration (``tree`` None). Other arguments as `generate_speculative`;
     the result carries `SpeculativeStats` with k = the tree's node count."""
     loop, encoded, plan, drafter, meta = _setup(
         target, drafter, prompts, max_new_tokens, tree, temperature, top_k, top_p, seed,
         eos_token_id, cache_len, on_nonfinite)
     common, stats, _, _ = loop.program(*loop.args, **loop.static)
     n_it = int(common.it)
-    st = SpeculativeStats(drafter.tree.n_nodes, np.asarray(stats.accepted)[:n_it],
+    st = SpeculativeStats(tree_size(drafter), np.asarray(stats.accepted)[:n_it],
                           np.asarray(stats.drafted)[:n_it], np.asarray(stats.overlap)[:n_it])
     dp = drafter.passes_per_iteration()
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,

@@ -36,22 +36,25 @@ import numpy as np
 from specsim.sampling import argmax, residual_probs, sample
 from specsim.trees.tree import TokenTree
 
-__all__ = ["TreeTables", "tree_tables", "greedy_path", "sampled_path", "path_nodes",
+__all__ = ["TreeTables", "tree_tables", "dynamic_tables", "greedy_path", "sampled_path", "path_nodes",
            "path_indices", "move_path", "tree_nonfinite"]
 
 
 class TreeTables(NamedTuple):
-    """A `TokenTree`'s arrays as the compiled loop reads them (NumPy constants)."""
-    parent_index: np.ndarray   # int32 [C]: verify index of node j's parent (0 = the root)
-    depths: np.ndarray         # int32 [C]
-    ancestors: np.ndarray      # bool [C, C]: node i's path from the root (i included)
-    children: np.ndarray       # int32 [C + 1, M]: children of each verify index by rank, -1 pad
-    verify_mask: np.ndarray    # bool [C + 1, C + 1]
-    positions: np.ndarray      # int32 [C + 1]: depth offsets of (root, nodes)
-    max_depth: int
+    """A tree's arrays as the compiled loop reads them, one tree per row (a static tree
+    broadcast, or a dynamic tree's own per row)."""
+    parent_index: jax.Array    # int32 [B, C]: verify index of node j's parent (0 = the root)
+    depths: jax.Array          # int32 [B, C]
+    ancestors: jax.Array       # bool [B, C, C]: node i's path from the root (i included)
+    children: jax.Array        # int32 [B, C + 1, M]: children of each verify index in
+    #                            drawing order (rank, then index), -1 pad
+    verify_mask: jax.Array     # bool [B, C + 1, C + 1]
+    positions: jax.Array       # int32 [B, C + 1]: depth offsets of (root, nodes)
+    max_depth: int             # static: no row's tree is deeper
 
 
-def tree_tables(tree: TokenTree) -> TreeTables:
+def tree_tables(tree: TokenTree, batch: int) -> TreeTables:
+    """A static tree's tables, the same for each of ``batch`` rows."""
     C = tree.n_nodes
     kids = [[] for _ in range(C + 1)]
     for j in np.lexsort((np.arange(C), tree.ranks)):     # by rank, then index
@@ -60,13 +63,48 @@ def tree_tables(tree: TokenTree) -> TreeTables:
     children = np.full((C + 1, M), -1, np.int32)
     for i, k in enumerate(kids):
         children[i, :len(k)] = k
-    return TreeTables((tree.parents + 1).astype(np.int32), tree.depths.astype(np.int32),
-                      tree.ancestor_mask(), children, tree.verify_mask(),
-                      tree.verify_positions().astype(np.int32), tree.max_depth)
+
+    def rows(a):
+        return jnp.broadcast_to(jnp.asarray(a), (batch,) + np.shape(a))
+
+    return TreeTables(rows((tree.parents + 1).astype(np.int32)),
+                      rows(tree.depths.astype(np.int32)), rows(tree.ancestor_mask()),
+                      rows(children), rows(tree.verify_mask()),
+                      rows(tree.verify_positions().astype(np.int32)), tree.max_depth)
+
+
+def dynamic_tables(parents, max_depth: int, max_children: int) -> TreeTables:
+    """The tables of one tree per row from parents [B, C] (node indices, −1 = a child
+    of the root, parents first: parents[b, j] < j); siblings are drawn in index order.
+    ``max_depth`` and ``max_children`` bound every row's tree (static)."""
+    B, C = parents.shape
+    pidx = (parents + 1).astype(jnp.int32)                                    # [B, C]
+    eye = jnp.eye(C, dtype=bool)
+    anc = jnp.broadcast_to(eye, (B, C, C))
+    depths = jnp.ones((B, C), jnp.int32)
+    for _ in range(max_depth - 1):            # a path is at most max_depth long
+        anc_ext = jnp.concatenate([jnp.zeros((B, 1, C), bool), anc], 1)     # [B, C+1, C]
+        anc = eye[None] | jnp.take_along_axis(anc_ext, pidx[:, :, None], 1)
+        dep_ext = jnp.concatenate([jnp.zeros((B, 1), jnp.int32), depths], 1)
+        depths = jnp.take_along_axis(dep_ext, pidx, 1) + 1
+    is_child = pidx[:, None, :] == jnp.arange(C + 1)[None, :, None]           # [B, C+1, C]
+    order = jnp.cumsum(is_child, -1) - 1
+    slot = is_child[..., None] & (order[..., None] == jnp.arange(max_children))  # [B,C+1,C,M]
+    children = jnp.where(jnp.any(slot, 2),
+                         jnp.sum(jnp.where(slot, jnp.arange(C)[None, None, :, None], 0), 2), -1)
+    vmask = jnp.zeros((B, C + 1, C + 1), bool).at[:, :, 0].set(True).at[:, 1:, 1:].set(anc)
+    positions = jnp.concatenate([jnp.zeros((B, 1), jnp.int32), depths], 1)
+    return TreeTables(pidx, depths, anc, children.astype(jnp.int32), vmask, positions,
+                      max_depth)
 
 
 def _proposed(q):
     return jnp.sum(q, -1) > 0
+
+
+def _at(x, idx):
+    """x [B, N, ...] at per-row indices idx [B, K] → [B, K, ...]."""
+    return jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), 1)
 
 
 def greedy_path(t: TreeTables, tokens, q, p):
@@ -75,14 +113,15 @@ def greedy_path(t: TreeTables, tokens, q, p):
     extra [B]: the target's argmax at ``best``)."""
     C = tokens.shape[1]
     top = argmax(p)                                                           # [B, C+1]
-    match = _proposed(q) & (tokens == top[:, t.parent_index])                 # [B, C]
+    match = _proposed(q) & (tokens == jnp.take_along_axis(top, t.parent_index, 1))
     acc = match
     for _ in range(t.max_depth - 1):          # a node's acceptance needs its parent's
-        parent_ok = jnp.concatenate([jnp.ones_like(acc[:, :1]), acc], 1)[:, t.parent_index]
-        acc = match & parent_ok
-    score = jnp.where(acc, t.depths[None] * (C + 1) + (C - jnp.arange(C))[None], -1)
+        acc_ext = jnp.concatenate([jnp.ones_like(acc[:, :1]), acc], 1)
+        acc = match & jnp.take_along_axis(acc_ext, t.parent_index, 1)
+    score = jnp.where(acc, t.depths * (C + 1) + (C - jnp.arange(C))[None], -1)
     best = jnp.where(jnp.any(acc, 1), jnp.argmax(score, 1) + 1, 0).astype(jnp.int32)
-    n_acc = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.asarray(t.depths)])[best]
+    dep_ext = jnp.concatenate([jnp.zeros_like(t.depths[:, :1]), t.depths], 1)
+    n_acc = jnp.take_along_axis(dep_ext, best[:, None], 1)[:, 0]
     extra = jnp.take_along_axis(top, best[:, None], 1)[:, 0]
     return best, n_acc, extra
 
@@ -93,8 +132,7 @@ def sampled_path(key, t: TreeTables, tokens, q, p, residual=residual_probs):
     (tests replace it to show the χ² test's power)."""
     B, C = tokens.shape
     rows = jnp.arange(B)
-    children = jnp.asarray(t.children)
-    M = children.shape[1]
+    M = t.children.shape[2]
     k_u, k_extra = jax.random.split(key)
     u = jax.random.uniform(k_u, (t.max_depth, M, B), jnp.float32)
 
@@ -102,7 +140,7 @@ def sampled_path(key, t: TreeTables, tokens, q, p, residual=residual_probs):
         cur, alive, r, n_acc = carry
         moved = jnp.zeros((B,), bool)
         for m in range(M):
-            child = children[cur, m]                                          # [B]
+            child = t.children[rows, cur, m]                                  # [B]
             c = jnp.maximum(child, 0)
             x = tokens[rows, c]
             q_j = q[rows, c]                                                  # [B, V]
@@ -123,10 +161,11 @@ def sampled_path(key, t: TreeTables, tokens, q, p, residual=residual_probs):
 def path_nodes(t: TreeTables, best):
     """The node at each depth 1..D on the path to verify index ``best`` [B] → [B, D]
     node indices (entries past the path's length are 0: never read)."""
-    C = t.depths.shape[0]
-    anc = jnp.asarray(np.concatenate([np.zeros((1, C), bool), t.ancestors]))[best]  # [B, C]
-    want = jnp.arange(1, t.max_depth + 1, dtype=jnp.int32)[:, None] == jnp.asarray(t.depths)[None]
-    return jnp.argmax(anc[:, None, :] & want[None], -1).astype(jnp.int32)          # [B, D]
+    B, C = t.depths.shape
+    anc_ext = jnp.concatenate([jnp.zeros((B, 1, C), bool), t.ancestors], 1)  # [B, C+1, C]
+    anc = _at(anc_ext, best[:, None])                                         # [B, 1, C]
+    want = jnp.arange(1, t.max_depth + 1, dtype=jnp.int32)[None, :, None] == t.depths[:, None]
+    return jnp.argmax(anc & want, -1).astype(jnp.int32)                       # [B, D]
 
 
 def path_indices(path):
@@ -155,8 +194,8 @@ def tree_nonfinite(t: TreeTables, q, p, path, n_acc):
     → (finite [B] bool, n_valid [B] int32)."""
     C = q.shape[1]
     bad_q = ~jnp.all(jnp.isfinite(q), -1)                                     # [B, C]
-    owner = jnp.asarray(t.parent_index)[None] == jnp.arange(C + 1)[:, None]   # [C+1, C]
-    bad = ~jnp.all(jnp.isfinite(p), -1) | jnp.any(bad_q[:, None, :] & owner[None], -1)
+    owner = t.parent_index[:, None, :] == jnp.arange(C + 1)[None, :, None]    # [B, C+1, C]
+    bad = ~jnp.all(jnp.isfinite(p), -1) | jnp.any(bad_q[:, None, :] & owner, -1)
     idx = path_indices(path)                                                  # [B, D+1]
     bad_on_path = jnp.take_along_axis(bad, idx, 1)                            # [B, D+1]
     d = jnp.arange(idx.shape[1], dtype=jnp.int32)[None]

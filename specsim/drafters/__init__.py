@@ -36,6 +36,8 @@ layer-skip self-draft, see `layer_skip_drafter`), `NGramDrafter` (prompt lookup)
 `InstrumentDrafter` (set acceptance and draft cost, for measurement; temperature 0 only,
 see `instrument_drafter` and `specsim.decode.reference_tokens`), `DistilledDrafter` (a draft trained by `specsim.train`, its head
 restricted to the most frequent tokens; see `distilled_drafter`).
+Tree drafters (`specsim.drafters.tree`, `specsim.drafters.dynamic_tree`) propose a token
+tree for `specsim.decode.generate_tree` through ``propose_tree`` and ``commit_tree``.
 A new drafter (a trained head, a tree) implements the same three methods, in a module of
 its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
 """
@@ -50,13 +52,19 @@ from specsim.drafters.distilled import DistilledDrafter, distilled_drafter
 from specsim.drafters.instrument import InstrumentDrafter, instrument_drafter
 from specsim.drafters.quantized import quantized_self_drafter
 from specsim.drafters.feature_head import FeatureHeadDrafter, feature_head_drafter
+from specsim.drafters.tree import (ChainTreeDrafter, FeatureHeadTreeDrafter, ModelTreeDrafter,
+                                   NGramTreeDrafter, TreeDraft, as_tree_drafter, branches_tree)
+from specsim.drafters.dynamic_tree import DynamicTreeDrafter, dynamic_tree_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "drafts_free", "off_draft", "OFF_DRAFTS",
            "reads_target_hidden", "ModelDrafter", "NGramDrafter", "model_drafter",
            "layer_skip_drafter", "check_drafter", "gather_last",
            "InstrumentDrafter", "instrument_drafter",
            "DistilledDrafter", "distilled_drafter", "quantized_self_drafter",
-           "FeatureHeadDrafter", "feature_head_drafter"]
+           "FeatureHeadDrafter", "feature_head_drafter",
+           "TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "FeatureHeadTreeDrafter",
+           "NGramTreeDrafter", "as_tree_drafter", "branches_tree", "DynamicTreeDrafter",
+           "dynamic_tree_drafter"]
 
 
 def __getattr__(name):

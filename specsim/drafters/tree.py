@@ -59,6 +59,7 @@ __all__ = ["TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "FeatureHeadTree
 class TreeDraft(NamedTuple):
     tokens: jax.Array  # [B, C] int32
     probs: jax.Array   # [B, C, V] fp32: each node's proposal distribution; zero = none
+    parents: Any = None  # [B, C] int32 per-row parents (a dynamic tree); None: ``tree``
 
 
 def _move(cache, start, path):
@@ -395,6 +396,9 @@ def as_tree_drafter(drafter, tree: TokenTree | None):
     for any drafter; a `ModelDrafter` → `ModelTreeDrafter`; an `NGramDrafter` →
     `NGramTreeDrafter` (the tree must be chains below the root)."""
     if hasattr(drafter, "propose_tree"):
+        if tree is not None and drafter.tree is None:
+            raise InvalidArgument(f"tree must be None for a dynamic tree drafter "
+                                  f"({drafter.name} grows its own); got {tree!r}")
         if tree is not None and tree != drafter.tree:
             raise InvalidArgument(f"tree must be None or the tree drafter's own "
                                   f"({drafter.tree!r}); got {tree!r}")

@@ -37,13 +37,16 @@ __all__ = ["forward_masked", "block_mask"]
 
 def block_mask(start, S: int, rows) -> jax.Array:
     """The attention mask [B, T, S] of T queries that see every slot before ``start``
-    [B] and, of the W slots from ``start`` on, those where ``rows`` [T, W] (bool; the
-    same for every row) is True; nothing after ``start + W``."""
-    T, W = rows.shape
+    [B] and, of the W slots from ``start`` on, those where ``rows`` (bool [T, W], the
+    same for every row, or [B, T, W]) is True; nothing after ``start + W``."""
+    rows = jnp.asarray(rows)
+    if rows.ndim == 2:
+        rows = jnp.broadcast_to(rows, (start.shape[0],) + rows.shape)
+    B, T, W = rows.shape
     rel = jnp.arange(S, dtype=jnp.int32)[None, :] - start[:, None]             # [B, S]
     inside = (rel >= 0) & (rel < W)
-    block = jnp.asarray(rows)[:, jnp.clip(rel, 0, W - 1)]                      # [T, B, S]
-    block = jnp.moveaxis(block, 0, 1) & inside[:, None, :]                     # [B, T, S]
+    idx = jnp.broadcast_to(jnp.clip(rel, 0, W - 1)[:, None, :], (B, T, S))
+    block = jnp.take_along_axis(rows, idx, 2) & inside[:, None, :]             # [B, T, S]
     return (rel < 0)[:, None, :] | block
 
 

@@ -1,0 +1,244 @@
+"""Dynamic draft trees (EAGLE-2's rule) for drafters with scores: each row grows its own
+tree every iteration from the drafter's probabilities.
+
+With top-k k, depth D and a budget of N nodes, per row:
+
+1. the root's k most probable tokens are depth 1; all k are expanded;
+2. at each depth d < D, the k expanded nodes propose their k most probable children
+   (k² candidates at depth d + 1), scored by the path's log-probability under the
+   drafter (the sum of its log q along the path); the k best of them are expanded next;
+3. of all candidates (k + (D − 1)k²), the N with the best path scores form the tree
+   (`specsim.trees.select_best_nodes` is the same rule on the host). A child's score is
+   below its parent's, so the kept set contains every kept node's parent.
+
+Candidates are deterministic given the context (top-k, not sampled), so each node's
+proposal is the one-hot of its token: the verifier's multi-candidate rejection sampling
+stays exact at any temperature (`specsim.decode.tree_verify`). The tree arrives as
+``TreeDraft.parents`` [B, N] and the loop builds its tables on the device
+(`tree_verify.dynamic_tables`).
+
+Expanding uses the draft model with the tree mask (its expanded nodes written at slots
+root + 1 + e, e = 0 .. k(D − 1) − 1, each attending to the context and its expanded
+ancestors) or the feature head's cell from each node's parent's state.
+Shapes: B batch, N nodes, k top-k, D depth, P = k + (D − 1)k² candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.drafters.base import Context, gather_last, reads_target_hidden
+from specsim.drafters.feature_head import FeatureHeadDrafter, cell
+from specsim.drafters.model import ModelDrafter
+from specsim.drafters.tree import TreeDraft, _move
+from specsim.errors import InvalidArgument
+from specsim.models.masked_forward import block_mask, forward_masked
+from specsim.models.transformer import forward, project
+from specsim.sampling import SamplingParams
+from specsim.validation import positive_int
+
+__all__ = ["DynamicTreeDrafter", "dynamic_tree_drafter"]
+
+_DEPTH_TIE = 1e-5
+"""Subtracted per depth from a path score when ranking, so a child ranks strictly below
+its parent even where the drafter gave it probability 1 (the kept set stays a tree)."""
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True)
+class DynamicTreeDrafter:
+    """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter` or a
+    `FeatureHeadDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept (see the
+    module). State: the base's, and for a draft model the expanded slot of each kept
+    node (for `commit_tree`)."""
+    base: Any
+    top_k: int
+    depth: int
+    n_nodes: int
+    name: str = "dynamic-tree"
+
+    tree = None                      # no static tree: one per row, every iteration
+
+    def tree_flatten(self):
+        return (self.base,), (self.top_k, self.depth, self.n_nodes, self.name)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+    @property
+    def draft_slots(self) -> int:
+        """Cache slots past the context one iteration writes: the kept nodes in the
+        target's cache, the expanded nodes in a draft model's."""
+        return self.top_k * (self.depth - 1) if self._model else 0
+
+    @property
+    def max_depth(self) -> int:
+        return self.depth
+
+    @property
+    def max_children(self) -> int:
+        return self.top_k
+
+    @property
+    def vocab_size(self) -> int:
+        return self.base.vocab_size
+
+    @property
+    def reads_target_hidden(self) -> bool:
+        return reads_target_hidden(self.base)
+
+    @property
+    def _model(self) -> bool:
+        return isinstance(self.base, ModelDrafter)
+
+    def observe(self, state, hidden, index, active):
+        return self.base.observe(state, hidden, index, active)
+
+    def passes_per_iteration(self) -> int:
+        return self.depth
+
+    def max_cache_len(self):
+        return self.base.max_cache_len()
+
+    def init_state(self, prompts, prompt_lens, cache_len: int):
+        state = self.base.init_state(prompts, prompt_lens, cache_len)
+        if self._model:
+            return state, jnp.zeros((prompts.shape[0], self.n_nodes), jnp.int32)
+        return state
+
+    # ---- expanding, per base ------------------------------------------------------------------
+    def _start(self, state, context: Context):
+        """→ (expander state, the root's logits [B, V'], token ids of V' or None)."""
+        if self._model:
+            cache = state[0]
+            two = jnp.stack([gather_last(context.tokens, context.length, 2),
+                             gather_last(context.tokens, context.length, 1)], axis=1)
+            logits, cache = forward(self.base.params, self.base.cfg, two, cache)
+            E = self.top_k * max(self.depth - 1, 1)
+            return (cache, jnp.zeros((two.shape[0], self.top_k, E), bool)), logits[:, -1], None
+        fh = self.base
+        z = cell(fh.cell, fh.embed, state, gather_last(context.tokens, context.length, 1),
+                 fh.eps)
+        return z[:, None], (z @ fh.head.T), fh.head_ids
+
+    def _expand(self, ex, d: int, tokens, parent_pos, base_slot):
+        """Run depth d's k frontier nodes (tokens [B, k]; parent_pos [B, k] their
+        parents' places in the previous frontier, None at depth 1) → (ex, logits
+        [B, k, V'])."""
+        k = self.top_k
+        B = tokens.shape[0]
+        if self._model:
+            cache, rows = ex                                                  # [B, k, E]
+            E = rows.shape[2]
+            own = jax.nn.one_hot((d - 1) * k + jnp.arange(k), E, dtype=bool)  # [k, E]
+            if parent_pos is None:
+                rows = jnp.broadcast_to(own, (B, k, E))
+            else:
+                rows = jnp.take_along_axis(rows, parent_pos[:, :, None], 1) | own[None]
+            slots = base_slot[:, None] + 1 + (d - 1) * k + jnp.arange(k)[None]
+            positions = jnp.broadcast_to(base_slot[:, None] + d, slots.shape)
+            mask = block_mask(base_slot + 1, cache.cache_len, rows)
+            h, cache = forward_masked(self.base.params, self.base.cfg, tokens, cache, slots,
+                                      positions, mask)
+            return (cache, rows), project(self.base.params, self.base.cfg, h)
+        fh = self.base
+        z_parent = ex if parent_pos is None else jnp.take_along_axis(ex, parent_pos[:, :, None], 1)
+        z = cell(fh.cell, fh.embed, jnp.broadcast_to(z_parent, (B, k, z_parent.shape[-1])),
+                 tokens, fh.eps)
+        return z, jnp.einsum("bkd,vd->bkv", z, fh.head)
+
+    # ---- the tree ---------------------------------------------------------------------------------
+    def candidates(self, state, context: Context):
+        """Grow the candidate tree (steps 1–2 of the module). → (expander state, tokens
+        [B, P], path log-scores [B, P], parents [B, P] (candidate indices, −1 = the
+        root; depth by depth, so parents first), expanded slot [B, P] (−1: not
+        expanded), depths int32 [P])."""
+        k, D = self.top_k, self.depth
+        B = context.length.shape[0]
+        base_slot = state[0].length + 1 if self._model else None
+        ex, root_logits, ids = self._start(state, context)
+
+        def best_k(logits):
+            lq = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+            v, i = jax.lax.top_k(lq, k)
+            return v, (i if ids is None else jnp.asarray(ids)[i]).astype(jnp.int32)
+
+        s1, tok1 = best_k(root_logits)                                        # [B, k]
+        pool_tok, pool_score, pool_parent = [tok1], [s1], [jnp.full((B, k), -1, jnp.int32)]
+        depth_of = [np.ones(k, np.int32)]
+        slot = jnp.full((B, k + (D - 1) * k * k), -1, jnp.int32)
+        if D > 1:
+            slot = slot.at[:, :k].set(jnp.arange(k, dtype=jnp.int32)[None])
+        front_tok, front_score, front_pool, front_parent = tok1, s1, jnp.broadcast_to(
+            jnp.arange(k, dtype=jnp.int32), (B, k)), None
+        offset = k
+        for d in range(1, D):
+            ex, logits = self._expand(ex, d, front_tok, front_parent, base_slot)
+            v, tok = best_k(logits)                                           # [B, k, k]
+            cand_tok = tok.reshape(B, k * k)
+            cand_score = (front_score[:, :, None] + v).reshape(B, k * k)
+            pool_tok.append(cand_tok)
+            pool_score.append(cand_score)
+            pool_parent.append(jnp.repeat(front_pool, k, axis=1))
+            depth_of.append(np.full(k * k, d + 1, np.int32))
+            if d < D - 1:                     # EAGLE-2's expansion: the k best go on
+                _, f = jax.lax.top_k(cand_score, k)                           # [B, k]
+                rows = jnp.arange(B)[:, None]
+                slot = slot.at[rows, offset + f].set(d * k + jnp.arange(k, dtype=jnp.int32)[None])
+                front_tok = jnp.take_along_axis(cand_tok, f, 1)
+                front_score = jnp.take_along_axis(cand_score, f, 1)
+                front_pool, front_parent = offset + f, f // k
+            offset += k * k
+        return (ex, jnp.concatenate(pool_tok, 1), jnp.concatenate(pool_score, 1),
+                jnp.concatenate(pool_parent, 1), slot, np.concatenate(depth_of))
+
+    def propose_tree(self, state, context: Context, key, sampling: SamplingParams):
+        ex, tok, score, parent, slot, depth = self.candidates(state, context)
+        # EAGLE-2's rerank: the N best path scores, ties to the shallower node
+        _, sel = jax.lax.top_k(score - _DEPTH_TIE * jnp.asarray(depth)[None], self.n_nodes)
+        sel = jnp.sort(sel, 1)                                                # parents first
+        sel_parent = jnp.take_along_axis(parent, sel, 1)
+        eq = sel[:, None, :] == sel_parent[:, :, None]                        # [B, N, N]
+        parents = jnp.where(jnp.any(eq, -1), jnp.argmax(eq, -1), -1).astype(jnp.int32)
+        tokens = jnp.take_along_axis(tok, sel, 1)
+        probs = jax.nn.one_hot(tokens, self.vocab_size, dtype=jnp.float32)
+        draft = TreeDraft(tokens, probs, parents)
+        if self._model:
+            cache = ex[0]._replace(length=state[0].length)
+            return (cache, jnp.take_along_axis(slot, sel, 1)), draft
+        return state, draft
+
+    def commit_tree(self, state, path, n_accepted, active):
+        if not self._model:
+            return state
+        cache, sel_slot = state
+        if path.shape[1] > 1:
+            e = jnp.maximum(jnp.take_along_axis(sel_slot, path[:, :-1], 1), 0)
+            cache = _move(cache, cache.length + 1, e)
+        return cache._replace(length=cache.length + jnp.where(active, n_accepted + 1, 0)), \
+            sel_slot
+
+
+def dynamic_tree_drafter(drafter, top_k: int, depth: int, n_nodes: int,
+                         name: str | None = None) -> DynamicTreeDrafter:
+    """EAGLE-2's dynamic tree over a draft model (`ModelDrafter`: small model,
+    layer-skip, quantised self-draft) or the feature head: ``top_k`` children per
+    expanded node and expanded nodes per depth, ``depth`` levels, the ``n_nodes`` best
+    of the k + (depth − 1)k² candidates kept."""
+    top_k, depth = positive_int("top_k", top_k), positive_int("depth", depth)
+    n_nodes = positive_int("n_nodes", n_nodes)
+    pool = top_k + (depth - 1) * top_k * top_k
+    if n_nodes > pool:
+        raise InvalidArgument(f"n_nodes must be at most the candidates top_k + (depth − 1)"
+                              f"·top_k² = {pool} (got {n_nodes})")
+    if type(drafter) is not ModelDrafter and not isinstance(drafter, FeatureHeadDrafter):
+        raise InvalidArgument(f"drafter must be a draft model (ModelDrafter) or the feature "
+                              f"head for a dynamic tree (got {getattr(drafter, 'name', drafter)!r})")
+    return DynamicTreeDrafter(drafter, top_k, depth, n_nodes,
+                              name or f"{drafter.name}:dynamic-k{top_k}-d{depth}-n{n_nodes}")
