@@ -2,9 +2,9 @@
 grouped int8; `specsim.models.kernels.small_matmul_quantized`, ``grouped_matmul.cc``).
 
 Oracles: float64 x @ ŵ with ŵ unpacked from the stored bytes here, independently of
-`specsim.models.quantize`; the fp32 kernel on the dequantised matrix (the same sums in the
-same order, so equal bit for bit); XLA's dequantising path in `forward`; the fp32
-target's greedy output for an int4 self-draft."""
+`specsim.models.quantize`; a row's result alone against the same row among many (bit for
+bit); XLA's dequantising path in `forward`; the fp32 target's greedy output for an int4
+self-draft."""
 
 from __future__ import annotations
 
@@ -66,20 +66,17 @@ def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, M):
 
 
 @needs_kernel
-@pytest.mark.parametrize("bits, group_size", [(4, 32), (4, 4), (8, 16)])
+@pytest.mark.parametrize("bits, group_size", [(4, 32), (4, 4), (8, 16), (8, 5)])
 def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size):
-    """What makes a verify pass agree with a decode step bit for bit; and the same sums as
-    the fp32 kernel's on the dequantised matrix."""
+    """What makes a verify pass agree with a decode step bit for bit."""
     rng = np.random.default_rng(bits + group_size)
-    x = rng.standard_normal((11, 128)).astype(np.float32)
-    qw = quantize_weight(rng.standard_normal((2, 128, 88)).astype(np.float32), bits, group_size)
+    x = rng.standard_normal((11, 160)).astype(np.float32)
+    qw = quantize_weight(rng.standard_normal((2, 160, 88)).astype(np.float32), bits, group_size)
     f = jax.jit(lambda x: kernels.small_matmul_quantized(x, qw, 1))
     full = np.asarray(f(x))
     for m in (1, 2, 5, 6, 7, 8):
         np.testing.assert_array_equal(np.asarray(f(x[:m])), full[:m])
     np.testing.assert_array_equal(np.asarray(f(x[4:5])), full[4:5])
-    dense = np.asarray(jax.jit(kernels.small_matmul)(x, dequantize(qw), 1))
-    np.testing.assert_array_equal(full, dense)
 
 
 @needs_kernel

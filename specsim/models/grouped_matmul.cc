@@ -6,11 +6,14 @@
 // the high nibble, two's complement); scales fp32 [L, K/g, N], g = K / (K/g) (even for 4 bits).
 //
 // Why: a decode step reads every weight once, so a 4-bit weight read as 4 bits costs an
-// eighth of its fp32 bytes. Each 16-column block of a byte row is loaded once for all M rows,
-// unpacked and converted to fp32 and multiplied by its group's scales in registers (ŵ, the
-// same fp32 product `dequantize` forms), then multiplied into the rows' accumulators in k
-// order as small_matmul.cc does with fp32 weights. So row m's result does not depend on M,
-// and it equals small_matmul.cc's on the dequantised matrix bit for bit.
+// eighth of its fp32 bytes. Each 16-column block of a byte row is loaded once for all M rows
+// and unpacked and converted to fp32 in registers; each row sums a group's products in
+// registers and multiplies the sum by the group's scales, y = Σ_g (x_g @ q_g) * scale_g (as
+// `specsim.models.quantize.quantized_matmul` does with XLA's dots), so the scales cost one
+// multiply-add per group, not one multiply per weight. A row's sums run in one fixed order
+// whatever M, the threads or the panels (panels hold whole groups; the columns past the last
+// whole block of 16 are always the same), so a verify pass agrees with a decode step bit
+// for bit. Panels of about 32 KB and the prefetch follow small_matmul.cc's part_nn.
 #include <string>
 
 #include "kernel_common.h"
@@ -63,7 +66,10 @@ inline float value(const int8_t* q, int64_t N, int64_t k, int64_t c) {
   return (float)((k & 1) ? (b >> 4) : ((int8_t)(b << 4) >> 4));
 }
 
-// y[0:R, c:c+16] (+)= x[0:R, k0:k1] @ ŵ[k0:k1, c:c+16]; k0 and k1 even for 4 bits.
+// y[0:R, c:c+16] (+)= Σ over the groups in rows [k0, k1) (whole groups) of
+// (x[0:R, group] @ q[group, c:c+16]) * scales[group, c:c+16]. In a group, the even and the
+// odd rows are summed apart (two chains of multiply-adds, so that one row does not wait on
+// the latency of one chain), added, and multiplied into the sum with the group's scales.
 template <int R, int BITS>
 inline void block(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
                   int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
@@ -72,74 +78,99 @@ inline void block(const float* x, int64_t K, const int8_t* q, const float* s, in
     if (first) { a0[m] = splat(0.f); a1[m] = splat(0.f); }
     else { a0[m] = load8(y + m * N + c); a1[m] = load8(y + m * N + c + 8); }
   }
-  for (int64_t k = k0; k < k1;) {
-    int64_t grp = k / g, ke = std::min(k1, (grp + 1) * g);
-    const float* sp = s + grp * N + c;
-    v8 s0 = load8(sp), s1 = load8(sp + 8);
+  const float* sp = s + (k0 / g) * N + c;
+  for (int64_t k = k0; k < k1; k += g, sp += N) {
+    v8 e0[R], e1[R], o0[R], o1[R];
+    for (int m = 0; m < R; ++m) e0[m] = e1[m] = o0[m] = o1[m] = splat(0.f);
     if (BITS == 8) {
       const int8_t* qp = q + k * N + c;
-      for (; k < ke; ++k, qp += N) {
+      int64_t j = 0;
+      for (; j + 1 < g; j += 2, qp += 2 * N) {
+        v8 w0, w1, w2, w3;
+        load16_int8(qp, w0, w1);
+        load16_int8(qp + N, w2, w3);
+        for (int m = 0; m < R; ++m) {
+          v8 b = splat(x[m * K + k + j]), d = splat(x[m * K + k + j + 1]);
+          e0[m] = fma8(b, w0, e0[m]); e1[m] = fma8(b, w1, e1[m]);
+          o0[m] = fma8(d, w2, o0[m]); o1[m] = fma8(d, w3, o1[m]);
+        }
+      }
+      if (j < g) {                                  // an odd group size: its last row
         v8 w0, w1;
         load16_int8(qp, w0, w1);
-        w0 *= s0; w1 *= s1;
         for (int m = 0; m < R; ++m) {
-          v8 b = splat(x[m * K + k]);
-          a0[m] = fma8(b, w0, a0[m]);
-          a1[m] = fma8(b, w1, a1[m]);
+          v8 b = splat(x[m * K + k + j]);
+          e0[m] = fma8(b, w0, e0[m]); e1[m] = fma8(b, w1, e1[m]);
         }
       }
     } else {
       const int8_t* qp = q + (k / 2) * N + c;
-      for (; k < ke; k += 2, qp += N) {
-        v8 e0, e1, o0, o1;
-        load16_int4(qp, e0, e1, o0, o1);
-        e0 *= s0; e1 *= s1; o0 *= s0; o1 *= s1;
+      for (int64_t j = 0; j < g; j += 2, qp += N) {
+        v8 w0, w1, w2, w3;
+        load16_int4(qp, w0, w1, w2, w3);
         for (int m = 0; m < R; ++m) {
-          v8 b = splat(x[m * K + k]);
-          a0[m] = fma8(b, e0, a0[m]);
-          a1[m] = fma8(b, e1, a1[m]);
-          b = splat(x[m * K + k + 1]);
-          a0[m] = fma8(b, o0, a0[m]);
-          a1[m] = fma8(b, o1, a1[m]);
+          v8 b = splat(x[m * K + k + j]), d = splat(x[m * K + k + j + 1]);
+          e0[m] = fma8(b, w0, e0[m]); e1[m] = fma8(b, w1, e1[m]);
+          o0[m] = fma8(d, w2, o0[m]); o1[m] = fma8(d, w3, o1[m]);
         }
       }
+    }
+    v8 s0 = load8(sp), s1 = load8(sp + 8);
+    for (int m = 0; m < R; ++m) {
+      a0[m] = fma8(e0[m] + o0[m], s0, a0[m]);
+      a1[m] = fma8(e1[m] + o1[m], s1, a1[m]);
     }
   }
   for (int m = 0; m < R; ++m) { store8(y + m * N + c, a0[m]); store8(y + m * N + c + 8, a1[m]); }
 }
 
 #if defined(__AVX512F__)
-// The same block with one 16-float vector per row: an int4 value becomes a float by a
+// The same sums with one 16-float vector per row: an int4 value becomes a float by a
 // 16-entry table lookup on its nibble (vpermps reads the low 4 bits of each index lane),
-// half the instructions per weight of the 8-float path; the sums are the same lane by lane.
+// fewer instructions per weight than the 8-float path; the same operations lane by lane.
 template <int R, int BITS>
 inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
                     int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
   const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
   __m512 a[R];
   for (int m = 0; m < R; ++m) a[m] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + m * N + c);
-  for (int64_t k = k0; k < k1;) {
-    int64_t grp = k / g, ke = std::min(k1, (grp + 1) * g);
-    __m512 sc = _mm512_loadu_ps(s + grp * N + c);
+  const float* sp = s + (k0 / g) * N + c;
+  for (int64_t k = k0; k < k1; k += g, sp += N) {
+    __m512 e[R], o[R];
+    for (int m = 0; m < R; ++m) e[m] = o[m] = _mm512_setzero_ps();
     if (BITS == 8) {
       const int8_t* qp = q + k * N + c;
-      for (; k < ke; ++k, qp += N) {
-        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp));
-        __m512 w = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sc);
-        for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k]), w, a[m]);
+      int64_t j = 0;
+      for (; j + 1 < g; j += 2, qp += 2 * N) {
+        __m512 we = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp))));
+        __m512 wo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp + N))));
+        for (int m = 0; m < R; ++m) {
+          e[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + j]), we, e[m]);
+          o[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + j + 1]), wo, o[m]);
+        }
+      }
+      if (j < g) {
+        __m512 we = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp))));
+        for (int m = 0; m < R; ++m)
+          e[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + j]), we, e[m]);
       }
     } else {
       const int8_t* qp = q + (k / 2) * N + c;
-      for (; k < ke; k += 2, qp += N) {
+      for (int64_t j = 0; j < g; j += 2, qp += N) {
         __m512i b = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qp)));
-        __m512 e = _mm512_mul_ps(_mm512_permutexvar_ps(b, table), sc);
-        __m512 o = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table), sc);
+        __m512 we = _mm512_permutexvar_ps(b, table);
+        __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table);
         for (int m = 0; m < R; ++m) {
-          a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k]), e, a[m]);
-          a[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + 1]), o, a[m]);
+          e[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + j]), we, e[m]);
+          o[m] = _mm512_fmadd_ps(_mm512_set1_ps(x[m * K + k + j + 1]), wo, o[m]);
         }
       }
     }
+    __m512 sc = _mm512_loadu_ps(sp);
+    for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_add_ps(e[m], o[m]), sc, a[m]);
   }
   for (int m = 0; m < R; ++m) _mm512_storeu_ps(y + m * N + c, a[m]);
 }
@@ -185,6 +216,7 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
   int64_t cols = c1 - c0;
   int64_t cb_end = c0 + (cols / kBlock) * kBlock;
   int64_t panel = per * std::max<int64_t>(8, std::min<int64_t>(K / per, (32 << 10) / cols));
+  panel = std::min(K, (panel + g - 1) / g * g);   // whole groups
   for (int64_t k0 = 0; k0 < K; k0 += panel) {
     int64_t k1 = std::min(K, k0 + panel), k2 = std::min(K, k1 + panel);
     bool first = k0 == 0;
@@ -206,9 +238,13 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
     for (int64_t c = cb_end; c < c1; ++c)        // columns past the last whole block
       for (int64_t m = 0; m < M; ++m) {
         float acc = first ? 0.f : y[m * N + c];
-        for (int64_t k = k0; k < k1; ++k) {
-          float w = value<BITS>(q, N, k, c) * s[(k / g) * N + c];
-          acc += x[m * K + k] * w;
+        for (int64_t k = k0; k < k1; k += g) {
+          float e = 0.f, o = 0.f;
+          for (int64_t j = 0; j < g; ++j) {
+            float p = x[m * K + k + j] * value<BITS>(q, N, k + j, c);
+            if (j & 1) o += p; else e += p;
+          }
+          acc += (e + o) * s[(k / g) * N + c];
         }
         y[m * N + c] = acc;
       }

@@ -20,7 +20,7 @@ they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERN
 caps the threads per call, a positive integer, anything else ignored; 1: the calling
 thread alone). int8 weights with one scale per output column are read as int8 bytes;
 int4 (two per byte) and grouped int8 weights (``grouped_matmul.cc``) as their packed
-bytes, each dequantised in registers with its group's scale. Row m's result does not
+bytes, unpacked in registers, each group's sum times its scales. Row m's result does not
 depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
 
 Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
@@ -404,10 +404,10 @@ def small_matmul_quantized(x, qw, layer=None):
     """x [..., K] @ ŵ → [..., N] float32 for any `QuantizedWeight` of
     `specsim.models.quantize` (`takes_quantized`), read as its stored bytes by the kernel
     (an error where `available` is False). int8 with one scale per output column:
-    `small_matmul_int8`. In groups (int4 packed two per byte, grouped int8): each weight
-    ŵ = q * scale is formed in registers, so a row's result equals `small_matmul` on the
-    dequantised matrix bit for bit. ``qw``: values [K or K/2, N] (scales [K/g, N]), or
-    stacked [L, ...] with ``layer`` (clamped to [0, L) as ``w[layer]`` under jit)."""
+    `small_matmul_int8`. In groups (int4 packed two per byte, grouped int8):
+    y = Σ_g (x_g @ q_g) * scale_g, the values unpacked in registers (``grouped_matmul.cc``).
+    ``qw``: values [K or K/2, N] (scales [K/g, N]), or stacked [L, ...] with ``layer``
+    (clamped to [0, L) as ``w[layer]`` under jit)."""
     _require_kernel()
     _check_quantized(qw)
     if _per_column_int8(qw):
