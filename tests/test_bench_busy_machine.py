@@ -35,3 +35,29 @@ def test_the_competitor_runs_until_told_to_stop():
     assert not t.is_alive()
     args = mod.parse_args(["--quick", "--no-competitor", "--time-budget", "90"])
     assert args.quick and args.no_competitor and args.time_budget == 90.0 and args.core == 0
+
+
+def test_the_competitor_is_a_process_that_stops_when_told(monkeypatch):
+    """The benchmark's own way to start it: a spawned process, pinned where the OS allows
+    (the child imports the script by name, as it imports ``__main__`` when run)."""
+    import importlib
+    import multiprocessing
+    import sys
+    import time
+
+    from benchmark_script import BENCHMARKS
+
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    mod = importlib.import_module("busy_machine")
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    p = ctx.Process(target=mod.compete, args=(stop, 0), daemon=True)
+    p.start()
+    try:
+        time.sleep(0.5)
+        assert p.is_alive()
+    finally:
+        stop.set()
+        p.join(timeout=30)
+        sys.modules.pop("busy_machine", None)
+    assert p.exitcode == 0
