@@ -79,6 +79,32 @@ def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size):
     np.testing.assert_array_equal(np.asarray(f(x[4:5])), full[4:5])
 
 
+_PRODUCT = textwrap.dedent("""
+    import sys, numpy as np
+    from specsim.models import kernels
+    from specsim.models.quantize import quantize_weight
+    rng = np.random.default_rng(0)
+    qw = quantize_weight(rng.standard_normal((2, 576, 4099)).astype(np.float32), 4, 32)
+    x = rng.standard_normal((5, 576)).astype(np.float32)
+    np.save(sys.argv[1], np.asarray(kernels.small_matmul_quantized(x, qw, 1)))
+""")
+
+
+@needs_kernel
+def test_a_rows_result_does_not_depend_on_the_threads(tmp_path):
+    """The columns split over the pool's threads, each part in its own panels: one thread
+    (``SPECSIM_KERNEL_THREADS=1``) gives the same bits as the pool."""
+    outs = []
+    for threads in ("1", "all"):
+        env = dict(os.environ, SPECSIM_KERNEL_THREADS=threads, JAX_PLATFORMS="cpu")
+        path = tmp_path / f"{threads}.npy"
+        done = subprocess.run([sys.executable, "-c", _PRODUCT, str(path)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        outs.append(np.load(path))
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
 @needs_kernel
 def test_two_dimensional_weights_leading_axes_and_per_column_int8():
     rng = np.random.default_rng(5)
