@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specsim import compile_cache
+from specsim.environment import cache_root
 from specsim.errors import InvalidArgument
 
 __all__ = ["KINDS", "CacheEntry", "cache_root", "entries", "select", "total_bytes", "clear",
@@ -42,11 +43,6 @@ class CacheEntry:
     path: Path
     size: int
     about: str = ""
-
-
-def cache_root() -> Path:
-    """``$SPECSIM_CACHE``, default ``~/.cache/specsim`` (the root every cache lives under)."""
-    return Path(os.environ.get("SPECSIM_CACHE") or Path.home() / ".cache" / "specsim")
 
 
 def _unfinished(name: str) -> bool:
