@@ -518,11 +518,14 @@ def _add_train_draft_command(sub) -> None:
                     "checkpoint in OUT.partial, and the same command resumes it.")
     p.add_argument("--target", default="smollm2-135m",
                    help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
-    p.add_argument("--kind", choices=("distilled", "feature-head"), default="distilled",
+    p.add_argument("--kind", choices=("distilled", "feature-head", "medusa"),
+                   default="distilled",
                    help="distilled: a few of the target's layers, trained (a draft model); "
                         "feature-head: a small cell on the target's own features "
                         "(EAGLE-style, reaches a higher alpha on this CPU; "
-                        "specsim.drafters.feature_head) (default distilled)")
+                        "specsim.drafters.feature_head); medusa: K heads on the target's "
+                        "last hidden state proposing a token tree "
+                        "(specsim.drafters.medusa) (default distilled)")
     p.add_argument("--out", default=None,
                    help="output folder (a .npz file for --kind feature-head) (default: "
                         "under the specsim cache, where the demo looks for it)")
@@ -531,6 +534,8 @@ def _add_train_draft_command(sub) -> None:
                         "distilled only)")
     p.add_argument("--width", type=int, default=None,
                    help="cell width (feature-head only; default 768)")
+    p.add_argument("--heads", type=int, default=None,
+                   help="Medusa heads, tokens guessed ahead (medusa only; default 4)")
     p.add_argument("--head-vocab", type=int, default=None,
                    help="tokens in the draft's head, the most frequent of the target's "
                         "samples (default 8192)")
@@ -554,6 +559,10 @@ def _cmd_train_draft(args) -> int:
 
     from specsim import models, train
 
+    if args.kind == "medusa":
+        return _cmd_train_medusa(args)
+    if args.heads is not None:
+        raise ValueError("--heads applies to --kind medusa only")
     if args.kind == "feature-head":
         return _cmd_train_feature_head(args)
     if args.width is not None:
@@ -619,6 +628,42 @@ def _cmd_train_feature_head(args) -> int:
           f"{np.mean(result.losses[-10:]):.3f})")
     print("  held-out greedy alpha per slot (chain): "
           + " ".join(f"{a:.3f}" for a in result.alpha_per_slot))
+    return 0
+
+
+def _cmd_train_medusa(args) -> int:
+    from pathlib import Path
+
+    from specsim import models
+    from specsim.train import medusa
+
+    for flag, value in (("--layers", args.layers), ("--width", args.width)):
+        if value is not None:
+            raise ValueError(f"{flag} does not apply to --kind medusa")
+    given = {"heads": args.heads, "head_vocab": args.head_vocab, "steps": args.steps,
+             "minutes": args.minutes, "batch": args.batch, "n_prompts": args.prompts}
+    cfg = medusa.MedusaConfig(seed=args.seed, **{k: v for k, v in given.items()
+                                                 if v is not None})
+    target = models.load(args.target)
+    cfg.validate(target.cfg.vocab_size)
+    out = Path(args.out) if args.out else medusa.default_medusa_path(target.cfg.name, cfg)
+    if out.is_file():
+        print(f"{out} is already trained (delete it to train again)")
+        return 0
+    try:
+        result = medusa.train_medusa(target, out, cfg, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: checkpoint in {medusa.checkpoint_dir(out)}; run the same "
+              f"command to resume", file=sys.stderr)
+        return 130
+    if not result.finished:
+        print(f"time budget reached at step {result.step}/{cfg.steps}; checkpoint in "
+              f"{medusa.checkpoint_dir(out)}; run the same command to resume")
+        return 0
+    print(f"wrote {result.path} ({result.step} steps, loss {result.losses[0]:.3f} -> "
+          f"{np.mean(result.losses[-10:]):.3f})")
+    print("  held-out greedy top-1 agreement per head: "
+          + " ".join(f"{a:.3f}" for a in result.agreement))
     return 0
 
 

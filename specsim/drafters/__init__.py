@@ -36,8 +36,8 @@ layer-skip self-draft, see `layer_skip_drafter`), `NGramDrafter` (prompt lookup)
 `InstrumentDrafter` (set acceptance and draft cost, for measurement; temperature 0 only,
 see `instrument_drafter` and `specsim.decode.reference_tokens`), `DistilledDrafter` (a draft trained by `specsim.train`, its head
 restricted to the most frequent tokens; see `distilled_drafter`).
-Tree drafters (`specsim.drafters.tree`, `specsim.drafters.dynamic_tree`) propose a token
-tree for `specsim.decode.generate_tree` through ``propose_tree`` and ``commit_tree``.
+Tree drafters (`specsim.drafters.tree`, `specsim.drafters.dynamic_tree`,
+`specsim.drafters.medusa`) propose a token tree for `specsim.decode.generate_tree` through ``propose_tree`` and ``commit_tree``.
 A new drafter (a trained head, a tree) implements the same three methods, in a module of
 its own in this package (`base` holds the interface, `model`, `ngram` one drafter each).
 """
@@ -55,6 +55,7 @@ from specsim.drafters.feature_head import FeatureHeadDrafter, feature_head_draft
 from specsim.drafters.tree import (ChainTreeDrafter, FeatureHeadTreeDrafter, ModelTreeDrafter,
                                    NGramTreeDrafter, TreeDraft, as_tree_drafter, branches_tree)
 from specsim.drafters.dynamic_tree import DynamicTreeDrafter, dynamic_tree_drafter
+from specsim.drafters.medusa import MedusaDrafter, medusa_drafter
 
 __all__ = ["Context", "Draft", "Drafter", "drafts_free", "off_draft", "OFF_DRAFTS",
            "reads_target_hidden", "ModelDrafter", "NGramDrafter", "model_drafter",
@@ -64,7 +65,7 @@ __all__ = ["Context", "Draft", "Drafter", "drafts_free", "off_draft", "OFF_DRAFT
            "FeatureHeadDrafter", "feature_head_drafter",
            "TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "FeatureHeadTreeDrafter",
            "NGramTreeDrafter", "as_tree_drafter", "branches_tree", "DynamicTreeDrafter",
-           "dynamic_tree_drafter"]
+           "dynamic_tree_drafter", "MedusaDrafter", "medusa_drafter"]
 
 
 def __getattr__(name):

@@ -1,0 +1,207 @@
+"""Training Medusa heads (`specsim.drafters.medusa`) with the target frozen.
+
+    result = train_medusa(target, "medusa.npz", MedusaConfig(heads=4, minutes=15))
+
+The data are the feature head's (`specsim.train.feature_head`): the target's own
+samples from the shipped prompt set, its top-k next-token distributions, and its
+final-normed features ĥ. Head k learns, from ĥ_t alone, the target's distribution of
+the token k + 1 positions later (the target's own head gives the next one):
+
+    loss = Σ_k CE(p_target(· | ≤ t+k), softmax(u_k(ĥ_t) · Eₕᵀ))
+
+renormalised over the head vocabulary (the most frequent tokens of the samples). Held
+out: each head's top-1 agreement with the target's greedy choice on the greedy rows.
+
+Interruptible and resumable like the other kinds: samples, features and the optimiser
+state live in ``<out>.partial/`` (`specsim.train.loop.run_budgeted`); the heads file is
+written atomically. Shapes: M examples, K heads, D model, Vh head vocabulary, Jt the
+teacher's top-k.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from specsim.drafters.medusa import init_medusa, medusa_logits, save_medusa
+from specsim.train.loop import checkpoint_dir
+
+__all__ = ["MedusaConfig", "MedusaResult", "train_medusa", "head_agreement",
+           "default_medusa_path", "checkpoint_dir"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MedusaConfig:
+    """Settings of one Medusa training (all that decides its result)."""
+    heads: int = 4                   # K: tokens guessed ahead of the target's own head
+    head_vocab: int = 8192           # FR-Spec head: most frequent tokens of the samples
+    steps: int = 1000
+    batch: int = 256                 # examples (generated positions) per step
+    lr: float = 2e-3
+    warmup: int = 50
+    holdout: int = 30                # samples kept out for the agreement
+    n_new: int = 96                  # generated tokens per prompt
+    gen_batch: int = 16
+    teacher_top_k: int = 8
+    n_prompts: int | None = None
+    seed: int = 0
+    minutes: float | None = 15.0
+    checkpoint_minutes: float = 3.0
+
+    @property
+    def unroll(self) -> int:
+        """Later positions each example needs (the shared data reads ``unroll``)."""
+        return self.heads
+
+    def validate(self, vocab_size: int) -> None:
+        for name in ("heads", "steps", "batch", "n_new", "gen_batch", "teacher_top_k"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if isinstance(self.head_vocab, bool) or not isinstance(self.head_vocab, int) \
+                or not 1 <= self.head_vocab <= vocab_size:
+            raise ValueError(f"head_vocab must be an integer in [1, {vocab_size}] (the "
+                             f"target's vocabulary), got {self.head_vocab!r}")
+        if self.minutes is not None and not self.minutes > 0:
+            raise ValueError(f"minutes must be > 0 (or None for no limit), got {self.minutes!r}")
+        for name in ("lr", "checkpoint_minutes"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.n_prompts is not None and self.n_prompts < 2:
+            raise ValueError(f"n_prompts must be >= 2 or None, got {self.n_prompts!r}")
+
+    def identity(self) -> dict:
+        d = dataclasses.asdict(self)
+        for k in ("minutes", "checkpoint_minutes"):
+            d.pop(k)
+        return d
+
+
+@dataclass
+class MedusaResult:
+    path: Path | None                 # the saved heads (None while unfinished)
+    step: int
+    losses: list[float]
+    agreement: list[float]            # held-out greedy top-1 agreement per head
+    finished: bool
+    meta: dict = field(default_factory=dict)
+
+
+def _loss(params, head, z0, teacher_head, teacher_logp):
+    """Σ_k cross-entropy of head k against the target's top-Jt distribution at t+k
+    (renormalised over the tokens inside the head)."""
+    logq = jax.nn.log_softmax(medusa_logits(params, head, z0), -1)             # [M, K, Vh]
+    K = logq.shape[1]
+    inside = teacher_head[:, :K] >= 0                                          # [M, K, Jt]
+    p = jnp.where(inside, jnp.exp(teacher_logp[:, :K]), 0.0)
+    z_p = p.sum(-1, keepdims=True)
+    p = p / jnp.maximum(z_p, 1e-30)
+    picked = jnp.take_along_axis(logq, jnp.maximum(teacher_head[:, :K], 0), 2)  # [M, K, Jt]
+    ok = z_p[..., 0] > 0                                                       # [M, K]
+    per_head = -jnp.sum(jnp.where(ok, jnp.sum(p * picked, -1), 0.0), 0) / jnp.maximum(ok.sum(0), 1)
+    return jnp.sum(per_head)
+
+
+def head_agreement(params, head, data) -> list[float]:
+    """Held-out top-1 agreement of each head with the target's greedy choice, over the
+    greedy rows (even rows of the samples) where that choice is inside the head."""
+    idx = np.flatnonzero(data.ex[:, 0] % 2 == 0)
+    if not len(idx):
+        return []
+    z, _, _, teacher_head, _ = data.arrays(idx)
+    K = params["w"].shape[0]
+    guess = np.asarray(jnp.argmax(medusa_logits(params, head, z), -1))          # [M, K]
+    want = np.asarray(teacher_head[:, :K, 0])
+    ok = want >= 0
+    return [round(float(((guess == want) & ok)[:, k].sum() / max(ok[:, k].sum(), 1)), 4)
+            for k in range(K)]
+
+
+def _optimizer(cfg: MedusaConfig):
+    import optax
+    schedule = optax.warmup_cosine_decay_schedule(
+        0.0, cfg.lr, min(cfg.warmup, max(cfg.steps - 1, 0)), max(cfg.steps, 1), cfg.lr * 0.1)
+    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.0))
+
+
+def train_medusa(target, out: str | Path, cfg: MedusaConfig = MedusaConfig(), *,
+                 prompts=None, progress: bool = True) -> MedusaResult:
+    """Train Medusa heads for ``target`` into the file ``out`` (.npz; see the module
+    docstring). ``finished`` is False when the time budget ran out first (the checkpoint
+    stays and the next call resumes)."""
+    import optax
+    from specsim.train.feature_head import _prepare
+    from specsim.train.loop import _load_state, _progress, run_budgeted
+
+    t_start = time.monotonic()
+    out = Path(out)
+    cfg.validate(target.cfg.vocab_size)
+    if out.suffix != ".npz":
+        raise ValueError(f"out must be a .npz file path, got {out}")
+    if out.exists():
+        raise ValueError(f"out {out} exists; choose a new path or delete it")
+    tcfg = target.cfg
+    if "embed" not in target.params:
+        raise ValueError(f"{tcfg.name} has no embedding/head to share with Medusa heads")
+    ckpt = checkpoint_dir(out)
+    bar = _progress(0, progress)
+    samples, head_ids, train, held = _prepare(target, cfg, ckpt, prompts, bar)
+    head_w = target.params["embed"] if tcfg.tie_embeddings else \
+        jnp.asarray(target.params["lm_head"]).T
+    head = head_w[jnp.asarray(head_ids)]                                       # [Vh, D]
+    opt = _optimizer(cfg)
+    params = init_medusa(tcfg.d_model, cfg.heads)
+    state = {"trainable": params, "opt_state": opt.init(params), "step": 0, "losses": [],
+             "top1": [], "identity": cfg.identity(), "seconds": 0.0}
+    state = _load_state(ckpt, state) or state
+
+    @jax.jit
+    def step(params, opt_state, z0, teacher_head, teacher_logp):
+        loss, grads = jax.value_and_grad(_loss)(params, head, z0, teacher_head, teacher_logp)
+        updates, opt_state = opt.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    bar.reset(total=cfg.steps)
+    bar.update(state["step"])
+    bar.set_description("medusa heads")
+
+    def step_once(state):
+        rng = np.random.default_rng([cfg.seed, state["step"]])              # resumable order
+        z0, _, _, teacher_head, teacher_logp = train.arrays(rng.integers(0, len(train.ex),
+                                                                         cfg.batch))
+        p, o, loss = step(state["trainable"], state["opt_state"], z0, teacher_head,
+                          teacher_logp)
+        state.update(trainable=p, opt_state=o, step=state["step"] + 1)
+        state["losses"].append(float(loss))
+        state["top1"].append(float(loss))
+        return dict(loss=f"{float(loss):.3f}")
+
+    run_budgeted(state, cfg, ckpt, bar, t_start, step_once)
+    if state["step"] < cfg.steps:
+        return MedusaResult(None, state["step"], state["losses"], [], False)
+    agreement = head_agreement(state["trainable"], head, held)
+    meta = {"target": tcfg.name, "config": cfg.identity(), "steps": state["step"],
+            "seconds": round(state["seconds"], 1),
+            "data": {"prompts": "specsim/data/prompts.jsonl" if prompts is None else "given",
+                     "samples": int(len(samples.tokens)),
+                     "train_examples": int(len(train.ex))},
+            "loss_curve": [round(x, 4) for x in state["losses"][::max(1, cfg.steps // 100)]],
+            "agreement_per_head_heldout_greedy": agreement}
+    save_medusa(out, state["trainable"], head_ids, meta)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return MedusaResult(out, state["step"], state["losses"], agreement, True, meta)
+
+
+def default_medusa_path(target_name: str, cfg: MedusaConfig) -> Path:
+    """Where the default Medusa heads of ``target_name`` live: under the specsim cache
+    root, named by their settings."""
+    from specsim.environment import cache_root
+    return cache_root() / "drafts" / (f"{target_name}-medusa-K{cfg.heads}-H{cfg.head_vocab}-"
+                                      f"S{cfg.steps}-seed{cfg.seed}.npz")
