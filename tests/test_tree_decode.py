@@ -18,8 +18,9 @@ import chi2
 from specsim import models
 from specsim.decode import TRACE_COUNTS, generate_autoregressive, generate_speculative
 from specsim.decode.tree_loop import generate_tree
+from specsim.decode.tree_loop import tree_loop
 from specsim.decode.tree_verify import (dynamic_tables, greedy_path, move_path, path_nodes,
-                                        sampled_path, tree_tables)
+                                        sampled_path, tree_nonfinite, tree_tables)
 from specsim.drafters import (NGramDrafter, feature_head_drafter, layer_skip_drafter,
                               model_drafter, quantized_self_drafter)
 from specsim.drafters.base import Context
@@ -158,6 +159,24 @@ def test_greedy_path_is_the_deepest_accepted_node_and_the_cache_moves():
     assert np.asarray(cache.v[0, 0, 4, 0, 0]) == 105
 
 
+def test_nonfinite_values_on_the_path_stop_the_row_before_them():
+    tree = TokenTree.from_parents([-1, -1, 0])                      # root → 0 → 2; root → 1
+    t = tree_tables(tree, 4)
+    V = 4
+    p = jnp.full((4, 4, V), 0.25)
+    q = jnp.full((4, 3, V), 0.25)
+    p = p.at[1, 1].set(jnp.nan)            # row 1: the target's law at node 0 (on its path)
+    p = p.at[2, 2].set(jnp.nan)            # row 2: at node 1, off its path
+    q = q.at[3, 2].set(jnp.inf)            # row 3: node 2's proposal, a child of node 0
+    path = jnp.asarray([[0, 2]] * 4, jnp.int32)                      # path 0 → 2
+    n_acc = jnp.asarray([2, 2, 2, 0], jnp.int32)
+    finite, n_valid = tree_nonfinite(t, q, p, path, n_acc)
+    assert finite.tolist() == [True, False, True, True]
+    assert n_valid.tolist() == [3, 1, 3, 1]
+    finite, n_valid = tree_nonfinite(t, q, p, path, jnp.asarray([2, 0, 2, 1], jnp.int32))
+    assert finite.tolist() == [True, True, True, False] and n_valid.tolist() == [3, 1, 3, 1]
+
+
 class _Cache:
     def __init__(self, k, v):
         self.k, self.v = k, v
@@ -287,6 +306,20 @@ def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters):
         kept_trees.append((sub, np.asarray(draft.tokens[b])))
     assert not (kept_trees[0][0] == kept_trees[1][0]
                 and np.array_equal(kept_trees[0][1], kept_trees[1][1]))
+
+
+def test_loop_call_runs_what_generate_runs_and_compiles_once(target, drafters, reference):
+    tree = TokenTree.from_top_k([3, 2, 1])
+    first = generate_tree(target, drafters["small"], PROMPTS_4, MAX_NEW, tree=tree)
+    traced = TRACE_COUNTS["tree"]
+    loop = tree_loop(target, drafters["small"], PROMPTS_4, MAX_NEW, tree=tree)
+    common = loop.program(*loop.args, **loop.static)[0]
+    again = generate_tree(target, drafters["small"], PROMPTS_4, MAX_NEW, tree=tree)
+    assert TRACE_COUNTS["tree"] == traced                    # same shapes: no new trace
+    assert again.tokens == first.tokens == reference[4].tokens
+    for b, p in enumerate(PROMPTS_4):
+        n = int(common.length[b])
+        assert np.asarray(common.tokens[b, len(p):n]).tolist() == first.tokens[b]
 
 
 def test_a_wider_tree_accepts_more_per_iteration(target, drafters):
