@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 
 
+DEFAULT_BUDGET_S = 300.0
+"""The full grid's time budget here: the roofline and instrument parts only."""
+
+
 def compete(stop, core: int | None) -> None:
     """Keep one core busy with integer arithmetic until ``stop`` is set."""
     if core is not None and hasattr(os, "sched_setaffinity"):
@@ -42,7 +46,10 @@ def parse_args(argv=None):
     p.add_argument("--core", type=int, default=0,
                    help="the core the competing process is pinned to (default 0)")
     p.add_argument("--out", default="results/busy-machine", help="output folder")
-    p.add_argument("--time-budget", type=float, default=None)
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="wall seconds by which the timed rounds end (default 300; --quick "
+                        "150): the instrument part alone would otherwise take the whole "
+                        "demo's budget")
     p.add_argument("--max-rounds", type=int, default=None)
     p.add_argument("--target-half-width", type=float, default=None)
     p.add_argument("--repeats", type=int, default=None)
@@ -51,7 +58,9 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    changes = {k: v for k, v in (("time_budget_s", args.time_budget),
+    budget = args.time_budget if args.time_budget is not None else (
+        None if args.quick else DEFAULT_BUDGET_S)
+    changes = {k: v for k, v in (("time_budget_s", budget),
                                  ("max_rounds", args.max_rounds),
                                  ("target_half_width", args.target_half_width),
                                  ("repeats", args.repeats)) if v is not None}

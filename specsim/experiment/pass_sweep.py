@@ -11,6 +11,8 @@ programs run."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -64,7 +66,8 @@ def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
 def sweep(state: DemoState) -> pd.DataFrame:
     """Per-pass seconds of the target's decode step (width 1) and verify passes (width
     K + 1) at every point of `plan`: the median over ``sweep_repeats`` interleaved
-    rounds, divided by the program's steps."""
+    rounds, divided by the program's steps, by the clock the runs are measured on
+    (``settings.clock``)."""
     from specsim import bench, pass_costs
 
     s = state.settings
@@ -78,11 +81,14 @@ def sweep(state: DemoState) -> pd.DataFrame:
                 keys.append((1, b, S))
             calls.append(c.verify)
             keys.append((k + 1, b, S))
-    samples, _ = bench.interleaved_rounds(calls, s.sweep_repeats, np.random.default_rng(s.seed))
+    clock = time.process_time if s.clock == "cpu" else time.perf_counter
+    samples, _ = bench.interleaved_rounds(calls, s.sweep_repeats, np.random.default_rng(s.seed),
+                                          clock=clock)
     name = state.target.cfg.name
     return pd.DataFrame([{schema.MODEL: fit_key(name), schema.N_TOKENS: n, schema.BATCH: b,
                           schema.CONTEXT: S // 2,
-                          schema.TIME_S: float(np.median(ts)) / s.pass_steps}
+                          schema.TIME_S: float(np.median(ts)) / s.pass_steps,
+                          schema.CLOCK: s.clock}
                          for (n, b, S), ts in zip(keys, samples)])
 
 
