@@ -51,6 +51,7 @@ from specsim.decode import generate_autoregressive, generate_speculative  # noqa
 from specsim.drafters import NGramDrafter, quantized_self_drafter  # noqa: E402
 from specsim.experiment.intervals import bootstrap  # noqa: E402
 
+METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4-head")
 PROMPTS = [
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"
     "        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
@@ -246,14 +247,15 @@ def main(argv=None) -> int:
     ap.add_argument("--self-k", type=int, default=4,
                     help="drafts per iteration of the int4 self-draft")
     ap.add_argument("--methods", nargs="+", default=None,
-                    help="only these methods (greedy, prompt-lookup, self-int4, "
-                         "self-int4-head); default all")
+                    help=f"only these methods, of {', '.join(METHODS)}; default all")
     ap.add_argument("--xla-too", action="store_true",
                     help="also specsim with XLA's dots (matmul='xla') where its CPU kernel "
                          "runs (the engine before specsim.models.kernels), same run")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.max_new_tokens < 1 or args.k < 1 or args.self_k < 1:
         ap.error("--repeats, --max-new-tokens, --k and --self-k must be positive")
+    if args.methods is not None and not set(args.methods) <= set(METHODS):
+        ap.error(f"--methods must be among {METHODS}, got {args.methods}")
     n_new, repeats = (32, 1) if args.quick else (args.max_new_tokens, args.repeats)
     fp32 = models.load("smollm2-135m")
     prompts = [list(fp32.tokenizer.encode(t)) for t in (PROMPTS[:1] if args.quick else PROMPTS)]
