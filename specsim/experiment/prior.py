@@ -11,10 +11,10 @@ batch row ends it:
   set, `specsim.train.samples.load_prompts`, cut to the run's prompt length), pooled
   by sample count. The timed run's own acceptance is never read.
 
-The draft step costs the fitted roofline of the model it runs: the instrument's L
-target layers, a model drafter's own fit; n-gram lookup and the feature head are
-counted free (their step is host work or one small head, which the in-run
-decomposition measures)."""
+The draft step costs the same fitted roofline at the shapes of what it runs: the
+instrument's L target layers, a draft model's config (its own forward fit where no pass
+sweep ran); n-gram lookup and the feature head are counted free (their step is host
+work or one small head, which the in-run decomposition measures)."""
 
 from __future__ import annotations
 
@@ -116,8 +116,11 @@ def prior_rates(row, calibration: pd.DataFrame | None) -> tuple[np.ndarray, str]
     return np.nan_to_num(rates, nan=0.0), CALIBRATION
 
 
-def _draft_time(state: DemoState, row, tm, b: int, S: int) -> float:
-    """The fitted roofline's time of one draft step of ``row``'s drafter (0: free)."""
+def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) -> float:
+    """The fitted roofline's time of one draft step of ``row``'s drafter (0: free): the
+    target's time model ``tm`` at the draft's shapes (the instrument's L layers, a draft
+    model's config) where it was fitted to the loop's passes, else the draft model's
+    own forward fit."""
     from specsim import batching
 
     if row[schema.DRAFTER_KIND] == "instrument":
@@ -128,6 +131,8 @@ def _draft_time(state: DemoState, row, tm, b: int, S: int) -> float:
     setup = state.drafters.get(row[schema.DRAFTER])
     if setup is None or setup.cost_model is None:
         return 0.0
+    if pass_fitted:          # the machine's pass roofline, at the draft model's shapes
+        return tm(setup.cost_model.cfg, 1, b, S)
     fit = state.fits.get(setup.cost_model.cfg.name)
     if fit is None:
         return math.nan
@@ -170,6 +175,8 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     tm, at = target_time_model(state)
     if tm is None or runs.empty:
         return out
+    from specsim.experiment import pass_sweep
+    pass_fitted = pass_sweep.fit_key(state.target.cfg.name) in state.fits
     cfg = state.target.cfg
     calibration = state.tables.get(schema.ACCEPTANCE_PRIOR)
     for i, r in out.iterrows():
@@ -181,7 +188,8 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
             continue
         n = int(r[schema.NEW_TOKENS]) - 1
         e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)), n, b)
-        pred = float(analytic.speedup_from_costs(e, k, _draft_time(state, r, tm, b, S),
+        td = _draft_time(state, r, tm, b, S, pass_fitted)
+        pred = float(analytic.speedup_from_costs(e, k, td,
                                                  tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
         m = r[schema.MEASURED_SPEEDUP]
         err = 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan
