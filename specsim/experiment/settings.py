@@ -20,9 +20,11 @@ DEMO_PARTS = ("roofline", "instrument", "fidelity", "batch")
 """What ``specsim demo`` runs by default (`DemoSettings.demo`): the roofline sweep and fit
 the prediction before the run reads, and the central check, every run predicted before
 it (fitted roofline, the drafter's α) and from its own rounds (in-run pass times)."""
-TIMING_SHARES = {"instrument": 0.45, "fidelity": 0.25, "batch": 0.30}
+TIMING_SHARES = {"instrument": 0.4, "fidelity": 0.2, "batch": 0.4}
 """How the in-run parts that run share the time left for timed rounds (normalised over
-the parts that run; a part splits its share evenly over its groups)."""
+the parts that run; a part splits its share evenly over its groups, and what a group
+leaves unused goes to the groups after it): about in proportion to what a round of each
+costs on the full grid (32 runs at batch 1; 12; 8 at batch 4 and 16)."""
 
 
 def check_parts(names) -> tuple[str, ...]:
