@@ -120,7 +120,7 @@ def test_files_round_trip_and_bad_arguments(tmp_path, target):
         generate_tree(target, d, [[1, 2]], 4, tree=TokenTree.chain(2))
 
 
-# ---- training on a tiny target ----------------------------------------------------------------------
+# ---- training on a tiny target ---------------------------------------------------------
 def _tiny_target():
     """A tiny target with sharp next-token laws and varied greedy continuations (a
     broad or repetitive target leaves the heads nothing to learn)."""

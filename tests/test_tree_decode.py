@@ -26,8 +26,7 @@ from specsim.drafters import (NGramDrafter, feature_head_drafter, layer_skip_dra
 from specsim.drafters.base import Context
 from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 from specsim.drafters.feature_head import init_cell
-from specsim.drafters.tree import (ModelTreeDrafter, NGramTreeDrafter, branches_tree,
-                                   draw_children)
+from specsim.drafters.tree import NGramTreeDrafter, branches_tree, draw_children
 from specsim.errors import InvalidArgument
 from specsim.models.config import TINY_LLAMA, ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
@@ -81,7 +80,7 @@ def reference(target):
             4: generate_autoregressive(target, PROMPTS_4, MAX_NEW)}
 
 
-# ---- the masked forward -------------------------------------------------------------------------
+# ---- the masked forward ----------------------------------------------------------------
 def test_masked_forward_with_causal_mask_is_forward(target):
     cfg, params = target.cfg, target.params
     tokens = jnp.asarray([[5, 9, 2, 7], [1, 1, 3, 8]], jnp.int32)
@@ -101,7 +100,7 @@ def test_masked_forward_with_causal_mask_is_forward(target):
 def test_tree_pass_gives_each_node_its_own_path(target):
     """A node's hidden state in a tree pass is the one the plain forward gives its path."""
     cfg, params = target.cfg, target.params
-    tree = TokenTree.from_parents([-1, -1, 0, 1, 1])              # root → 0 → 2; root → 1 → 3, 4
+    tree = TokenTree.from_parents([-1, -1, 0, 1, 1])        # root → 0 → 2; root → 1 → 3, 4
     toks = np.asarray([7, 11, 13, 17, 19])
     t = tree_tables(tree, 1)
     ctx = jnp.asarray([[4, 4, 6]], jnp.int32)
@@ -120,7 +119,7 @@ def test_tree_pass_gives_each_node_its_own_path(target):
         np.testing.assert_allclose(h[0, node + 1], full[0, -1], atol=2e-5, rtol=2e-5)
 
 
-# ---- the verifier against hand-worked trees -------------------------------------------------------
+# ---- the verifier against hand-worked trees --------------------------------------------
 def _onehots(ids, V=6):
     return jax.nn.one_hot(jnp.asarray(ids), V, dtype=jnp.float32)
 
@@ -214,10 +213,10 @@ def test_sampled_path_is_exact_and_a_wrong_residual_is_caught():
         kwargs = {} if residual is None else dict(residual=residual)
         best, n_acc, extra = sampled_path(k3, t, tokens, q, p, **kwargs)
         path = path_nodes(t, best)
-        first = np.where(n_acc >= 1, np.take_along_axis(np.asarray(tokens), np.asarray(path[:, :1]), 1)[:, 0], extra)
+        on_path = np.take_along_axis(np.asarray(tokens), np.asarray(path), 1)       # [N, 2]
+        first = np.where(n_acc >= 1, on_path[:, 0], extra)
         nxt = jax.random.categorical(k4, jnp.log(jnp.asarray(p2, jnp.float32))[first])
-        second = np.where(n_acc >= 2, np.take_along_axis(np.asarray(tokens), np.asarray(path[:, 1:2]), 1)[:, 0],
-                          np.where(n_acc == 1, extra, nxt))
+        second = np.where(n_acc >= 2, on_path[:, 1], np.where(n_acc == 1, extra, nxt))
         return chi2.counts(np.stack([first, second], 1), (0, 1), V), n_acc
 
     counts, n_acc = emitted(None)
@@ -227,7 +226,7 @@ def test_sampled_path_is_exact_and_a_wrong_residual_is_caught():
     assert chi2.chi2_pvalue(wrong, joint) < 1e-6
 
 
-# ---- the compiled loop -------------------------------------------------------------------------------
+# ---- the compiled loop -----------------------------------------------------------------
 def test_chain_tree_gives_the_speculative_loops_tokens_and_stats(target, drafters, reference):
     d = drafters["layer-skip"]
     spec = generate_speculative(target, d, PROMPTS_4, MAX_NEW, 3)
@@ -359,7 +358,7 @@ def test_bad_inputs_raise_before_compiling(target, drafters):
     assert dict(TRACE_COUNTS) == before
 
 
-# ---- sampled, end to end, on a 12-token vocabulary --------------------------------------------------
+# ---- sampled, end to end, on a 12-token vocabulary -------------------------------------
 V_SMALL = 12
 CHI_PROMPT = [3, 7, 3, 7, 3]
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from specsim.decode.accounting import TRACE_COUNTS, timed
 from specsim.decode.calls import (LoopCall, _check_on_nonfinite, _finish, _seed_key, as_drafter,
@@ -47,8 +48,6 @@ from specsim.results import SpeculativeStats
 from specsim.sampling import SamplingParams, overlap
 from specsim.trees.tree import TokenTree
 from specsim.validation import positive_int
-
-import numpy as np
 
 __all__ = ["tree_program", "generate_tree", "tree_loop", "as_tree", "tree_size"]
 

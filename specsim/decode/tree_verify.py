@@ -33,10 +33,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim.drafters.tree import move_path
 from specsim.sampling import argmax, residual_probs, sample
 from specsim.trees.tree import TokenTree
 
-__all__ = ["TreeTables", "tree_tables", "dynamic_tables", "greedy_path", "sampled_path", "path_nodes",
+__all__ = ["TreeTables", "tree_tables", "dynamic_tables", "greedy_path", "sampled_path",
+           "path_nodes",
            "path_indices", "move_path", "tree_nonfinite"]
 
 
@@ -171,19 +173,6 @@ def path_nodes(t: TreeTables, best):
 def path_indices(path):
     """Verify indices of (root, path nodes) → [B, D + 1]."""
     return jnp.concatenate([jnp.zeros_like(path[:, :1]), path + 1], 1)
-
-
-def move_path(cache, start, path):
-    """Copy the keys and values of the path's nodes, written by the verify pass at slots
-    start + 1 + node, to slots start + 1 .. start + D (each node at start + its depth),
-    in every layer: after it the cache reads like a chain of the accepted tokens.
-    cache k, v [L, B, S, G, E]; start [B]; path [B, D]."""
-    B, D = path.shape
-    rows = jnp.arange(B)[:, None]
-    src = start[:, None] + 1 + path
-    dst = start[:, None] + 1 + jnp.arange(D, dtype=jnp.int32)[None]
-    return cache._replace(k=cache.k.at[:, rows, dst].set(cache.k[:, rows, src]),
-                          v=cache.v.at[:, rows, dst].set(cache.v[:, rows, src]))
 
 
 def tree_nonfinite(t: TreeTables, q, p, path, n_acc):

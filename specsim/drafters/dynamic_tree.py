@@ -35,7 +35,7 @@ import numpy as np
 from specsim.drafters.base import Context, gather_last, reads_target_hidden
 from specsim.drafters.feature_head import FeatureHeadDrafter, cell
 from specsim.drafters.model import ModelDrafter
-from specsim.drafters.tree import TreeDraft, _move
+from specsim.drafters.tree import TreeDraft, move_path
 from specsim.errors import InvalidArgument
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import forward, project
@@ -112,7 +112,7 @@ class DynamicTreeDrafter:
             return state, jnp.zeros((prompts.shape[0], self.n_nodes), jnp.int32)
         return state
 
-    # ---- expanding, per base ------------------------------------------------------------------
+    # ---- expanding, per base ------------------------------------------------------------
     def _start(self, state, context: Context):
         """→ (expander state, the root's logits [B, V'], token ids of V' or None)."""
         if self._model:
@@ -153,7 +153,7 @@ class DynamicTreeDrafter:
                  tokens, fh.eps)
         return z, jnp.einsum("bkd,vd->bkv", z, fh.head)
 
-    # ---- the tree ---------------------------------------------------------------------------------
+    # ---- the tree -----------------------------------------------------------------------
     def candidates(self, state, context: Context):
         """Grow the candidate tree (steps 1–2 of the module). → (expander state, tokens
         [B, P], path log-scores [B, P], parents [B, P] (candidate indices, −1 = the
@@ -220,7 +220,7 @@ class DynamicTreeDrafter:
         cache, sel_slot = state
         if path.shape[1] > 1:
             e = jnp.maximum(jnp.take_along_axis(sel_slot, path[:, :-1], 1), 0)
-            cache = _move(cache, cache.length + 1, e)
+            cache = move_path(cache, cache.length + 1, e)
         return cache._replace(length=cache.length + jnp.where(active, n_accepted + 1, 0)), \
             sel_slot
 
@@ -238,7 +238,8 @@ def dynamic_tree_drafter(drafter, top_k: int, depth: int, n_nodes: int,
         raise InvalidArgument(f"n_nodes must be at most the candidates top_k + (depth − 1)"
                               f"·top_k² = {pool} (got {n_nodes})")
     if type(drafter) is not ModelDrafter and not isinstance(drafter, FeatureHeadDrafter):
+        name = getattr(drafter, "name", drafter)
         raise InvalidArgument(f"drafter must be a draft model (ModelDrafter) or the feature "
-                              f"head for a dynamic tree (got {getattr(drafter, 'name', drafter)!r})")
+                              f"head for a dynamic tree (got {name!r})")
     return DynamicTreeDrafter(drafter, top_k, depth, n_nodes,
                               name or f"{drafter.name}:dynamic-k{top_k}-d{depth}-n{n_nodes}")

@@ -51,8 +51,8 @@ from specsim.sampling import SamplingParams
 from specsim.trees.tree import TokenTree
 from specsim.validation import positive_int
 
-__all__ = ["TreeDraft", "ChainTreeDrafter", "ModelTreeDrafter", "FeatureHeadTreeDrafter",
-           "NGramTreeDrafter",
+__all__ = ["TreeDraft", "move_path", "ChainTreeDrafter", "ModelTreeDrafter",
+           "FeatureHeadTreeDrafter", "NGramTreeDrafter",
            "as_tree_drafter", "branches_tree", "draw_children"]
 
 
@@ -62,9 +62,11 @@ class TreeDraft(NamedTuple):
     parents: Any = None  # [B, C] int32 per-row parents (a dynamic tree); None: ``tree``
 
 
-def _move(cache, start, path):
-    """Keys and values of the path's nodes (at start + 1 + node) to start + 1 + depth − 1
-    (`specsim.decode.tree_verify.move_path`, kept here so drafters do not import decode)."""
+def move_path(cache, start, path):
+    """Copy the keys and values of the path's nodes, written at slots start + 1 + node,
+    to slots start + 1 .. start + D (each node at start + its depth), in every layer:
+    after it the cache reads like a chain of the accepted tokens. cache k, v
+    [L, B, S, G, E]; start [B]; path [B, D] node indices."""
     B, D = path.shape
     rows = jnp.arange(B)[:, None]
     src = start[:, None] + 1 + path
@@ -73,7 +75,7 @@ def _move(cache, start, path):
                           v=cache.v.at[:, rows, dst].set(cache.v[:, rows, src]))
 
 
-# ---- the chain ----------------------------------------------------------------------------------
+# ---- the chain -------------------------------------------------------------------------
 @jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True)
 class ChainTreeDrafter:
@@ -125,15 +127,16 @@ class ChainTreeDrafter:
         return self.drafter.commit(state, n_accepted, active)
 
 
-# ---- children of a node -------------------------------------------------------------------------
+# ---- children of a node ----------------------------------------------------------------
 def draw_children(key, logits, sampling: SamplingParams, r: int, head_ids=None,
                   vocab_size: int | None = None):
     """The first ``r`` candidates of each distribution: logits [B, n, V] (or over a head
     vocabulary [B, n, Vh] whose token ids in a vocabulary of ``vocab_size`` are
     ``head_ids`` [Vh]) → (tokens [B, n, r] int32, proposal distributions [B, n, r, V]).
-    Greedy: the r best tokens by the logits (rank 0 = the argmax), each a one-hot. Sampled: r draws without replacement from the
-    processed distribution q (Gumbel top-r); draw i's proposal is q with draws 0..i−1
-    removed and renormalised, a zero row once q has no mass left."""
+    Greedy: the r best tokens by the logits (rank 0 = the argmax), each a one-hot.
+    Sampled: r draws without replacement from the processed distribution q (Gumbel
+    top-r); draw i's proposal is q with draws 0..i−1 removed and renormalised, a zero
+    row once q has no mass left."""
     if sampling.greedy:
         _, toks = jax.lax.top_k(logits.astype(jnp.float32), r)
         if head_ids is not None:
@@ -169,7 +172,7 @@ def _levels(tree: TokenTree):
     return out
 
 
-# ---- a draft model --------------------------------------------------------------------------------
+# ---- a draft model ---------------------------------------------------------------------
 @jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True)
 class ModelTreeDrafter:
@@ -235,11 +238,11 @@ class ModelTreeDrafter:
         return cache._replace(length=start), TreeDraft(tokens, probs)
 
     def commit_tree(self, state, path, n_accepted, active):
-        cache = _move(state, state.length + 1, path[:, :-1]) if path.shape[1] > 1 else state
+        cache = move_path(state, state.length + 1, path[:, :-1]) if path.shape[1] > 1 else state
         return cache._replace(length=state.length + jnp.where(active, n_accepted + 1, 0))
 
 
-# ---- the feature head ------------------------------------------------------------------------------
+# ---- the feature head ------------------------------------------------------------------
 @jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True)
 class FeatureHeadTreeDrafter:
@@ -300,7 +303,7 @@ class FeatureHeadTreeDrafter:
         return state                          # the next feature arrives through `observe`
 
 
-# ---- prompt lookup with several matches ------------------------------------------------------
+# ---- prompt lookup with several matches ------------------------------------------------
 def branches_tree(branches: int, depth: int) -> TokenTree:
     """``branches`` chains of ``depth`` nodes below the root (the n-gram tree's shape)."""
     branches, depth = positive_int("branches", branches), positive_int("depth", depth)
@@ -389,7 +392,7 @@ class NGramTreeDrafter:
         return state, TreeDraft(draft, probs)
 
 
-# ---- choosing one --------------------------------------------------------------------------------
+# ---- choosing one ----------------------------------------------------------------------
 def as_tree_drafter(drafter, tree: TokenTree | None):
     """A tree drafter for ``drafter`` (already checked against the target) and ``tree``:
     a tree drafter as it is (``tree`` None or its own); a chain tree → `ChainTreeDrafter`
