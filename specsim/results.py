@@ -113,6 +113,10 @@ class SpeculativeStats(_Readable):
     # n-th) put to the acceptance test against the step: 1 passed, 0 not, −1 none judged
     # (`specsim.policy_engine.judge_off`).
     off_judged: np.ndarray | None = None   # [I, B] int
+    # Recorded by a tree run (`specsim.decode.generate_tree`): path_end[i, b] the verify
+    # index where the accepted path ended (0 = the root, node j at j + 1; −1 when
+    # finished); `specsim.trees.measured_acceptance` turns it into per-(depth, rank) rates.
+    path_end: np.ndarray | None = None     # [I, B] int
 
     @property
     def active(self) -> np.ndarray:

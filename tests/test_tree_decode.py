@@ -32,7 +32,8 @@ from specsim.models.config import TINY_LLAMA, ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import forward_hidden, init_cache, init_params, select_layers
 from specsim.sampling import SamplingParams
-from specsim.trees import TokenTree, select_best_nodes
+from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
+                           measured_acceptance, select_best_nodes, simulate_tree)
 
 MAX_NEW = 24
 PROMPTS_4 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23],
@@ -319,6 +320,41 @@ def test_loop_call_runs_what_generate_runs_and_compiles_once(target, drafters, r
     for b, p in enumerate(PROMPTS_4):
         n = int(common.length[b])
         assert np.asarray(common.tokens[b, len(p):n]).tolist() == first.tokens[b]
+
+
+def test_path_ends_count_tries_and_acceptances_by_hand():
+    tree = TokenTree.from_top_k([2, 2])     # nodes 0, 1 (depth 1); 2, 3 below 0; 4, 5 below 1
+    # ends: the root (both depth-1 ranks tried, rejected), node 1 (rank 0 rejected, rank 1
+    # accepted, then both of its children tried), node 5 (…, then rank 1 at depth 2)
+    accepted, tried = acceptance_counts(tree, np.asarray([[0, 2], [6, -1]]))
+    assert accepted.tolist() == [[0, 2], [0, 1]]
+    assert tried.tolist() == [[3, 3], [2, 2]]
+    with pytest.raises(InvalidArgument, match="path_end"):
+        acceptance_counts(tree, [7])
+
+
+def test_measured_rates_recover_the_simulators():
+    """Path ends from the positional model's simulator give back its rates."""
+    tree = TokenTree.from_top_k([3, 2, 1])
+    rates = np.asarray([[0.5, 0.4, 0.3], [0.6, 0.5, 0.0], [0.7, 0.0, 0.0]])
+    run = simulate_tree(tree, PositionalAcceptance(rates), 200_000, rng=1)
+    got = measured_acceptance(tree, run.last_node + 1).rates
+    present = np.asarray([[1, 1, 1], [1, 1, 0], [1, 0, 0]], bool)
+    np.testing.assert_allclose(got[present], rates[present], atol=0.01)
+
+
+def test_a_tree_runs_path_ends_agree_with_its_accepted_counts(target, drafters):
+    tree = TokenTree.from_top_k([3, 2, 1])
+    res = generate_tree(target, drafters["small"], PROMPTS_4, MAX_NEW, tree=tree)
+    st = res.stats
+    assert st.path_end.shape == st.accepted.shape
+    assert ((st.path_end >= 0) == st.active).all()
+    depth_of = np.concatenate([[0], tree.depths])
+    np.testing.assert_array_equal(depth_of[np.maximum(st.path_end, 0)][st.active],
+                                  st.accepted[st.active])
+    acc, tried = acceptance_counts(tree, st.path_end)
+    assert acc.sum() == st.accepted[st.active].sum()
+    assert tried[0, 0] == st.active.sum()
 
 
 def test_a_wider_tree_accepts_more_per_iteration(target, drafters):

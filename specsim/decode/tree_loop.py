@@ -19,7 +19,9 @@ Each iteration
 A chain (``TokenTree.chain(K)``) is the one-child tree: the same tokens and statistics
 as `generate_speculative` with K (tests/test_tree_decode.py). Statistics are
 `SpeculativeStats` with k = C (drafted: nodes proposed; overlap per node against the
-target's distribution at its parent). Shapes: B batch, C nodes, V vocab, I iterations.
+target's distribution at its parent; path_end: where each accepted path ended, which
+`specsim.trees.measured_acceptance` turns into per-(depth, rank) rates).
+Shapes: B batch, C nodes, V vocab, I iterations.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
                  dstate, *, cfg: ModelConfig, tree: TokenTree, S: int, I: int):
     """The tree loop from ``start`` = `prefill_program`'s (LoopState, cache) and
     ``dstate`` = the drafter's prefill state, both donated. → (LoopState,
-    SpecStatsBuffer, cache, drafter state)."""
+    SpecStatsBuffer, cache, drafter state, path ends [I, B]: the verify index where each
+    iteration's accepted path ended, −1 where the row took no part)."""
     TRACE_COUNTS["tree"] += 1
     B = prompt_lens.shape[0]
     C = tree_size(drafter)
@@ -74,9 +77,10 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
     feats = reads_target_hidden(drafter)
     common, cache = start
     stats = empty_stats(I, B, C)
+    path_end = jnp.full((I, B), -1, jnp.int32)
 
     def body(carry):
-        c, cache, dstate, stats = carry
+        c, cache, dstate, stats, path_end = carry
         key, k_draft, k_accept = jax.random.split(c.key, 3)
         # 1. draft the tree
         dstate, draft = drafter.propose_tree(dstate, Context(c.tokens, c.length), k_draft, sp)
@@ -107,6 +111,7 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
         dstate = drafter.commit_tree(dstate, path, n_acc, ok)
         stats = _record(stats, c.it, ok, n_acc, draft.probs,
                         jnp.take_along_axis(p, t.parent_index[:, :, None], 1))
+        path_end = path_end.at[c.it].set(jnp.where(ok, best, -1))
         D = path.shape[1]
         path_tokens = jnp.take_along_axis(draft.tokens, path, 1)                  # [B, D]
         pos = jnp.arange(D + 1, dtype=jnp.int32)[None]
@@ -114,11 +119,11 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
                         jnp.concatenate([path_tokens, jnp.zeros((B, 1), jnp.int32)], 1),
                         extra[:, None])                                          # [B, D+1]
         c = advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
-        return c, cache, dstate, stats
+        return c, cache, dstate, stats, path_end
 
-    common, cache, dstate, stats = jax.lax.while_loop(
-        lambda carry: running(carry[0], I), body, (common, cache, dstate, stats))
-    return common, stats, cache, dstate
+    common, cache, dstate, stats, path_end = jax.lax.while_loop(
+        lambda carry: running(carry[0], I), body, (common, cache, dstate, stats, path_end))
+    return common, stats, cache, dstate, path_end
 
 
 def tree_size(drafter) -> int:
@@ -209,10 +214,11 @@ def generate_tree(target, drafter, prompts, max_new_tokens: int, tree=None,
     loop, encoded, plan, drafter, meta = _setup(
         target, drafter, prompts, max_new_tokens, tree, temperature, top_k, top_p, seed,
         eos_token_id, cache_len, on_nonfinite)
-    common, stats, _, _ = loop.program(*loop.args, **loop.static)
+    common, stats, _, _, path_end = loop.program(*loop.args, **loop.static)
     n_it = int(common.it)
     st = SpeculativeStats(tree_size(drafter), np.asarray(stats.accepted)[:n_it],
-                          np.asarray(stats.drafted)[:n_it], np.asarray(stats.overlap)[:n_it])
+                          np.asarray(stats.drafted)[:n_it], np.asarray(stats.overlap)[:n_it],
+                          path_end=np.asarray(path_end)[:n_it])
     dp = drafter.passes_per_iteration()
     return _finish(common, encoded, target, on_nonfinite, n_iterations=n_it,
                    target_passes=n_it + 1, draft_passes=n_it * dp + (1 if dp else 0),
