@@ -2,7 +2,9 @@
 drafter that runs a model, and a roofline fit of each (the form with the lower
 held-out error is kept for prediction); when an in-run part will run, also a sweep of
 the target's pass programs at its batches, widths and cache lengths, fitted the same way
-(`specsim.experiment.pass_sweep`), which the prediction before the run reads."""
+(`specsim.experiment.pass_sweep`), which the prediction before the run reads for the
+target and the draft models alike (a draft model's forward sweep then runs only for the
+hardware part)."""
 
 from __future__ import annotations
 
@@ -55,9 +57,11 @@ def run(state: DemoState) -> None:
     state.tables[schema.CEILINGS] = bench.measure_ceilings(
         matmul_size=1024 if s.quick else 2048, copy_mib=128 if s.quick else 256)
     models = {state.target.cfg.name: state.target}
-    for setup in state.drafters.values():
-        if setup.cost_model is not None:
-            models[setup.cost_model.cfg.name] = setup.cost_model
+    passes = pass_sweep.plan(state)
+    if not passes or "hardware" in s.parts:   # else the pass roofline prices draft steps
+        for setup in state.drafters.values():
+            if setup.cost_model is not None:
+                models[setup.cost_model.cfg.name] = setup.cost_model
     sweeps = []
     for name, m in models.items():
         df = bench.sweep_forward(m, sweep_points(state, m is state.target),
@@ -66,7 +70,7 @@ def run(state: DemoState) -> None:
         sweeps.append(df)
         state.fits[name] = fit_model_sweep(state, name, df, state.tables[schema.CEILINGS])
     state.tables[schema.SWEEPS] = pd.concat(sweeps, ignore_index=True)
-    if pass_sweep.plan(state):        # an in-run part will run: sweep its pass programs
+    if passes:                        # an in-run part will run: sweep its pass programs
         df = pass_sweep.sweep(state)
         state.tables[schema.PASS_SWEEP] = df
         f = pass_sweep.fit(state, df, state.tables[schema.CEILINGS])
