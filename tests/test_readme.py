@@ -67,6 +67,14 @@ def test_every_docs_link_resolves():
     assert not missing, "\n".join(missing)
 
 
+def test_studies_index_lists_every_page():
+    studies = REPO / "docs" / "studies"
+    index = (studies / "README.md").read_text(encoding="utf-8")
+    pages = {p.name for p in studies.glob("*.md")} - {"README.md"}
+    listed = set(re.findall(r"\]\(([\w.-]+\.md)\)", index))
+    assert pages <= listed, f"study pages missing from docs/studies/README.md: {sorted(pages - listed)}"
+
+
 def test_design_module_map_names_every_module():
     """docs/design.md's module map names every top-level module and package of specsim
     (as `name` or `name/`)."""
