@@ -158,6 +158,20 @@ def test_few_rounds_give_at_least_the_student_t_interval():
     assert (flat.lo, flat.value, flat.hi) == (2.0, 2.0, 2.0)
 
 
+def test_a_positive_statistic_takes_its_student_t_interval_on_the_log():
+    """A ratio whose rounds spread widely keeps a lower bound above zero: with
+    ``positive`` the Student-t interval is value · exp(± t · sd(log rounds) / √n)."""
+    rounds = [0.2, 1.0, 3.0]
+    linear = intervals.interval(1.0, [0.9, 1.1], rounds)
+    assert linear.lo < 0                                   # what a linear interval gives
+    iv = intervals.interval(1.0, [0.9, 1.1], rounds, positive=True)
+    h = 4.302652729911275 * np.log(rounds).std(ddof=1) / math.sqrt(3)
+    assert (iv.lo, iv.hi) == pytest.approx((math.exp(-h), math.exp(h)))
+    assert iv.lo > 0
+    ratio = intervals.ratio_of_medians([0.2, 1.0, 3.0], [1.0, 1.0, 1.0])
+    assert ratio.lo > 0 and ratio.contains(1.0)
+
+
 def test_bootstrap_refuses_unpaired_series():
     with pytest.raises(InvalidArgument, match="same rounds"):
         intervals.resample_medians({"a": [1.0, 2.0], "b": [1.0]})

@@ -152,7 +152,8 @@ def _measured_interval(state: DemoState, group: Group, i: int, times: dict):
     col = CLOCKS.index(state.settings.clock)
     series = {role: v[:, col] for role, v in times.items()}
     return intervals.bootstrap(series, _measured_statistic(group.runs[i]),
-                               draws=state.settings.bootstrap_draws, seed=state.settings.seed)
+                               draws=state.settings.bootstrap_draws, seed=state.settings.seed,
+                               positive=True)
 
 
 def _measured_statistic(run: SpecRun):
@@ -291,7 +292,8 @@ def interval_columns(state: DemoState, group: Group, i: int, times: dict,
     per_round = statistics(series)
     out = {}
     for cols, v in value.items():
-        iv = intervals.interval(float(v), boot[cols], per_round[cols])
+        iv = intervals.interval(float(v), boot[cols], per_round[cols],
+                                positive=cols[0] != schema.ERR_TOTAL_CI_LO)
         out[cols[0]], out[cols[1]] = iv.lo, iv.hi
     return out
 

@@ -64,10 +64,13 @@ def resample_medians(series: Mapping, *, draws: int = DRAWS, seed: int = 0) -> d
     return {k: (float(np.median(a)), np.median(a[idx], axis=-1)) for k, a in arrays.items()}
 
 
-def interval(value: float, boot, per_round, level: float = LEVEL) -> Interval:
+def interval(value: float, boot, per_round, level: float = LEVEL, *,
+             positive: bool = False) -> Interval:
     """``value`` with the union of the percentile interval of its bootstrap draws
     ``boot`` and the Student-t interval of its per-round values ``per_round`` (mean ±
-    t · sd / √n, shifted to centre on ``value``). Non-finite draws and rounds are left
+    t · sd / √n, shifted to centre on ``value``). With ``positive`` (a ratio or a time,
+    whose rounds are all > 0) the Student-t interval is taken on the logarithm, so a wide
+    spread never gives a bound at or below zero. Non-finite draws and rounds are left
     out; NaN bounds with fewer than two finite rounds or no finite draw."""
     from scipy import stats
 
@@ -81,13 +84,18 @@ def interval(value: float, boot, per_round, level: float = LEVEL) -> Interval:
         return Interval(float(value), math.nan, math.nan)
     tail = 100 * (1 - level) / 2
     lo, hi = np.percentile(boot, [tail, 100 - tail])
-    h = float(stats.t.ppf(0.5 + level / 2, rounds.size - 1) * rounds.std(ddof=1)
-              / math.sqrt(rounds.size))
-    return Interval(float(value), float(min(lo, value - h)), float(max(hi, value + h)))
+    t = float(stats.t.ppf(0.5 + level / 2, rounds.size - 1))
+    if positive and value > 0 and (rounds > 0).all():
+        h = t * float(np.log(rounds).std(ddof=1)) / math.sqrt(rounds.size)
+        t_lo, t_hi = value * math.exp(-h), value * math.exp(h)
+    else:
+        h = t * float(rounds.std(ddof=1)) / math.sqrt(rounds.size)
+        t_lo, t_hi = value - h, value + h
+    return Interval(float(value), float(min(lo, t_lo)), float(max(hi, t_hi)))
 
 
 def bootstrap(series: Mapping, statistic: Callable[[dict], object], *, draws: int = DRAWS,
-              level: float = LEVEL, seed: int = 0) -> Interval:
+              level: float = LEVEL, seed: int = 0, positive: bool = False) -> Interval:
     """``statistic`` of the per-key medians over rounds, with its `interval`: the
     percentile interval over ``draws`` resamplings of the rounds, widened to the
     Student-t interval of the statistic round by round. ``statistic`` takes ``{key:
@@ -99,12 +107,13 @@ def bootstrap(series: Mapping, statistic: Callable[[dict], object], *, draws: in
     value = float(statistic({k: m for k, (m, _) in med.items()}))
     boot = statistic({k: b for k, (_, b) in med.items()})
     per_round = statistic({k: np.asarray(v, float) for k, v in series.items()})
-    return interval(value, boot, per_round, level)
+    return interval(value, boot, per_round, level, positive=positive)
 
 
 def ratio_of_medians(numerator, denominator, **kw) -> Interval:
     """median(numerator) / median(denominator) over paired rounds, with its interval."""
-    return bootstrap({"n": numerator, "d": denominator}, lambda m: m["n"] / m["d"], **kw)
+    return bootstrap({"n": numerator, "d": denominator}, lambda m: m["n"] / m["d"],
+                     positive=True, **kw)
 
 
 def coverage(predicted, lo, hi) -> float:
