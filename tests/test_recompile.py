@@ -31,7 +31,6 @@ def _paid(traced) -> tuple:
     return traced[0], traced[2], traced[3]
 
 
-@pytest.mark.slow
 def test_what_compiles_again(model):
     ngram = drafters.NGramDrafter(vocab_size=model.cfg.vocab_size)
     prompt = [[1, 2, 3, 1, 2]]
