@@ -66,9 +66,8 @@ def test_the_tree_is_each_heads_top_ranks(target):
     np.testing.assert_array_equal(draft.probs.sum(-1), 1.0)         # one-hot proposals
 
 
-@pytest.mark.parametrize("batch", [1, 4])
-def test_greedy_medusa_tree_equals_autoregressive(target, batch):
-    prompts = PROMPTS_4[:batch] if batch == 1 else PROMPTS_4
+def test_greedy_medusa_tree_equals_autoregressive(target):
+    prompts = PROMPTS_4                       # ragged: rows of 2 to 11 prompt tokens
     ref = generate_autoregressive(target, prompts, 24)
     d = medusa_drafter(target, (_heads(target.cfg.d_model, 3), np.arange(target.cfg.vocab_size)),
                        TREE)
