@@ -73,9 +73,13 @@ def test_reference_is_non_degenerate(reference):
                for t, r in zip(ref.tokens, ref.finish_reason) if r == "eos")
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-@pytest.mark.parametrize("k", [1, 2, 4, 7])
-@pytest.mark.parametrize("name", ["small", "layer-skip", "ngram"])
+# every drafter at every K and both batches, and every K at both batches: each pair of
+# values appears together (K is static, each case compiles its own loop; the full grid's
+# 24 cases repeat these paths)
+@pytest.mark.parametrize("name, k, batch", [
+    (name, k, batch) for name, batches in (("small", (1, 3, 1, 3)), ("layer-skip", (3, 1, 3, 1)),
+                                           ("ngram", (1, 3, 3, 1)))
+    for k, batch in zip((1, 2, 4, 7), batches)])
 def test_greedy_speculative_equals_autoregressive(target, drafters, reference, name, k, batch):
     prompts = PROMPTS_1 if batch == 1 else PROMPTS_3
     res = generate_speculative(target, drafters[name], prompts, MAX_NEW, k)
