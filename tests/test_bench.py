@@ -277,7 +277,7 @@ def test_interleaved_rounds_runs_every_call_once_per_round_in_fresh_orders():
 
 
 def test_interleaved_rounds_progress_bar_shows_time_remaining(capsys):
-    """The demo's longest phase (the timed rounds) used to print nothing for minutes."""
+    """The demo's longest phase (the timed rounds) shows its progress and time remaining."""
     calls = [lambda: time.sleep(0.001)] * 3
     bench.interleaved_rounds(calls, 4, np.random.default_rng(0), progress="timed rounds")
     err = capsys.readouterr().err
