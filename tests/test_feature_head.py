@@ -150,7 +150,8 @@ def _replay(target, drafter, cell, ids, prompt, k, policy=None):
     return sum(expected)
 
 
-@pytest.mark.parametrize("temperature, k", [(1.0, 2), (0.7, 3)])
+# one temperature other than 1 (a traced value: every temperature runs the same program)
+@pytest.mark.parametrize("temperature, k", [(0.7, 3)])
 def test_sampling_is_exact_in_distribution(chi_models, temperature, k):
     t, _ = chi_models
     drafter = feature_head_drafter(t, (_cell(t.cfg, width=8, out_scale=1.0), [0, 2, 3, 5, 7, 11]))

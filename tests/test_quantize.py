@@ -197,7 +197,8 @@ def test_quantized_target_with_quantized_draft_equals_quantized_greedy(target):
     assert same.tokens == ref.tokens and same.stats.alpha_per_proposal == 1.0
 
 
-@pytest.mark.parametrize("temperature, k", [(1.0, 2), (0.7, 3)])
+# one temperature other than 1 (a traced value: every temperature runs the same program)
+@pytest.mark.parametrize("temperature, k", [(0.7, 3)])
 def test_quantized_self_draft_sampling_is_exact_in_distribution(chi_models, temperature, k):
     t, _ = chi_models
     drafter = quantized_self_drafter(t, bits=4, group_size=4, layers=[1])

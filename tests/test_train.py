@@ -203,8 +203,9 @@ def _exact_joint(model, temperature):
 _chi2_pvalue = chi2.chi2_pvalue
 
 
+# without a policy and under one (temperature is a traced value: one program for all)
 @pytest.mark.parametrize("temperature, policy", [
-    (0.7, None), (1.0, None), (1.0, ConfidenceThreshold(p_min=0.15, k_max=2, k_min=1))])
+    (0.7, None), (1.0, ConfidenceThreshold(p_min=0.15, k_max=2, k_min=1))])
 def test_restricted_head_sampling_is_exact_in_distribution(temperature, policy):
     cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V_SMALL, d_model=16,
                       n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=24, max_seq_len=32,
