@@ -86,9 +86,11 @@ def pytest_configure(config):
 # hands whole files to its two workers in collection order (--dist loadfile), so these go
 # first and the short files fill in at the end, instead of one worker finishing a long
 # file alone while the other waits. Order only: which tests run is unchanged.
-HEAVY_FIRST = ("test_policies", "test_notebooks", "test_decode", "test_policy_demo",
-               "test_feature_head", "test_quantize", "test_demo_drafters", "test_train",
-               "test_sharding", "test_inrun", "test_experiment")
+HEAVY_FIRST = ("test_policies", "test_notebooks", "test_tree_decode", "test_decode",
+               "test_policy_demo", "test_feature_head", "test_medusa", "test_quantize",
+               "test_demo_drafters", "test_train", "test_kernels_int4", "test_sharding",
+               "test_inrun", "test_experiment", "test_install", "test_interrupt",
+               "test_kernels")
 
 
 def pytest_collection_modifyitems(config, items):
