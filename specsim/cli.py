@@ -93,7 +93,7 @@ def _add_demo_command(sub) -> None:
                    help="built-in drafters to run (default: all three; the feature head "
                         "when one is trained or committed for the target)")
     p.add_argument("--k", nargs="+", default=None,
-                   help="draft lengths of the real drafters, e.g. 1-6 (default 2 4; quick 4)")
+                   help="draft lengths of the real drafters, e.g. 1-6 (default 4)")
     p.add_argument("--temperatures", type=float, nargs="+", default=None,
                    help="sampling temperatures of the real drafters (default 0)")
     p.add_argument("--kinds", nargs="+", default=None,
@@ -151,16 +151,16 @@ def _add_inrun_arguments(p) -> None:
                    help="part policies: new tokens per run (default 80, or --max-new-tokens "
                         "where that is given; quick and 0: --max-new-tokens)")
     p.add_argument("--alphas", type=float, nargs="+", default=None,
-                   help="instrument acceptance rates (default 0.3 0.5 0.7 0.9)")
+                   help="instrument acceptance rates (default 0.5 0.7 0.9)")
     p.add_argument("--instrument-k", nargs="+", default=None,
-                   help="instrument draft lengths (default 1 2 4 8)")
+                   help="instrument draft lengths (default 2 4)")
     p.add_argument("--draft-costs", type=float, nargs="+", default=None,
                    help="instrument draft cost as a fraction of the target's layers "
                         "(default 0 0.25)")
     p.add_argument("--batches", type=int, nargs="+", default=None,
                    help="batch sizes of the batch part (default 1 4 16)")
     p.add_argument("--batch-max-new-tokens", type=int, default=None,
-                   help="new tokens per row of the batch part at batch > 1 (default 88; "
+                   help="new tokens per row of the batch part at batch > 1 (default 48; "
                         "quick and 0: --max-new-tokens)")
 
 

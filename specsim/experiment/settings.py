@@ -24,7 +24,7 @@ TIMING_SHARES = {"instrument": 0.4, "fidelity": 0.2, "batch": 0.4}
 """How the in-run parts that run share the time left for timed rounds (normalised over
 the parts that run; a part splits its share evenly over its groups, and what a group
 leaves unused goes to the groups after it): about in proportion to what a round of each
-costs on the full grid (32 runs at batch 1; 12; 8 at batch 4 and 16)."""
+costs on the default grid (12 runs at batch 1; 6; 2 at batch 4 and 16)."""
 
 
 def check_parts(names) -> tuple[str, ...]:
@@ -175,12 +175,14 @@ class DemoSettings:
     @classmethod
     def demo(cls, *, quick: bool = False, **changes) -> "DemoSettings":
         """What ``specsim demo`` runs (``quick``: ``--quick``), sized for the budget of a
-        2-core CPU (full ≤ 10 min, quick ≤ 3 min, compiles included; compile count
-        dominates, so the grids reuse programs across α): the instrument over
-        α × K × cost (32 runs), the real drafters at K 2 and 4 (temperature 0) on the two
-        kinds of work where n-gram lookup finds most (8 runs), and batch 4 and 16 for a
-        subset (8 runs; batch 1 is the instrument's); 40 new tokens per run, 88 per row
-        at batch 4 and 16 (the most the instrument's 128-slot cache holds), 80 in the
+        2-core CPU (full ≤ 10 min, quick ≤ 3 min, compiles included). Every run is
+        timed in at least two paired rounds with its own baseline and passes, so the
+        grids are sized by what two rounds of each run cost: the instrument over
+        α {0.5, 0.7, 0.9} × K {2, 4} × cost {none, a quarter of the layers} (12 runs),
+        the real drafters at K 4 (temperature 0) on the two kinds of work where n-gram
+        lookup finds most, prompts cut to 64 tokens so they share the instrument's
+        128-slot programs (6 runs), and α 0.9, K 4 at batch 4 and 16 (batch 1 is the
+        instrument's); 40 new tokens per run, 48 per row at batch 4 and 16, 80 in the
         policies part (``--parts policies``, not a default part; `policy_max_new_tokens`,
         which follows ``max_new_tokens`` where a caller sets that alone). ``quick``:
         the instrument over α {0.5, 0.9} × K {2, 4} at no draft cost, the n-gram drafter
@@ -195,9 +197,11 @@ class DemoSettings:
         Clock: process CPU time by default, which time-slicing by other processes does
         not inflate; every call is timed by both clocks at once, so the wall-clock
         speedup stays in every row (``measured_speedup_wall``)."""
-        base = dict(parts=DEMO_PARTS, ks=(2, 4), temperatures=(0.0,), repeats=2, clock="cpu",
+        base = dict(parts=DEMO_PARTS, ks=(4,), temperatures=(0.0,), repeats=2, clock="cpu",
                     shared_repeats=3, sweep_repeats=5,
-                    kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=88,
+                    kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=48,
+                    drafter_prompt_tokens=64, instrument_alphas=(0.5, 0.7, 0.9),
+                    instrument_ks=(2, 4), batch_alphas=(0.9,), batch_ks=(4,),
                     # the policies part's runs: 80 tokens, or max_new_tokens where the
                     # caller sets that and not this
                     policy_max_new_tokens=0 if "max_new_tokens" in changes else 80)
