@@ -25,7 +25,6 @@ Shapes: B batch, D model, W cell width, V vocab, Vh head vocabulary, K drafts.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ import numpy as np
 
 from specsim.drafters.base import Context, Draft, check_drafter, gather_last
 from specsim.drafters.distilled import _HeadSampling
+from specsim.drafters.head_file import load_head_file, save_head_file
 from specsim.drafters.policy_draft import stepwise_draft
 from specsim.sampling import SamplingParams
 
@@ -156,42 +156,14 @@ class FeatureHeadDrafter:
 # ---- files -----------------------------------------------------------------------------------
 def save_cell(path: str | Path, cell_params: dict, head_ids, meta: dict) -> None:
     """Write the cell (fp16, it is small) and head ids to ``path`` (an .npz) and ``meta``
-    to the JSON beside it, each atomically (temp file + rename)."""
-    import os
-    import tempfile
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: np.asarray(cell_params[k], np.float16) for k in CELL_KEYS}
-    arrays["head_ids"] = np.asarray(head_ids, np.int32)
-    for target, write in ((path, lambda p: np.savez(p, **arrays)),
-                          (path.with_suffix(".json"),
-                           lambda p: Path(p).write_text(json.dumps(dict(meta, format=FORMAT),
-                                                                   indent=1)))):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=target.suffix, dir=target.parent)
-        os.close(fd)
-        try:
-            write(tmp)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    to the JSON beside it, each atomically (`specsim.drafters.head_file`)."""
+    save_head_file(path, cell_params, CELL_KEYS, head_ids, meta, FORMAT)
 
 
 def load_cell(path: str | Path) -> tuple[dict, np.ndarray, dict]:
     """(cell params fp32, head_ids, metadata) from a `save_cell` file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"feature head {path} not found (train one with "
-                         f"`specsim train-draft --kind feature-head`)")
-    with np.load(path) as z:
-        missing = [k for k in CELL_KEYS + ("head_ids",) if k not in z.files]
-        if missing:
-            raise ValueError(f"{path} is not a feature head file (missing {missing})")
-        cell_params = {k: jnp.asarray(z[k], jnp.float32) for k in CELL_KEYS}
-        head_ids = np.asarray(z["head_ids"], np.int32)
-    meta_path = path.with_suffix(".json")
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    return cell_params, head_ids, meta
+    return load_head_file(path, CELL_KEYS, "feature head",
+                          "train one with `specsim train-draft --kind feature-head`")
 
 
 def feature_head_drafter(target, source, name: str | None = None) -> FeatureHeadDrafter:

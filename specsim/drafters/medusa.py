@@ -19,9 +19,6 @@ Shapes: B batch, D model, K heads, Vh head vocabulary, V vocab, C tree nodes.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.base import Context
+from specsim.drafters.head_file import load_head_file, save_head_file
 from specsim.drafters.tree import TreeDraft
 from specsim.errors import InvalidArgument
 from specsim.sampling import SamplingParams
@@ -111,40 +109,14 @@ class MedusaDrafter:
 
 def save_medusa(path: str | Path, params: dict, head_ids, meta: dict) -> None:
     """Write the heads (fp16) and head ids to ``path`` (.npz) and ``meta`` to the JSON
-    beside it, each atomically (temp file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {k: np.asarray(params[k], np.float16) for k in MEDUSA_KEYS}
-    arrays["head_ids"] = np.asarray(head_ids, np.int32)
-    for target, write in ((path, lambda p: np.savez(p, **arrays)),
-                          (path.with_suffix(".json"),
-                           lambda p: Path(p).write_text(json.dumps(dict(meta, format=FORMAT),
-                                                                   indent=1)))):
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=target.suffix, dir=target.parent)
-        os.close(fd)
-        try:
-            write(tmp)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    beside it, each atomically (`specsim.drafters.head_file`)."""
+    save_head_file(path, params, MEDUSA_KEYS, head_ids, meta, FORMAT)
 
 
 def load_medusa(path: str | Path) -> tuple[dict, np.ndarray, dict]:
     """(heads fp32, head_ids, metadata) from a `save_medusa` file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InvalidArgument(f"Medusa heads {path} not found (train them with "
-                              f"`specsim train-draft --kind medusa`)")
-    with np.load(path) as z:
-        missing = [k for k in MEDUSA_KEYS + ("head_ids",) if k not in z.files]
-        if missing:
-            raise InvalidArgument(f"{path} is not a Medusa heads file (missing {missing})")
-        params = {k: jnp.asarray(z[k], jnp.float32) for k in MEDUSA_KEYS}
-        head_ids = np.asarray(z["head_ids"], np.int32)
-    meta_path = path.with_suffix(".json")
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    return params, head_ids, meta
+    return load_head_file(path, MEDUSA_KEYS, "Medusa heads",
+                          "train them with `specsim train-draft --kind medusa`")
 
 
 def medusa_drafter(target, source, tree: TokenTree | None = None,
