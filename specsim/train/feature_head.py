@@ -27,7 +27,6 @@ Vh head vocabulary, J unrolled steps, M examples per batch.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ import numpy as np
 
 from specsim.drafters.feature_head import cell, init_cell, save_cell
 from specsim.train.draft import head_vocabulary
-from specsim.train.loop import checkpoint_dir
+from specsim.train.loop import _optimizer, checkpoint_dir, settings_identity
 
 __all__ = ["FeatureHeadConfig", "FeatureHeadResult", "train_feature_head", "target_features",
            "chain_alpha", "default_head_path", "checkpoint_dir"]
@@ -66,29 +65,33 @@ class FeatureHeadConfig:
     checkpoint_minutes: float = 3.0
 
     def validate(self, vocab_size: int) -> None:
-        for name in ("width", "unroll", "steps", "batch", "n_new", "gen_batch", "teacher_top_k"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if isinstance(self.head_vocab, bool) or not isinstance(self.head_vocab, int) \
-                or not 1 <= self.head_vocab <= vocab_size:
-            raise ValueError(f"head_vocab must be an integer in [1, {vocab_size}] (the "
-                             f"target's vocabulary), got {self.head_vocab!r}")
-        if self.minutes is not None and not self.minutes > 0:
-            raise ValueError(f"minutes must be > 0 (or None for no limit), got {self.minutes!r}")
-        for name in ("lr", "checkpoint_minutes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        validate_head_training(self, vocab_size, ("width", "unroll"))
         if not self.feature_weight >= 0:
             raise ValueError(f"feature_weight must be >= 0, got {self.feature_weight!r}")
-        if self.n_prompts is not None and self.n_prompts < 2:
-            raise ValueError(f"n_prompts must be >= 2 or None, got {self.n_prompts!r}")
 
     def identity(self) -> dict:
-        d = dataclasses.asdict(self)
-        for k in ("minutes", "checkpoint_minutes"):
-            d.pop(k)
-        return d
+        return settings_identity(self)
+
+
+def validate_head_training(cfg, vocab_size: int, own_counts: tuple[str, ...]) -> None:
+    """The checks a head training's settings share (the feature head's and Medusa's):
+    ``own_counts`` and the shared counts positive integers, ``head_vocab`` inside the
+    target's vocabulary, positive budgets and rate, at least 2 prompts (one held out)."""
+    for name in own_counts + ("steps", "batch", "n_new", "gen_batch", "teacher_top_k"):
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if isinstance(cfg.head_vocab, bool) or not isinstance(cfg.head_vocab, int) \
+            or not 1 <= cfg.head_vocab <= vocab_size:
+        raise ValueError(f"head_vocab must be an integer in [1, {vocab_size}] (the "
+                         f"target's vocabulary), got {cfg.head_vocab!r}")
+    if cfg.minutes is not None and not cfg.minutes > 0:
+        raise ValueError(f"minutes must be > 0 (or None for no limit), got {cfg.minutes!r}")
+    for name in ("lr", "checkpoint_minutes"):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(cfg, name)!r}")
+    if cfg.n_prompts is not None and cfg.n_prompts < 2:
+        raise ValueError(f"n_prompts must be >= 2 or None, got {cfg.n_prompts!r}")
 
 
 @dataclass
@@ -144,6 +147,20 @@ class _Data:
                 jnp.asarray(self.s.teacher_logp[r[:, None], g[:, None] + j]))
 
 
+def teacher_cross_entropy(logq, teacher_head, teacher_logp):
+    """Cross-entropy of the draft's log-probabilities logq [M, ..., Vh] against the
+    target's top-Jt choices (head indices, −1 outside the head, [M, ..., Jt], and their
+    log-probabilities), renormalised over the tokens inside the head and averaged over
+    the M examples that have one. → [...]"""
+    inside = teacher_head >= 0
+    p = jnp.where(inside, jnp.exp(teacher_logp), 0.0)
+    z_p = p.sum(-1, keepdims=True)
+    p = p / jnp.maximum(z_p, 1e-30)
+    picked = jnp.take_along_axis(logq, jnp.maximum(teacher_head, 0), -1)     # [M, ..., Jt]
+    ok = z_p[..., 0] > 0                                                     # [M, ...]
+    return -jnp.sum(jnp.where(ok, jnp.sum(p * picked, -1), 0.0), 0) / jnp.maximum(ok.sum(0), 1)
+
+
 def _loss(params, embed, head, eps, lam, z0, toks, feats, teacher_head, teacher_logp):
     """Cross-entropy of the draft against the target's top-Jt distribution (renormalised
     over the tokens inside the head) plus λ·L1 to the target's features, summed over
@@ -152,13 +169,7 @@ def _loss(params, embed, head, eps, lam, z0, toks, feats, teacher_head, teacher_
     for j in range(toks.shape[1]):
         z = cell(params, embed, z, toks[:, j], eps)
         logq = jax.nn.log_softmax(z @ head.T, -1)                              # [M, Vh]
-        inside = teacher_head[:, j] >= 0                                       # [M, Jt]
-        p = jnp.where(inside, jnp.exp(teacher_logp[:, j]), 0.0)
-        z_p = p.sum(-1, keepdims=True)
-        p = p / jnp.maximum(z_p, 1e-30)
-        picked = jnp.take_along_axis(logq, jnp.maximum(teacher_head[:, j], 0), 1)  # [M, Jt]
-        ok = z_p[:, 0] > 0
-        ce = ce - jnp.sum(jnp.where(ok, jnp.sum(p * picked, -1), 0.0)) / jnp.maximum(ok.sum(), 1)
+        ce = ce + teacher_cross_entropy(logq, teacher_head[:, j], teacher_logp[:, j])
         fl = fl + jnp.mean(jnp.abs(z - feats[:, j]))
     return ce + lam * fl, ce
 
@@ -191,13 +202,6 @@ def chain_alpha(params, embed, head, head_ids, eps, data: _Data) -> list[float]:
 
 
 # ---- the loop --------------------------------------------------------------------------------
-def _optimizer(cfg: FeatureHeadConfig):
-    import optax
-    schedule = optax.warmup_cosine_decay_schedule(
-        0.0, cfg.lr, min(cfg.warmup, max(cfg.steps - 1, 0)), max(cfg.steps, 1), cfg.lr * 0.1)
-    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.0))
-
-
 def _prepare(target, cfg: FeatureHeadConfig, ckpt: Path, prompts, bar):
     """Samples (cached in the checkpoint folder), features, head vocabulary, splits."""
     from specsim.train.loop import _atomic_write, _samples

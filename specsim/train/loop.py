@@ -73,10 +73,8 @@ class DistillConfig:
 
     def identity(self) -> dict:
         """The settings a checkpoint must share to be resumed (not the time budget)."""
-        d = dataclasses.asdict(self)
+        d = settings_identity(self)
         d["layers"] = list(d["layers"]) if isinstance(d["layers"], tuple) else d["layers"]
-        for k in ("minutes", "checkpoint_minutes"):
-            d.pop(k)
         return d
 
 
@@ -90,6 +88,15 @@ class TrainResult:
     finished: bool
     meta: dict = field(default_factory=dict)
     trainable: Any = None               # the trained parameters (see specsim.train.draft)
+
+
+def settings_identity(cfg) -> dict:
+    """A training config's fields without its time budget (``minutes``,
+    ``checkpoint_minutes``): what a checkpoint must share to be resumed."""
+    d = dataclasses.asdict(cfg)
+    for k in ("minutes", "checkpoint_minutes"):
+        d.pop(k)
+    return d
 
 
 def checkpoint_dir(out: str | Path) -> Path:
@@ -164,7 +171,9 @@ def _batch(samples: Samples, rows: np.ndarray, head_pos: np.ndarray) -> dict:
 
 
 # ---- the loop ---------------------------------------------------------------------------------
-def _optimizer(cfg: DistillConfig):
+def _optimizer(cfg):
+    """AdamW (clipped at global norm 1) on a warmup-cosine schedule from ``cfg.lr``,
+    ``cfg.warmup`` and ``cfg.steps``; shared by every training kind."""
     import optax
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, cfg.lr, min(cfg.warmup, max(cfg.steps - 1, 0)), max(cfg.steps, 1), cfg.lr * 0.1)

@@ -20,7 +20,6 @@ teacher's top-k.
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.medusa import init_medusa, medusa_logits, save_medusa
-from specsim.train.loop import checkpoint_dir
+from specsim.train.feature_head import teacher_cross_entropy, validate_head_training
+from specsim.train.loop import _optimizer, checkpoint_dir, settings_identity
 
 __all__ = ["MedusaConfig", "MedusaResult", "train_medusa", "head_agreement",
            "default_medusa_path", "checkpoint_dir"]
@@ -61,27 +61,10 @@ class MedusaConfig:
         return self.heads
 
     def validate(self, vocab_size: int) -> None:
-        for name in ("heads", "steps", "batch", "n_new", "gen_batch", "teacher_top_k"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if isinstance(self.head_vocab, bool) or not isinstance(self.head_vocab, int) \
-                or not 1 <= self.head_vocab <= vocab_size:
-            raise ValueError(f"head_vocab must be an integer in [1, {vocab_size}] (the "
-                             f"target's vocabulary), got {self.head_vocab!r}")
-        if self.minutes is not None and not self.minutes > 0:
-            raise ValueError(f"minutes must be > 0 (or None for no limit), got {self.minutes!r}")
-        for name in ("lr", "checkpoint_minutes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.n_prompts is not None and self.n_prompts < 2:
-            raise ValueError(f"n_prompts must be >= 2 or None, got {self.n_prompts!r}")
+        validate_head_training(self, vocab_size, ("heads",))
 
     def identity(self) -> dict:
-        d = dataclasses.asdict(self)
-        for k in ("minutes", "checkpoint_minutes"):
-            d.pop(k)
-        return d
+        return settings_identity(self)
 
 
 @dataclass
@@ -99,14 +82,7 @@ def _loss(params, head, z0, teacher_head, teacher_logp):
     (renormalised over the tokens inside the head)."""
     logq = jax.nn.log_softmax(medusa_logits(params, head, z0), -1)             # [M, K, Vh]
     K = logq.shape[1]
-    inside = teacher_head[:, :K] >= 0                                          # [M, K, Jt]
-    p = jnp.where(inside, jnp.exp(teacher_logp[:, :K]), 0.0)
-    z_p = p.sum(-1, keepdims=True)
-    p = p / jnp.maximum(z_p, 1e-30)
-    picked = jnp.take_along_axis(logq, jnp.maximum(teacher_head[:, :K], 0), 2)  # [M, K, Jt]
-    ok = z_p[..., 0] > 0                                                       # [M, K]
-    per_head = -jnp.sum(jnp.where(ok, jnp.sum(p * picked, -1), 0.0), 0) / jnp.maximum(ok.sum(0), 1)
-    return jnp.sum(per_head)
+    return jnp.sum(teacher_cross_entropy(logq, teacher_head[:, :K], teacher_logp[:, :K]))
 
 
 def head_agreement(params, head, data) -> list[float]:
@@ -122,13 +98,6 @@ def head_agreement(params, head, data) -> list[float]:
     ok = want >= 0
     return [round(float(((guess == want) & ok)[:, k].sum() / max(ok[:, k].sum(), 1)), 4)
             for k in range(K)]
-
-
-def _optimizer(cfg: MedusaConfig):
-    import optax
-    schedule = optax.warmup_cosine_decay_schedule(
-        0.0, cfg.lr, min(cfg.warmup, max(cfg.steps - 1, 0)), max(cfg.steps, 1), cfg.lr * 0.1)
-    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.0))
 
 
 def train_medusa(target, out: str | Path, cfg: MedusaConfig = MedusaConfig(), *,
