@@ -47,7 +47,12 @@ def target():
 
 @pytest.fixture(scope="module")
 def drafters(target):
-    # a separate small model: two of the target's layers, perturbed (its own weights)
+    return tiny_drafters(target)
+
+
+def tiny_drafters(target) -> dict:
+    """A separate small model (two of the target's layers, perturbed: its own weights),
+    layer skip and n-gram drafters for ``target``."""
     sub, sub_cfg = select_layers(target.params, target.cfg, [0, 1])
     leaves, treedef = jax.tree_util.tree_flatten(sub)
     keys = jax.random.split(jax.random.PRNGKey(7), len(leaves))

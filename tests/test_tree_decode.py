@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import chi2
+from test_decode import _scaled, target, tiny_drafters  # noqa: F401  (the shared tiny target)
 
 from specsim import models
 from specsim.decode import TRACE_COUNTS, generate_autoregressive, generate_speculative
@@ -21,16 +22,16 @@ from specsim.decode.tree_loop import generate_tree
 from specsim.decode.tree_loop import tree_loop
 from specsim.decode.tree_verify import (dynamic_tables, greedy_path, move_path, path_nodes,
                                         sampled_path, tree_nonfinite, tree_tables)
-from specsim.drafters import (NGramDrafter, feature_head_drafter, layer_skip_drafter,
+from specsim.drafters import (NGramDrafter, feature_head_drafter,
                               model_drafter, quantized_self_drafter)
 from specsim.drafters.base import Context
 from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 from specsim.drafters.feature_head import init_cell
 from specsim.drafters.tree import NGramTreeDrafter, branches_tree, draw_children
 from specsim.errors import InvalidArgument
-from specsim.models.config import TINY_LLAMA, ModelConfig
+from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
-from specsim.models.transformer import forward_hidden, init_cache, init_params, select_layers
+from specsim.models.transformer import forward_hidden, init_cache, init_params
 from specsim.sampling import SamplingParams
 from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
                            measured_acceptance, select_best_nodes, simulate_tree)
@@ -41,28 +42,9 @@ PROMPTS_4 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23],
 PROMPTS_1 = [[6, 1, 8, 0, 3, 3, 9]]
 
 
-def _scaled(params, factor):
-    return jax.tree_util.tree_map_with_path(
-        lambda path, a: a if "norm" in str(path[-1]) else a * factor, params)
-
-
-@pytest.fixture(scope="module")
-def target():
-    cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=53)
-    return models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(0), cfg), 12.0))
-
-
 @pytest.fixture(scope="module")
 def drafters(target):
-    sub, sub_cfg = select_layers(target.params, target.cfg, [0, 1])
-    leaves, treedef = jax.tree_util.tree_flatten(sub)
-    keys = jax.random.split(jax.random.PRNGKey(7), len(leaves))
-    noisy = [a * (1 + 0.1 * jax.random.normal(k, a.shape)) for a, k in zip(leaves, keys)]
-    small = models.Model(sub_cfg.replace(name="tiny-small"),
-                         jax.tree_util.tree_unflatten(treedef, noisy))
-    return {"small": model_drafter(small, target),
-            "layer-skip": layer_skip_drafter(target, [0, 2]),
-            "ngram": NGramDrafter(target.cfg.vocab_size, n=3),
+    return {**tiny_drafters(target),
             "quantized": quantized_self_drafter(target, 8),
             "feature-head": _feature_head(target, head_ids=np.arange(target.cfg.vocab_size - 10))}
 
