@@ -204,7 +204,8 @@ def chain_alpha(params, embed, head, head_ids, eps, data: _Data) -> list[float]:
 # ---- the loop --------------------------------------------------------------------------------
 def _prepare(target, cfg: FeatureHeadConfig, ckpt: Path, prompts, bar):
     """Samples (cached in the checkpoint folder), features, head vocabulary, splits."""
-    from specsim.train.loop import _atomic_write, _samples
+    from specsim import atomic
+    from specsim.train.loop import _samples
     samples = _samples(target, cfg, ckpt, prompts, bar)
     fpath = ckpt / "features.npy"
     if fpath.is_file():
@@ -212,7 +213,7 @@ def _prepare(target, cfg: FeatureHeadConfig, ckpt: Path, prompts, bar):
     else:
         bar.set_description("target features")
         feats = target_features(target, samples.tokens, cfg.gen_batch)
-        _atomic_write(fpath, lambda p: np.save(p, feats))
+        atomic.write(fpath, lambda p: np.save(p, feats))
     V = target.cfg.vocab_size
     eos = [target.cfg.eos_token_id] if target.cfg.eos_token_id is not None else []
     head_ids = head_vocabulary(samples.generated_tokens(), V, cfg.head_vocab, eos)

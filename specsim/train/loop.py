@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from specsim import atomic
 from specsim.drafters.distilled import METADATA_FILE
 from specsim.train.draft import (distill_loss, draft_config, head_vocabulary, init_draft,
                                  layer_ids)
@@ -104,26 +103,12 @@ def checkpoint_dir(out: str | Path) -> Path:
     return out.with_name(out.name + ".partial")
 
 
-# ---- atomic files ---------------------------------------------------------------------------
-def _atomic_write(path: Path, write) -> None:
-    """write(tmp_path) then os.replace onto ``path``: readers see old or new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _save_state(ckpt: Path, state: dict) -> None:
     leaves = jax.tree_util.tree_leaves((state["trainable"], state["opt_state"]))
     arrays = {f"a{i}": np.asarray(x) for i, x in enumerate(leaves)}
-    _atomic_write(ckpt / "state.npz", lambda p: np.savez(p, **arrays))
+    atomic.write(ckpt / "state.npz", lambda p: np.savez(p, **arrays))
     info = {k: state[k] for k in ("step", "losses", "top1", "identity", "seconds")}
-    _atomic_write(ckpt / "progress.json", lambda p: p.write_text(json.dumps(info)))
+    atomic.write(ckpt / "progress.json", lambda p: p.write_text(json.dumps(info)))
 
 
 def _load_state(ckpt: Path, like: dict) -> dict | None:
@@ -154,7 +139,7 @@ def _samples(target, cfg: DistillConfig, ckpt: Path, prompts, bar) -> Samples:
     bar.set_description("target samples")
     samples = generate_samples(target, encoded, n_new=cfg.n_new, batch=cfg.gen_batch,
                                top_j=cfg.teacher_top_k, seed=cfg.seed, progress=bar.update)
-    _atomic_write(path, samples.save)
+    atomic.write(path, samples.save)
     return samples
 
 
