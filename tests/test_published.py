@@ -25,7 +25,7 @@ def loso(rows):
 
 
 def test_every_row_is_cited_and_complete(rows):
-    assert len(rows) >= 90 and rows["source_id"].nunique() >= 5
+    assert len(rows) >= 100 and rows["source_id"].nunique() >= 5
     assert rows["row_id"].is_unique
     for col in ("citation", "url", "location", "hardware", "engine", "target", "drafter_kind"):
         assert rows[col].notna().all() and (rows[col].astype(str).str.len() > 0).all(), col
