@@ -1,0 +1,50 @@
+"""`specsim predict`: will speculation pay on a GPU or TPU? The datasheet what-if of
+`specsim.what_if`, no JAX."""
+
+from __future__ import annotations
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser(
+        "predict", help="will speculation pay on a GPU or TPU? (datasheet what-if)",
+        description="Speedup of speculative decoding for a target model on a datasheet "
+                    "hardware row, from the iteration cost model (specsim.iteration_cost) "
+                    "with engine overheads fitted on published results: the speedup with "
+                    "an interval, the best K, the batch from which it stops paying, and "
+                    "the term that bounds an iteration. No JAX.")
+    p.add_argument("--target", required=True, help="target model preset, e.g. llama-3.1-8b")
+    p.add_argument("--hardware", required=True, help="datasheet row, e.g. h100-sxm")
+    p.add_argument("--drafter", default="eagle",
+                   help="draft_model, eagle, medusa, hydra, ngram, ngram_tree, lookahead "
+                        "(default eagle)")
+    p.add_argument("--draft", default=None, help="draft model preset (for --drafter draft_model)")
+    p.add_argument("--engine", default="vllm",
+                   help="hf-eager, vllm, sglang, trtllm, t5x-tpu (default vllm)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    p.add_argument("--alpha", type=float, default=None, help="per-token acceptance (chains)")
+    p.add_argument("--tau", type=float, default=None,
+                   help="mean tokens an iteration (at --k, or at --tree-tokens)")
+    p.add_argument("--k", type=int, default=None, help="draft length (default: the best K)")
+    p.add_argument("--tree-tokens", type=int, default=None,
+                   help="tokens a tree verifies, root included (a tree instead of a chain)")
+    p.add_argument("--draft-steps", type=int, default=None,
+                   help="sequential drafter calls for a tree (default 5)")
+    p.add_argument("--context", type=int, default=512, help="tokens in the cache (default 512)")
+    p.set_defaults(func=_cmd_predict)
+
+
+def _cmd_predict(args) -> int:
+    from specsim.what_if import predict
+
+    pred = predict(args.target, args.hardware, drafter=args.drafter, draft=args.draft,
+                   engine=args.engine, batch=args.batch, tp=args.tp, alpha=args.alpha,
+                   tau=args.tau, k=args.k, tree_tokens=args.tree_tokens,
+                   draft_steps=args.draft_steps, context=args.context)
+    print(pred.summary())
+    total = sum(pred.terms.values())
+    print("iteration terms (ms): " + ", ".join(f"{name} {1e3 * v:.3f}"
+                                                for name, v in pred.terms.items() if v > 0)
+          + f"; total {1e3 * total:.3f}")
+    return 0
+
