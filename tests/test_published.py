@@ -101,10 +101,23 @@ def test_fit_recovers_overheads_that_generated_the_speedups(rows):
     np.testing.assert_allclose(pub._predict(models, fitted), observed, rtol=0.02)
 
 
-def test_a_class_with_too_few_rows_keeps_its_prior(rows):
-    m = list(pub.row_models(rows).values())[:2]
+def test_a_class_without_rows_keeps_its_prior():
     prior = pub.PRIOR_OVERHEADS["vllm"]
-    assert pub.fit_overheads(m, [1.5, 1.5], prior) is prior
+    assert pub.fit_overheads([], [], prior) is prior
+
+
+def test_a_single_row_pulls_the_fit_towards_it(rows):
+    """One training row is fitted (the prior keeps it finite): its prediction moves from
+    the prior's towards the observed speedup and stays on the prior's side of it."""
+    m = pub.row_models(rows)[71]          # an EAGLE chain on vLLM, with its baseline
+    m = pub.RowModel(**{**m.__dict__, "plain_s_observed": float("nan")})
+    prior = pub.PRIOR_OVERHEADS["vllm"]
+    at_prior = pub._predict([m], prior)[0]
+    target = 0.7 * at_prior
+    fitted = pub.fit_overheads([m], [target], prior)
+    moved = pub._predict([m], fitted)[0]
+    assert target <= moved < at_prior
+    assert moved == pytest.approx(target, rel=0.05)
 
 
 def test_closed_form_of_a_free_draft_is_tau(rows):
