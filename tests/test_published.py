@@ -120,6 +120,23 @@ def test_a_single_row_pulls_the_fit_towards_it(rows):
     assert moved == pytest.approx(target, rel=0.05)
 
 
+def test_replicate_pairs_by_hand(rows):
+    """Two publications of one setup pair up; the difference is their speedups per token
+    an iteration yields; a changed setup or the same publication does not pair."""
+    a = rows[rows["row_id"] == 6].iloc[0]           # PLD, RTX 3090, tau 1.73, 1.64x
+    b = a.copy()
+    b["row_id"], b["citation"], b["acceptance"], b["speedup"] = 900, "a re-run", 2.0, 2.0
+    c = b.copy()
+    c["row_id"], c["batch"] = 901, 4                # another setup
+    d = b.copy()
+    d["row_id"] = 902                               # the re-run's own second row
+    pairs = pub.replicate_pairs(pd.DataFrame([a, b, c, d]))
+    assert sorted(zip(pairs["row_a"], pairs["row_b"])) == [(6, 900), (6, 902)]
+    assert pairs["difference"].iloc[0] == pytest.approx((2.0 / 2.0) / (1.64 / 1.73) - 1)
+    real = pub.replicate_pairs(rows)
+    assert len(real) >= 29 and real["difference"].abs().max() < 0.5
+
+
 def test_closed_form_of_a_free_draft_is_tau(rows):
     row = rows[rows["drafter_kind"] == "ngram"].iloc[0]
     assert pub.closed_form_speedup(row) == pytest.approx(row["acceptance"])
