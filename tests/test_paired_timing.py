@@ -214,15 +214,15 @@ def test_the_machine_is_called_too_busy_when_runs_do_not_converge_or_ceilings_mo
     moved = machine_summary(env, _runs([0.01] * 10, s), s)
     assert len(moved["busy"]) == 1 and "matmul ceiling moved by -20%" in moved["busy"][0]
     # the report says it in plain words, beside the errors
-    from specsim import report
+    from specsim.report.fidelity import busy_lines
 
     result = SimpleNamespace(runs=_runs([0.01] * 7 + [0.05] * 3, s), settings=s,
                              environment=env)
-    text = "\n".join(report._busy_lines(result))
+    text = "\n".join(busy_lines(result))
     assert "too busy to measure to ±3%" in text and "3 of 10 runs" in text
     result.runs = _runs([0.01] * 10, s)
     env["machine_end"]["matmul_flops_per_s"] = 99e9
-    assert report._busy_lines(result) == []
+    assert busy_lines(result) == []
 
 
 def test_each_in_run_part_gets_its_share_of_the_time_left():

@@ -120,7 +120,7 @@ def test_speedups_against_the_baseline_and_the_best_fixed_k():
     g = out[out[schema.POLICY] == "goodput"]
     np.testing.assert_allclose(g[schema.VS_AR_LOW], [0.97, 0.9])
     assert g[schema.WITHIN_2PCT_OF_AR].tolist() == ["noise", "no"]
-    from specsim.report import _round_verdicts, policy_goals
+    from specsim.report.policies import _round_verdicts, policy_goals
 
     goals = policy_goals(type("R", (), {"tables": {schema.POLICIES: out}})())
     assert goals["goodput_rounds_vs_ar"] == {"yes": 0, "noise": 1, "no": 1}

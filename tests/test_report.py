@@ -11,6 +11,8 @@ import pytest
 
 from specsim import report
 from specsim import schema as S
+from specsim.report.overview import headline_section
+from specsim.report.sections import _compiler
 
 DEMO = Path(__file__).resolve().parents[1] / "data" / "demo-cpu"
 
@@ -68,7 +70,7 @@ def test_headline_when_nothing_pays_and_without_baseline(tables):
     runs = tables[S.RUNS].copy()
     spec = runs[S.DRAFTER] != "autoregressive"
     runs.loc[spec, S.MEASURED_SPEEDUP] = 0.5
-    md = "\n".join(report._headline_section(SimpleNamespace(runs=runs)))
+    md = "\n".join(headline_section(SimpleNamespace(runs=runs)))
     assert "No deployable drafter beat plain decode" in md and "0.50× measured" in md
     assert report.headline(runs[spec]) is None
 
@@ -87,7 +89,7 @@ def test_the_headline_names_a_drafter_a_user_can_deploy():
     h = report.headline(runs)
     assert h["best"][S.DRAFTER] == "ngram-3" and h["best"]["speedup"] == pytest.approx(1.6)
     assert h["instrument"][S.DRAFTER] == "instrument:a0.9:L0"
-    md = "\n".join(report._headline_section(SimpleNamespace(runs=runs)))
+    md = "\n".join(headline_section(SimpleNamespace(runs=runs)))
     assert "Best drafter you can deploy: **ngram-3, K = 4" in md
     assert "instrument drafter is not one to deploy" in md and "to test the theory" in md
     assert md.index("ngram-3") < md.index("instrument:a0.9:L0")
@@ -122,7 +124,7 @@ def test_one_table_of_prediction_errors_labels_each_prediction():
 
 
 def test_the_header_says_what_the_programs_compiled_with():
-    assert report._compiler({"compiler_options": {"xla_backend_optimization_level": 1}}) == \
+    assert _compiler({"compiler_options": {"xla_backend_optimization_level": 1}}) == \
         "compiler options xla_backend_optimization_level=1"
-    assert report._compiler({"compiler_options": {}}) == "compiler options XLA's defaults"
-    assert report._compiler({}) == "compiler options not recorded"
+    assert _compiler({"compiler_options": {}}) == "compiler options XLA's defaults"
+    assert _compiler({}) == "compiler options not recorded"

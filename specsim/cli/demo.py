@@ -169,13 +169,14 @@ def _write_demo(result, args) -> None:
     from pathlib import Path
 
     from specsim import report
+    from specsim import schema as S
     from specsim.plots.experiment import demo_figures
 
     out = result.settings.out_dir
     result.files = report.write_demo(result, Path(out), demo_figures(result))
     args.interrupted, args.done = "after writing the results", [f"wrote {out}/"]
     print(report.summary_table(result))
-    if report.S.PREDICTED_SPEEDUP in result.runs:
+    if S.PREDICTED_SPEEDUP in result.runs:
         f = report.fidelity_summary(result)
         if f.get("prior", {}).get("n_runs"):
             print(f"prediction before the run: {report.fidelity_headline(f['prior'])}")

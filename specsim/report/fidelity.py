@@ -1,0 +1,144 @@
+"""Prediction against measurement: the one table of prediction errors (`mape_table`),
+the in-run cost model's summary and the decomposition of each miss, the state of the
+machine while it ran, and the terminal summary (`summary_table`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from specsim import schema as S
+from specsim.report.tables import as_runs, markdown_table, speedup_table
+
+
+PREDICTION_LABELS = {
+    "prior": "before the run (fitted roofline, the drafter's α)",
+    "inrun": "in-run (the run's own pass times and α_j)",
+    "given": "cost model alone (in-run costs, the run's own n/I)"}
+"""The rows of the report's one table of prediction errors."""
+
+
+def mape_table(result_or_runs) -> pd.DataFrame:
+    """The report's one table of prediction errors: per prediction (`PREDICTION_LABELS`)
+    and scope (all runs, each drafter kind, each batch), its runs, MAPE, worst error and
+    coverage (the share of runs whose prediction lies inside the measured 95%
+    interval), from `fidelity_summary`. Empty without in-run runs."""
+    runs = as_runs(result_or_runs)
+    if not has_inrun(runs):
+        return pd.DataFrame()
+    f = fidelity_summary(runs)
+    rows = []
+
+    def add(label, scope, sc):
+        if sc and sc.get("n_runs"):
+            rows.append({"prediction": label, "runs": scope, "n": sc["n_runs"],
+                         "MAPE %": sc["mape_pct"], "worst %": sc["max_abs_error_pct"],
+                         "coverage %": sc.get("coverage_pct")})
+
+    if "prior" in f:
+        add(PREDICTION_LABELS["prior"], "all", f["prior"])
+        for k, v in f["prior"].get("by_drafter", {}).items():
+            add(PREDICTION_LABELS["prior"], k, v)
+    add(PREDICTION_LABELS["inrun"], "all", f)
+    for k, v in f.get("by_drafter", {}).items():
+        add(PREDICTION_LABELS["inrun"], k, v)
+    for k, v in f.get("by_batch", {}).items():
+        add(PREDICTION_LABELS["inrun"], f"batch {k}", v)
+    for k, v in f.get("by_clock", {}).items():
+        add(PREDICTION_LABELS["inrun"], f"{k} clock", v)
+    add(PREDICTION_LABELS["given"], "all", f.get("given_acceptance"))
+    return pd.DataFrame(rows).astype({"coverage %": float}) if rows else pd.DataFrame()
+
+
+def mape_lines(result) -> list[str]:
+    t = mape_table(result)
+    if t.empty:
+        return []
+    return ["", "Prediction against measurement (relative error of the speedup; coverage: "
+            "runs whose prediction lies in the measured speedup's 95% interval). The "
+            "prediction before the run is the one to use; the in-run prediction is its "
+            "decomposition, which says which term missed (section *Predicted against "
+            "measured, in-run costs*):", "", markdown_table(t, ".1f")]
+
+
+def busy_lines(result) -> list[str]:
+    m = machine_summary(result)
+    if not m or not m["busy"]:
+        return []
+    return ["", f"**Warning: the machine was too busy to measure to ±"
+                f"{100 * m['target_half_width']:g}%**: " + "; ".join(m["busy"]) +
+            ". The errors above mix the machine's noise with the model's; rerun on a quiet "
+            "machine (see *The machine while it ran*)."]
+
+
+def machine_summary(result) -> dict:
+    """`specsim.experiment.machine.machine_summary` of a result ({} without its runs)."""
+    from specsim.experiment.machine import machine_summary as summary
+
+    runs = as_runs(result)
+    if runs.empty or S.STOPPED not in runs or not hasattr(result, "settings") \
+            or not hasattr(result.settings, "target_half_width"):
+        return {}
+    return summary(getattr(result, "environment", {}), runs, result.settings)
+
+
+def summary_table(result) -> str:
+    """The terminal summary: the speedup table and the MAPE of each prediction."""
+    if result.runs.empty:
+        return "(no generation runs in this demo)"
+    t = mape_table(result)
+    return "\n".join([markdown_table(speedup_table(result), ".2f"), "",
+                      *([markdown_table(t, ".1f")] if not t.empty else []), *busy_lines(result)])
+
+
+def has_inrun(runs: pd.DataFrame) -> bool:
+    return not runs.empty and S.PREDICTED_SPEEDUP in runs
+
+
+def fidelity_summary(result_or_runs) -> dict:
+    """``{"mape_pct", "max_abs_error_pct", "n_runs"}`` of the headline prediction, overall,
+    per drafter kind and per batch (`specsim.experiment.decomposition.fidelity_summary`)."""
+    from specsim.experiment.decomposition import fidelity_summary as summary
+    return summary(as_runs(result_or_runs))
+
+
+def decomposition_table(result_or_runs) -> pd.DataFrame:
+    """Per run: measured and predicted speedup and the three log-percent terms of their
+    miss (acceptance model, cost model, residual loop overhead), which add up to the total."""
+    spec = S.speculative(as_runs(result_or_runs))
+    cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
+            S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
+            S.ERR_PRIOR, S.ERR_PRIOR_CI_LO, S.ERR_PRIOR_CI_HI, S.ERR_PRIOR_ALPHA,
+            S.ERR_PRIOR_FIT, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
+            S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
+    return spec[[c for c in cols if c in spec]]
+
+
+def decomposition_summary(result_or_runs) -> pd.DataFrame:
+    """Mean and mean absolute value of each error term per drafter kind and batch: the
+    largest source of error at a glance. The prediction before the run's miss is its α
+    term, its fitted costs' term and the in-run miss, which splits into acceptance, cost
+    and loop overhead."""
+    spec = S.speculative(as_runs(result_or_runs))
+    terms = [c for c in (S.ERR_PRIOR, S.ERR_PRIOR_ALPHA, S.ERR_PRIOR_FIT) if c in spec
+             and spec[c].notna().any()] + [S.ERR_TOTAL, *S.DECOMPOSITION]
+    g = spec.groupby([S.DRAFTER_KIND, S.BATCH])
+    out = g[terms].mean().add_suffix(" mean")
+    out = out.join(g[terms].agg(lambda x: x.abs().mean()).add_suffix(" |mean|"))
+    out.insert(0, "runs", g.size())
+    return out.reset_index()
+
+
+def fidelity_headline(f: dict, bold: bool = False) -> str:
+    """"MAPE x%, worst y%, coverage z% over n speculative runs" of a `fidelity_summary`
+    (or of its ``prior`` part), or why it is not scored (no run with a finite measured
+    and predicted speedup)."""
+    b = "**" if bold else ""
+    if not f["n_runs"]:
+        return (f"{b}MAPE not scored: no speculative run has both a finite measured and a "
+                f"finite predicted speedup{b} (a measured speedup is NaN where the run's decode "
+                "time, its time less the prefill, was not positive: runs too short for this "
+                "machine's timer; raise --max-new-tokens)")
+    cov = f.get("coverage_pct")
+    cov = f", coverage {cov:.0f}%" if cov is not None else ""
+    return (f"{b}MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}%{cov} over "
+            f"{f['n_runs']} speculative runs{b}")
