@@ -150,33 +150,32 @@ def eagle_head_shape(target: ModelShape, *, fused_inputs: int = 2) -> ModelShape
 
 
 _HF = "https://huggingface.co/{}/blob/main/config.json"
+_LLAMA1 = dict(vocab_size=32000, dtype="float16")      # Llama 1 and 2, Vicuna
 _LLAMA1_7B = dict(n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, head_dim=128,
-                  d_ff=11008, vocab_size=32000, dtype="float16")
+                  d_ff=11008, **_LLAMA1)
+_LLAMA1_13B = dict(n_layers=40, d_model=5120, n_heads=40, n_kv_heads=40, head_dim=128,
+                   d_ff=13824, **_LLAMA1)
+_LLAMA_70B = dict(n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, head_dim=128,
+                  d_ff=28672)                         # Llama 2 and 3 70B (grouped-query)
 _T5 = dict(vocab_size=32128, dtype="bfloat16", gated_mlp=True)
 
 _SHAPES = [
     ModelShape(name="vicuna-7b", **_LLAMA1_7B, source=_HF.format("lmsys/vicuna-7b-v1.3")),
-    ModelShape(name="vicuna-13b", n_layers=40, d_model=5120, n_heads=40, n_kv_heads=40,
-               head_dim=128, d_ff=13824, vocab_size=32000, dtype="float16",
-               source=_HF.format("lmsys/vicuna-13b-v1.3")),
+    ModelShape(name="vicuna-13b", **_LLAMA1_13B, source=_HF.format("lmsys/vicuna-13b-v1.3")),
     ModelShape(name="vicuna-33b", n_layers=60, d_model=6656, n_heads=52, n_kv_heads=52,
-               head_dim=128, d_ff=17920, vocab_size=32000, dtype="float16",
+               head_dim=128, d_ff=17920, **_LLAMA1,
                source=_HF.format("lmsys/vicuna-33b-v1.3")),
     ModelShape(name="vicuna-68m", n_layers=2, d_model=768, n_heads=12, n_kv_heads=12,
-               head_dim=64, d_ff=3072, vocab_size=32000, dtype="float16",
+               head_dim=64, d_ff=3072, **_LLAMA1,
                source=_HF.format("double7/vicuna-68m") + " (the JackFram/llama-68m shape)"),
     ModelShape(name="llama-2-7b", **_LLAMA1_7B, source=_HF.format("meta-llama/Llama-2-7b-hf")),
-    ModelShape(name="llama-2-13b", n_layers=40, d_model=5120, n_heads=40, n_kv_heads=40,
-               head_dim=128, d_ff=13824, vocab_size=32000, dtype="float16",
-               source=_HF.format("meta-llama/Llama-2-13b-hf")),
-    ModelShape(name="llama-2-70b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
-               head_dim=128, d_ff=28672, vocab_size=32000, dtype="float16",
+    ModelShape(name="llama-2-13b", **_LLAMA1_13B, source=_HF.format("meta-llama/Llama-2-13b-hf")),
+    ModelShape(name="llama-2-70b", **_LLAMA_70B, **_LLAMA1,
                source=_HF.format("meta-llama/Llama-2-70b-hf")),
     ModelShape(name="llama-3.1-8b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
                head_dim=128, d_ff=14336, vocab_size=128256,
                source=_HF.format("meta-llama/Llama-3.1-8B-Instruct")),
-    ModelShape(name="llama-3.3-70b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
-               head_dim=128, d_ff=28672, vocab_size=128256,
+    ModelShape(name="llama-3.3-70b", **_LLAMA_70B, vocab_size=128256,
                source=_HF.format("meta-llama/Llama-3.3-70B-Instruct")),
     ModelShape(name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8,
                head_dim=64, d_ff=8192, vocab_size=128256, tie_embeddings=True,
