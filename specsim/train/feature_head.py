@@ -229,15 +229,30 @@ def _prepare(target, cfg: FeatureHeadConfig, ckpt: Path, prompts, bar):
     return samples, head_ids, train, held
 
 
-def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = FeatureHeadConfig(),
-                       *, prompts=None, progress: bool = True) -> FeatureHeadResult:
-    """Train a feature head for ``target`` into the file ``out`` (.npz; see the module
-    docstring). Returns a `FeatureHeadResult`; ``finished`` is False when the time budget
-    ran out first (the checkpoint stays and the next call resumes)."""
-    import optax
-    from specsim.train.loop import _load_state, _progress, run_budgeted
+@dataclass
+class HeadTraining:
+    """What a head training (the feature head's or Medusa's) starts from: the target's
+    name, the checked ``out`` file, its checkpoint folder, the progress bar, the target's samples split
+    into training and held-out examples, and the target's output head restricted to the
+    draft's vocabulary ``head`` [Vh, D] (rows ``head_ids``)."""
+    target_name: str
+    out: Path
+    ckpt: Path
+    bar: object
+    samples: object
+    head_ids: np.ndarray
+    train: _Data
+    held: _Data
+    head: jax.Array
 
-    t_start = time.monotonic()
+
+def start_head_training(target, out: str | Path, cfg, prompts, progress: bool,
+                        what: str) -> HeadTraining:
+    """Check ``cfg`` and ``out`` (a new .npz file), then sample the target (or take the
+    samples the checkpoint folder holds) and build the `HeadTraining`; ``what`` names the
+    head in the error a target without an embedding gets."""
+    from specsim.train.loop import _progress
+
     out = Path(out)
     cfg.validate(target.cfg.vocab_size)
     if out.suffix != ".npz":
@@ -246,19 +261,68 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
         raise ValueError(f"out {out} exists; choose a new path or delete it")
     tcfg = target.cfg
     if "embed" not in target.params:
-        raise ValueError(f"{tcfg.name} has no embedding to share with a feature head")
+        raise ValueError(f"{tcfg.name} has no embedding to share with {what}")
     ckpt = checkpoint_dir(out)
     bar = _progress(0, progress)
     samples, head_ids, train, held = _prepare(target, cfg, ckpt, prompts, bar)
-    embed = target.params["embed"]
-    head_w = embed if tcfg.tie_embeddings else jnp.asarray(target.params["lm_head"]).T
-    head = head_w[jnp.asarray(head_ids)]                                       # [Vh, D]
-    eps, lam = float(tcfg.norm_eps), float(cfg.feature_weight)
-    opt = _optimizer(cfg)
-    params = init_cell(jax.random.PRNGKey(cfg.seed), tcfg.d_model, cfg.width)
+    head_w = target.params["embed"] if tcfg.tie_embeddings else \
+        jnp.asarray(target.params["lm_head"]).T
+    return HeadTraining(tcfg.name, out, ckpt, bar, samples, head_ids, train, held,
+                        head_w[jnp.asarray(head_ids)])
+
+
+def initial_state(run: HeadTraining, cfg, params, opt, description: str) -> dict:
+    """The training state of a head: fresh from ``params`` and the optimiser ``opt``, or
+    the one the checkpoint folder holds for the same settings; the progress bar set to
+    ``cfg.steps`` at its step."""
+    from specsim.train.loop import _load_state
+
     state = {"trainable": params, "opt_state": opt.init(params), "step": 0, "losses": [],
              "top1": [], "identity": cfg.identity(), "seconds": 0.0}
-    state = _load_state(ckpt, state) or state
+    state = _load_state(run.ckpt, state) or state
+    run.bar.reset(total=cfg.steps)
+    run.bar.update(state["step"])
+    run.bar.set_description(description)
+    return state
+
+
+def curve(values: list[float], steps: int) -> list[float]:
+    """A training curve thinned to about 100 points, for a head file's metadata."""
+    return [round(x, 4) for x in values[::max(1, steps // 100)]]
+
+
+def save_head(run: HeadTraining, cfg, state: dict, prompts, save, *, data: dict,
+              **extra) -> dict:
+    """Write the finished head with ``save(out, params, head_ids, meta)`` and remove its
+    checkpoint folder. The metadata (returned): target, settings, steps, training time,
+    the data it learnt from (plus ``data``), its loss curve, plus ``extra``."""
+    meta = {"target": run.target_name, "config": cfg.identity(), "steps": state["step"],
+            "seconds": round(state["seconds"], 1),
+            "data": {"prompts": "specsim/data/prompts.jsonl" if prompts is None else "given",
+                     "samples": int(len(run.samples.tokens)),
+                     "train_examples": int(len(run.train.ex)), **data},
+            "loss_curve": curve(state["losses"], cfg.steps), **extra}
+    save(run.out, state["trainable"], run.head_ids, meta)
+    shutil.rmtree(run.ckpt, ignore_errors=True)
+    return meta
+
+
+def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = FeatureHeadConfig(),
+                       *, prompts=None, progress: bool = True) -> FeatureHeadResult:
+    """Train a feature head for ``target`` into the file ``out`` (.npz; see the module
+    docstring). Returns a `FeatureHeadResult`; ``finished`` is False when the time budget
+    ran out first (the checkpoint stays and the next call resumes)."""
+    import optax
+    from specsim.train.loop import run_budgeted
+
+    t_start = time.monotonic()
+    run = start_head_training(target, out, cfg, prompts, progress, "a feature head")
+    tcfg, train, head = target.cfg, run.train, run.head                     # head [Vh, D]
+    embed = target.params["embed"]
+    eps, lam = float(tcfg.norm_eps), float(cfg.feature_weight)
+    opt = _optimizer(cfg)
+    state = initial_state(run, cfg, init_cell(jax.random.PRNGKey(cfg.seed), tcfg.d_model,
+                                              cfg.width), opt, "feature head")
 
     @jax.jit
     def step(params, opt_state, *batch):
@@ -266,10 +330,6 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
             params, embed, head, eps, lam, *batch)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss, ce
-
-    bar.reset(total=cfg.steps)
-    bar.update(state["step"])
-    bar.set_description("feature head")
 
     def step_once(state):
         rng = np.random.default_rng([cfg.seed, state["step"]])              # resumable order
@@ -282,24 +342,16 @@ def train_feature_head(target, out: str | Path, cfg: FeatureHeadConfig = Feature
         return dict(loss=f"{float(loss):.3f}", ce=f"{float(ce):.3f}",
                     ex_s=f"{cfg.batch / max(time.monotonic() - t0, 1e-9):.0f}")
 
-    run_budgeted(state, cfg, ckpt, bar, t_start, step_once)
+    run_budgeted(state, cfg, run.ckpt, run.bar, t_start, step_once)
     if state["step"] < cfg.steps:
         return FeatureHeadResult(None, state["step"], state["losses"], [], False)
-    alpha = chain_alpha(state["trainable"], embed, head, head_ids, eps, held)
-    meta = {"target": tcfg.name, "config": cfg.identity(), "steps": state["step"],
-            "seconds": round(state["seconds"], 1),
-            "data": {"prompts": "specsim/data/prompts.jsonl" if prompts is None else "given",
-                     "samples": int(len(samples.tokens)), "holdout_samples": int(
-                         len(np.unique(held.ex[:, 0]))),
-                     "train_examples": int(len(train.ex)),
-                     "generated_per_prompt": cfg.n_new,
-                     "rows": "even rows greedy, odd rows temperature 1 (target's own samples)"},
-            "loss_curve": [round(x, 4) for x in state["losses"][::max(1, cfg.steps // 100)]],
-            "ce_curve": [round(x, 4) for x in state["top1"][::max(1, cfg.steps // 100)]],
-            "alpha_per_slot_heldout_greedy": alpha}
-    save_cell(out, state["trainable"], head_ids, meta)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    return FeatureHeadResult(out, state["step"], state["losses"], alpha, True, meta)
+    alpha = chain_alpha(state["trainable"], embed, head, run.head_ids, eps, run.held)
+    meta = save_head(run, cfg, state, prompts, save_cell, data={
+        "holdout_samples": int(len(np.unique(run.held.ex[:, 0]))),
+        "generated_per_prompt": cfg.n_new,
+        "rows": "even rows greedy, odd rows temperature 1 (target's own samples)"},
+        ce_curve=curve(state["top1"], cfg.steps), alpha_per_slot_heldout_greedy=alpha)
+    return FeatureHeadResult(run.out, state["step"], state["losses"], alpha, True, meta)
 
 
 def default_head_path(target_name: str, cfg: FeatureHeadConfig) -> Path:

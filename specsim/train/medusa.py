@@ -20,7 +20,6 @@ teacher's top-k.
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.medusa import init_medusa, medusa_logits, save_medusa
-from specsim.train.feature_head import teacher_cross_entropy, validate_head_training
+from specsim.train.feature_head import (initial_state, save_head, start_head_training,
+                                        teacher_cross_entropy, validate_head_training)
 from specsim.train.loop import _optimizer, checkpoint_dir, settings_identity
 
 __all__ = ["MedusaConfig", "MedusaResult", "train_medusa", "head_agreement",
@@ -106,40 +106,20 @@ def train_medusa(target, out: str | Path, cfg: MedusaConfig = MedusaConfig(), *,
     docstring). ``finished`` is False when the time budget ran out first (the checkpoint
     stays and the next call resumes)."""
     import optax
-    from specsim.train.feature_head import _prepare
-    from specsim.train.loop import _load_state, _progress, run_budgeted
+    from specsim.train.loop import run_budgeted
 
     t_start = time.monotonic()
-    out = Path(out)
-    cfg.validate(target.cfg.vocab_size)
-    if out.suffix != ".npz":
-        raise ValueError(f"out must be a .npz file path, got {out}")
-    if out.exists():
-        raise ValueError(f"out {out} exists; choose a new path or delete it")
-    tcfg = target.cfg
-    if "embed" not in target.params:
-        raise ValueError(f"{tcfg.name} has no embedding/head to share with Medusa heads")
-    ckpt = checkpoint_dir(out)
-    bar = _progress(0, progress)
-    samples, head_ids, train, held = _prepare(target, cfg, ckpt, prompts, bar)
-    head_w = target.params["embed"] if tcfg.tie_embeddings else \
-        jnp.asarray(target.params["lm_head"]).T
-    head = head_w[jnp.asarray(head_ids)]                                       # [Vh, D]
+    run = start_head_training(target, out, cfg, prompts, progress, "Medusa heads")
+    train, head = run.train, run.head                                       # head [Vh, D]
     opt = _optimizer(cfg)
-    params = init_medusa(tcfg.d_model, cfg.heads)
-    state = {"trainable": params, "opt_state": opt.init(params), "step": 0, "losses": [],
-             "top1": [], "identity": cfg.identity(), "seconds": 0.0}
-    state = _load_state(ckpt, state) or state
+    state = initial_state(run, cfg, init_medusa(target.cfg.d_model, cfg.heads), opt,
+                          "medusa heads")
 
     @jax.jit
     def step(params, opt_state, z0, teacher_head, teacher_logp):
         loss, grads = jax.value_and_grad(_loss)(params, head, z0, teacher_head, teacher_logp)
         updates, opt_state = opt.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
-
-    bar.reset(total=cfg.steps)
-    bar.update(state["step"])
-    bar.set_description("medusa heads")
 
     def step_once(state):
         rng = np.random.default_rng([cfg.seed, state["step"]])              # resumable order
@@ -152,20 +132,13 @@ def train_medusa(target, out: str | Path, cfg: MedusaConfig = MedusaConfig(), *,
         state["top1"].append(float(loss))
         return dict(loss=f"{float(loss):.3f}")
 
-    run_budgeted(state, cfg, ckpt, bar, t_start, step_once)
+    run_budgeted(state, cfg, run.ckpt, run.bar, t_start, step_once)
     if state["step"] < cfg.steps:
         return MedusaResult(None, state["step"], state["losses"], [], False)
-    agreement = head_agreement(state["trainable"], head, held)
-    meta = {"target": tcfg.name, "config": cfg.identity(), "steps": state["step"],
-            "seconds": round(state["seconds"], 1),
-            "data": {"prompts": "specsim/data/prompts.jsonl" if prompts is None else "given",
-                     "samples": int(len(samples.tokens)),
-                     "train_examples": int(len(train.ex))},
-            "loss_curve": [round(x, 4) for x in state["losses"][::max(1, cfg.steps // 100)]],
-            "agreement_per_head_heldout_greedy": agreement}
-    save_medusa(out, state["trainable"], head_ids, meta)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    return MedusaResult(out, state["step"], state["losses"], agreement, True, meta)
+    agreement = head_agreement(state["trainable"], head, run.held)
+    meta = save_head(run, cfg, state, prompts, save_medusa, data={},
+                     agreement_per_head_heldout_greedy=agreement)
+    return MedusaResult(run.out, state["step"], state["losses"], agreement, True, meta)
 
 
 def default_medusa_path(target_name: str, cfg: MedusaConfig) -> Path:
