@@ -76,10 +76,11 @@ def test_rounds_stop_when_a_run_converges_or_the_budget_is_spent():
     assert res.stopped[0] == paired.CONVERGED and res.rounds[0] == 2
     assert res.stopped[1:] == [paired.BUDGET, paired.BUDGET]
     # the units cost 0.33, 0.63 and 0.93 s a round: after 2 rounds of all three (3.78 s)
-    # units 1 and 2 went on (1.56 s a round) while the next round fitted in 10 s
-    spent = 2 * 1.89 + (res.rounds[1] - 2) * 1.56
-    assert res.rounds[1] == 5 and spent <= 10.0 and spent + 1.56 > 10.0
-    assert res.rounds[1] == res.rounds[2] and res.elapsed_s == pytest.approx(spent)
+    # units 1 and 2 went on (1.56 s a round) while a round of both fitted in 10 s (three
+    # more: 8.46 s); then only what still fits, the first by priority (default: unit
+    # order): unit 1 twice more (9.09, 9.72 s), unit 2 no more
+    assert res.rounds[1:] == [7, 5] and res.elapsed_s == pytest.approx(9.72)
+    assert [u for u, _ in res.order[-6:]] == [1] * 6           # the last two rounds: unit 1
     # the least rounds run even when the budget is already spent
     clock = FakeClock()
     units, _ = _units(clock)
@@ -87,6 +88,50 @@ def test_rounds_stop_when_a_run_converges_or_the_budget_is_spent():
                                budget_s=0.0, converged=lambda u, s: False, clock=clock,
                                timer=clock)
     assert res.rounds == [3, 3, 3] and res.stopped == [paired.BUDGET] * 3
+
+
+def test_a_short_budget_goes_to_the_widest_unit_first():
+    """When the time left does not afford a round of every unit, the unit of highest
+    priority (the widest interval) runs; a unit that reaches max_rounds leaves."""
+    clock = FakeClock()
+    units, _ = _units(clock)
+    width = {0: 0.2, 1: 0.05, 2: 0.5}
+    res = paired.paired_rounds(units, np.random.default_rng(2), min_rounds=2, max_rounds=4,
+                               budget_s=5.0, converged=lambda u, s: False,
+                               priority=lambda u, s: width[u], clock=clock, timer=clock)
+    # 2 rounds of all (3.78 s); 1.22 s left: unit 2 (0.93 s) first, then nothing fits
+    assert res.rounds == [2, 2, 3] and res.elapsed_s == pytest.approx(4.71)
+    assert res.stopped == [paired.BUDGET] * 3
+    # with the budget to spare each unit stops at max_rounds, and NaN ranks first
+    clock = FakeClock()
+    units, _ = _units(clock)
+    res = paired.paired_rounds(units, np.random.default_rng(2), min_rounds=2, max_rounds=3,
+                               budget_s=1e9, converged=lambda u, s: False,
+                               priority=lambda u, s: math.nan, clock=clock, timer=clock)
+    assert res.rounds == [3, 3, 3] and res.stopped == [paired.MAX_ROUNDS] * 3
+
+
+def test_a_prepared_call_has_its_preparation_timed_apart():
+    """A call with ``prepare`` (a staged loop) runs it just before the timed call; its
+    clock readings go to ``prepared``, not into the call's sample."""
+    clock = FakeClock()
+
+    class Staged:
+        def prepare(self):
+            clock.log.append("prepare")
+            clock.now += 0.5
+
+        def __call__(self):
+            clock.log.append("loop")
+            clock.now += 0.2
+
+    res = paired.paired_rounds([[Staged(), clock.call("pass", 0.1)]], np.random.default_rng(0),
+                               min_rounds=2, max_rounds=2, budget_s=1e9,
+                               converged=lambda u, s: False, clock=clock, timer=clock)
+    assert clock.log == ["prepare", "loop", "pass"] * 2
+    np.testing.assert_allclose(res.samples[0][0], [0.2, 0.2])
+    np.testing.assert_allclose(res.prepared[0][0], [0.5, 0.5])
+    assert res.prepared[0][1] == []
 
 
 def test_paired_rounds_refuse_bad_settings():

@@ -1,13 +1,17 @@
-"""The in-run cost model: time every speculative run with its own autoregressive
-baseline, the prefill and the pass programs of `specsim.pass_costs` (t_target(1),
-t_verify(K+1), t_draft, as the loop pays them) in paired rounds (`paired`), at the
-run's layer loop, cache length, batch and padded shapes, and turn each run into one
-row of the runs table with its prediction and error decomposition (`specsim.experiment.decomposition`).
+"""The in-run cost model: time every speculative run with a plain-decoding baseline of
+the same rows and the pass programs of `specsim.pass_costs` (t_target(1), t_verify(K+1),
+t_draft, as the loop pays them) in paired rounds (`paired`), at the run's layer loop,
+cache length, batch and padded shapes, and turn each run into one row of the runs table
+with its prediction and error decomposition (`specsim.experiment.decomposition`).
 
-A `Group` is the unit of timing: one temperature, one batch, one cache length; its runs
-may use different prompt rows (kinds of work), each with its own baseline. Compiled
-programs are shared wherever shapes allow: instrument drafters that differ only in α
-share one speculative program (α is a traced child) and one draft program (``cost_key``).
+A `Group` is one temperature, one batch, one cache length; its runs may use different
+prompt rows (kinds of work). Only loop programs are timed (`decode.StagedCall`: the
+checks, host work and prefills run untimed just before each), so a run's measured
+speedup is the ratio of two loop times, with no prefill to subtract. A `Block` is the
+unit of timing: up to ``runs_per_baseline`` runs of one set of rows and one K, timed
+back to back with the baseline they share and the passes they read, so one baseline
+and one set of passes serve several runs a round (instrument drafters that differ only
+in α also share one compiled program: α is a traced child).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from specsim.experiment.state import DemoState
 from specsim.experiment.timing import acceptance_fields
 
 CLOCKS = ("wall", "cpu")
+ROLES = ("ar", "spec", "target_1", "verify", "draft")
+"""What a run's prediction and measurement read, per round: the baseline's and the
+run's loop times, and the three pass programs."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,8 +39,8 @@ class SpecRun:
     """One speculative run. ``name``: the runs table's drafter; ``rows``: the prompt token
     ids of each batch row; ``kind``: kind of work (or "mixed"); ``cost_key``: runs with
     one key share a draft program (same cost computation, e.g. instrument α only
-    differs); ``cost_model``: the Model whose prefill the drafter pays (None: none);
-    ``acceptance``: (form, value) of a set acceptance (("iid", α)) or None (measured α)."""
+    differs); ``acceptance``: (form, value) of a set acceptance (("iid", α)) or None
+    (measured α)."""
     name: str
     drafter_kind: str
     drafter: Any
@@ -41,7 +48,6 @@ class SpecRun:
     kind: str
     rows: tuple
     cost_key: str
-    cost_model: Any = None
     acceptance: tuple | None = None
     extra: dict = field(default_factory=dict, hash=False, compare=False)
 
@@ -58,52 +64,69 @@ class Group:
         return len(self.runs[0].rows)
 
 
+@dataclass(frozen=True)
+class Block:
+    """One unit of the paired rounds: ``runs`` (indices into the group's runs, one set of
+    rows and one K) and ``keys``, its calls in the order a round runs them: the shared
+    baseline ("ar", rows), each run ("spec", i), then t_target(1), t_verify(K+1) and one
+    draft step per cost key of its runs."""
+    runs: tuple[int, ...]
+    keys: tuple[tuple, ...]
+
+
+def blocks(group: Group, runs_per_baseline: int) -> list[Block]:
+    """The group's runs in blocks of one set of rows and one K, at most
+    ``runs_per_baseline`` runs each (a larger set split evenly, runs of one cost key kept
+    together, so a block times as few draft programs as it can)."""
+    by_cell: dict[tuple, list[int]] = {}
+    for i, run in enumerate(group.runs):
+        by_cell.setdefault((run.rows, run.k), []).append(i)
+    out = []
+    for (rows, k), idx in by_cell.items():
+        idx = sorted(idx, key=lambda i: group.runs[i].cost_key)
+        n = math.ceil(len(idx) / runs_per_baseline)
+        for part in np.array_split(np.asarray(idx), n):
+            part = tuple(int(i) for i in part)
+            drafts = dict.fromkeys(("draft", group.runs[i].cost_key, k) for i in part)
+            out.append(Block(part, (("ar", rows), *(("spec", i) for i in part),
+                                    ("target_1",), ("verify", k), *drafts)))
+    return out
+
+
 def _both_clocks() -> np.ndarray:
     """[wall, cpu] seconds now: every call is timed by both clocks at once."""
     return np.array([time.perf_counter(), time.process_time()])
 
 
-def _gen_call(target, run: SpecRun | None, rows, group: Group, seed: int, max_new: int):
+def _staged(target, run: SpecRun | None, rows, group: Group, seed: int, max_new: int):
+    """The group's baseline (``run`` None) or ``run`` over ``rows`` as a
+    `decode.StagedCall`."""
     from specsim import decode
 
     common = dict(temperature=group.temperature, seed=seed, eos_token_id=None,
                   cache_len=group.cache_len)
     rows = [list(r) for r in rows]
     if run is None:
-        return lambda: decode.generate_autoregressive(target, rows, max_new, **common)
-    return lambda: decode.generate_speculative(target, run.drafter, rows, max_new, k=run.k,
-                                               **common)
+        return decode.staged_autoregressive(target, rows, max_new, **common)
+    return decode.staged_speculative(target, run.drafter, rows, max_new, k=run.k, **common)
 
 
-def build_jobs(state: DemoState, group: Group,
-               prefill_of: dict | None = None) -> dict[tuple, Callable]:
-    """Every call of one group's rounds, compiled and warmed: ("ar", rows), ("spec", i),
-    ("ar1", rows) (the same rows with one new token: the prefill and the per-call host
-    work, measured in-run), ("prefill", draft model name, P) (the drafter's own prefill
-    program, `decode.drafter_prefill_call`: what the speculative call adds to the
-    one-token call's), ("target_1",), ("verify", K), ("draft", cost_key, K)."""
+def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
+    """Every call of one group's rounds, compiled (a warm-up call of the fewest tokens
+    that compile the same programs, `decode.warmup_tokens`): ("ar", rows) and ("spec",
+    i) as `decode.StagedCall`, ("target_1",), ("verify", K), ("draft", cost_key, K)."""
     from specsim import decode, pass_costs
 
     target, seed = state.target, state.settings.seed
-    prefill_of = {} if prefill_of is None else prefill_of     # run index -> its prefill key
     warm = decode.warmup_tokens(group.max_new_tokens)
     jobs: dict[tuple, Callable] = {}
     for i, run in enumerate(group.runs):
         if ("ar", run.rows) not in jobs:
-            _gen_call(target, None, run.rows, group, seed, warm)()
-            jobs[("ar", run.rows)] = _gen_call(target, None, run.rows, group, seed,
-                                               group.max_new_tokens)
-            jobs[("ar1", run.rows)] = _gen_call(target, None, run.rows, group, seed, 1)
-            jobs[("ar1", run.rows)]()
-        res = _gen_call(target, run, run.rows, group, seed, warm)()
-        jobs[("spec", i)] = _gen_call(target, run, run.rows, group, seed, group.max_new_tokens)
-        P = res.plan.padded_prompt
-        m = run.cost_model
-        if m is not None and ("prefill", m.cfg.name, P) not in jobs:
-            jobs[("prefill", m.cfg.name, P)] = decode.drafter_prefill_call(
-                target, run.drafter, run.rows, P, res.plan.cache_len)
-        if m is not None:
-            prefill_of[i] = ("prefill", m.cfg.name, P)
+            _block(_staged(target, None, run.rows, group, seed, warm)())
+            jobs[("ar", run.rows)] = _staged(target, None, run.rows, group, seed,
+                                             group.max_new_tokens)
+        _block(_staged(target, run, run.rows, group, seed, warm)())
+        jobs[("spec", i)] = _staged(target, run, run.rows, group, seed, group.max_new_tokens)
         if ("draft", run.cost_key, run.k) not in jobs:
             calls = pass_costs.pass_calls(target, run.drafter, batch=group.batch,
                                           cache_len=group.cache_len, k=run.k,
@@ -115,94 +138,109 @@ def build_jobs(state: DemoState, group: Group,
     return jobs
 
 
-def unit_keys(prefill_of: dict, group: Group, i: int) -> list[tuple]:
-    """The calls of run ``i``'s timing unit, in the order a round runs them: its own
-    plain-decoding baseline, the run, then the passes its prediction reads (the
-    one-token call, the drafter's prefill where it has one, t_target(1), t_verify(K+1),
-    the draft step)."""
-    run = group.runs[i]
-    keys = [("ar", run.rows), ("spec", i), ("ar1", run.rows)]
-    if i in prefill_of:
-        keys.append(prefill_of[i])
-    return keys + [("target_1",), ("verify", run.k), ("draft", run.cost_key, run.k)]
+def _block(out):
+    """``out`` once computed (a warm-up call's compile and run, before any timing)."""
+    import jax
+    return jax.block_until_ready(out)
 
 
 @dataclass
 class GroupTiming:
-    """One group's paired rounds: per run, role -> [rounds, 2] seconds (wall, CPU), the
-    last output of each of its calls, its rounds and why they stopped; the group's
-    timing budget, seconds timed and CPU time over wall time of every timed call."""
+    """One group's paired rounds, per run: role -> [rounds, 2] seconds (wall, CPU) of
+    its loop and pass programs (`ROLES`), role -> [rounds, 2] seconds of the baseline's
+    and the run's untimed preparation ("ar", "spec": checks, host work, prefills), the
+    `GenerationResult` of its baseline and of the run, its rounds and why they stopped;
+    the group's timing budget, seconds timed and CPU time over wall time of every timed
+    call."""
     times: list[dict]
-    last: list[dict]
+    prepared: list[dict]
+    results: list[dict]
     rounds: list[int]
     stopped: list[str]
     budget_s: float
     elapsed_s: float
     cpu_over_wall: float
+    blocks: list[Block]
 
 
-def _roles(keys: list[tuple]) -> list[str]:
-    return [k[0] for k in keys]
+def _run_roles(group: Group, block: Block, i: int) -> dict[str, int]:
+    """Call index in ``block`` of each of run ``i``'s `ROLES`."""
+    run = group.runs[i]
+    idx = {key: j for j, key in enumerate(block.keys)}
+    return {"ar": idx[("ar", run.rows)], "spec": idx[("spec", i)],
+            "target_1": idx[("target_1",)], "verify": idx[("verify", run.k)],
+            "draft": idx[("draft", run.cost_key, run.k)]}
 
 
-def _measured_interval(state: DemoState, group: Group, i: int, times: dict):
-    """The measured speedup of run ``i`` (``settings.clock``) with its bootstrap interval."""
+def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
+    """Run ``i``'s role -> [rounds, clocks] array from its block's per-call samples."""
+    from specsim.experiment import paired
+
+    return {role: paired.as_array(per_call[j])
+            for role, j in _run_roles(group, block, i).items()}
+
+
+def _measured_interval(state: DemoState, times: dict):
+    """The measured speedup of a run (``settings.clock``) with its bootstrap interval."""
     from specsim.experiment import intervals
 
     col = CLOCKS.index(state.settings.clock)
     series = {role: v[:, col] for role, v in times.items()}
-    return intervals.bootstrap(series, _measured_statistic(group.runs[i]),
-                               draws=state.settings.bootstrap_draws, seed=state.settings.seed,
-                               positive=True)
+    return intervals.bootstrap(series, measured_statistic, draws=state.settings.bootstrap_draws,
+                               seed=state.settings.seed, positive=True)
 
 
-def _measured_statistic(run: SpecRun):
-    """Measured speedup from role medians: (T_AR − prefill) / (T_spec − prefill_spec),
-    which is E_eff · t1_run / t_iter_run (`decomposition`); NaN where a decode time is
-    not positive."""
-    def stat(m):
-        pre = m["ar1"]
-        pre_spec = pre + (m["prefill"] if "prefill" in m else 0.0)
-        num, den = m["ar"] - pre, m["spec"] - pre_spec
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where((num > 0) & (den > 0), num / den, np.nan)
-    return stat
+def measured_statistic(m):
+    """Measured speedup from role medians (floats or arrays): the baseline's loop time
+    over the run's, both over the same decode tokens, which is E_eff · t1_run /
+    t_iter_run (`decomposition`); NaN where a time is not positive."""
+    num, den = m["ar"], m["spec"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((num > 0) & (den > 0), num / den, np.nan)
 
 
 def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
-    """Build and compile one group, then time it in paired, adaptive rounds
-    (`paired.paired_rounds`): each run's unit is its baseline, the run and its passes;
-    a run leaves once its measured speedup's interval is within
-    ``settings.target_half_width``, and rounds end when ``budget_s`` is spent."""
+    """Build and compile one group, then time its `blocks` in paired, adaptive rounds
+    (`paired.paired_rounds`); a block leaves once every run's measured speedup has an
+    interval within ``settings.target_half_width``; while the budget does not afford a
+    round of every block left, the blocks with the widest intervals go first."""
     from specsim.experiment import paired
 
     s = state.settings
     t0 = time.perf_counter()
-    prefill_of: dict = {}
-    jobs = build_jobs(state, group, prefill_of)
-    units = [unit_keys(prefill_of, group, i) for i in range(len(group.runs))]
+    jobs = build_jobs(state, group)
+    units = blocks(group, s.runs_per_baseline)
     t1 = time.perf_counter()
 
-    def converged(u: int, samples: list) -> bool:
-        times = {role: paired.as_array(v) for role, v in zip(_roles(units[u]), samples)}
-        return _measured_interval(state, group, u, times).half_width <= s.target_half_width
+    def widths(u: int, samples: list) -> list[float]:
+        return [_measured_interval(state, _run_times(group, units[u], i, samples)).half_width
+                for i in units[u].runs]
 
-    res = paired.paired_rounds([[jobs[k] for k in keys] for keys in units],
-                               np.random.default_rng(s.seed), min_rounds=s.repeats,
-                               max_rounds=s.max_rounds, budget_s=budget_s,
-                               converged=converged, clock=_both_clocks)
-    times = [{role: paired.as_array(v) for role, v in zip(_roles(keys), res.samples[u])}
-             for u, keys in enumerate(units)]
-    last = [dict(zip(_roles(keys), res.outputs[u])) for u, keys in enumerate(units)]
-    total = np.sum([v.sum(axis=0) for t in times for v in t.values()], axis=0)
-    done = sum(r == paired.CONVERGED for r in res.stopped)
-    state.log(f"    batch {group.batch}, T {group.temperature:g}: {len(group.runs)} runs, "
-              f"{len(jobs)} calls compiled in {t1 - t0:.0f} s; {min(res.rounds)}-"
+    res = paired.paired_rounds(
+        [[jobs[k] for k in b.keys] for b in units], np.random.default_rng(s.seed),
+        min_rounds=s.repeats, max_rounds=s.max_rounds, budget_s=budget_s,
+        converged=lambda u, samples: max(widths(u, samples)) <= s.target_half_width,
+        priority=lambda u, samples: max(widths(u, samples)), clock=_both_clocks)
+    n = len(group.runs)
+    times, prepared, results = [None] * n, [None] * n, [None] * n
+    rounds, stopped = [0] * n, [""] * n
+    for u, b in enumerate(units):
+        for i in b.runs:
+            roles = _run_roles(group, b, i)
+            times[i] = _run_times(group, b, i, res.samples[u])
+            prepared[i] = {r: paired.as_array(res.prepared[u][roles[r]]) for r in ("ar", "spec")}
+            results[i] = {r: jobs[b.keys[roles[r]]].result(res.outputs[u][roles[r]])
+                          for r in ("ar", "spec")}
+            rounds[i], stopped[i] = res.rounds[u], res.stopped[u]
+    total = np.sum([paired.as_array(v).sum(axis=0) for unit in res.samples for v in unit],
+                   axis=0)
+    done = sum(r == paired.CONVERGED for r in stopped)
+    state.log(f"    batch {group.batch}, T {group.temperature:g}: {n} runs in {len(units)} "
+              f"blocks, {len(jobs)} calls compiled in {t1 - t0:.0f} s; {min(res.rounds)}-"
               f"{max(res.rounds)} paired rounds timed in {res.elapsed_s:.0f} s (budget "
-              f"{budget_s:.0f} s), {done}/{len(group.runs)} within "
-              f"±{100 * s.target_half_width:g}%")
-    return GroupTiming(times, last, res.rounds, res.stopped, float(budget_s),
-                       float(res.elapsed_s), float(total[1] / total[0]))
+              f"{budget_s:.0f} s), {done}/{n} within ±{100 * s.target_half_width:g}%")
+    return GroupTiming(times, prepared, results, rounds, stopped, float(budget_s),
+                       float(res.elapsed_s), float(total[1] / total[0]), units)
 
 
 def _e_finite(pmf, n: int, batch: int) -> float:
@@ -239,27 +277,28 @@ def _pass_times(m: dict, run: SpecRun, steps: int) -> tuple:
     return m["target_1"] / steps, m["verify"] / steps, m["draft"] / (steps * run.k)
 
 
-def _by_clock(state: DemoState, group: Group, i: int, times: dict, res, col: int) -> dict:
+def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: int) -> dict:
     """Prediction and decomposition of run ``i`` from the samples of one clock (column
-    ``col``), with the range of its per-round (paired) speedup."""
+    ``col``), with the range of its per-round (paired) speedup. The loop programs are
+    timed alone, so no prefill enters the measured speedup; the run's preparation
+    (host work and prefills, untimed in the rounds but read by the same clocks) gives
+    its prefill and total time."""
     run, steps = group.runs[i], state.settings.pass_steps
-    t = {role: v[:, col] for role, v in times.items()}
+    res = timing.results[i]["spec"]
+    t = {role: v[:, col] for role, v in timing.times[i].items()}
     med = {role: float(np.median(v)) for role, v in t.items()}
-    pre = med["ar1"]
-    pre_spec = pre + med.get("prefill", 0.0)
+    pre_spec = float(np.median(timing.prepared[i]["spec"][:, col]))
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
     t1, tv, td = _pass_times(med, run, steps)
     row = decompose(e_model=_e_model(run, res.stats, n, group.batch), n_tokens=n,
                     iterations=res.n_iterations, k=run.k, t_ar=med["ar"], t_spec=med["spec"],
-                    prefill=pre, prefill_spec=pre_spec, t_target_1=t1, t_verify=tv,
-                    t_draft=td)
-    per_round = _measured_statistic(run)(t)
-    row.update({schema.MEASURED_LO: float(np.nanmin(per_round)) if np.isfinite(per_round).any()
-                else math.nan,
-                schema.MEASURED_HI: float(np.nanmax(per_round)) if np.isfinite(per_round).any()
-                else math.nan,
-                schema.TIME_S: med["spec"], schema.PREFILL_S: pre_spec,
-                schema.DECODE_S: med["spec"] - pre_spec})
+                    prefill=0.0, prefill_spec=0.0, t_target_1=t1, t_verify=tv, t_draft=td)
+    per_round = measured_statistic(t)
+    finite = np.isfinite(per_round).any()
+    row.update({schema.MEASURED_LO: float(np.nanmin(per_round)) if finite else math.nan,
+                schema.MEASURED_HI: float(np.nanmax(per_round)) if finite else math.nan,
+                schema.TIME_S: pre_spec + med["spec"], schema.PREFILL_S: pre_spec,
+                schema.DECODE_S: med["spec"]})
     return row
 
 
@@ -276,7 +315,7 @@ def interval_columns(state: DemoState, group: Group, i: int, times: dict,
     med = intervals.resample_medians(series, draws=s.bootstrap_draws, seed=s.seed)
 
     def statistics(m: dict) -> dict:
-        measured = _measured_statistic(run)(m)
+        measured = measured_statistic(m)
         t1, tv, td = _pass_times(m, run, s.pass_steps)
         predicted = e_model * t1 / (run.k * td + tv)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -303,9 +342,9 @@ def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict
     decomposition by ``settings.clock`` with their intervals; measured and predicted
     speedup by each clock; the run's rounds, why they stopped, its baseline's spread."""
     run, s = group.runs[i], state.settings
-    times, res = timing.times[i], timing.last[i]["spec"]
+    times, res = timing.times[i], timing.results[i]["spec"]
     n = group.max_new_tokens - 1
-    rows = {name: _by_clock(state, group, i, times, res, c) for c, name in enumerate(CLOCKS)}
+    rows = {name: _by_clock(state, group, i, timing, c) for c, name in enumerate(CLOCKS)}
     row = dict(rows[s.clock])
     for name, r in rows.items():
         row[schema.MEASURED_BY_CLOCK[name]] = r[schema.MEASURED_SPEEDUP]
@@ -341,24 +380,26 @@ def _measured_inputs(run: SpecRun) -> list[str]:
 
 def baseline_rows(state: DemoState, group: Group, timing: GroupTiming) -> list[dict]:
     """One runs-table row per distinct prompt rows of the group: the plain-decoding
-    baseline, its samples pooled over every run it was paired with (decode time per
-    new token is what the report's headline reads)."""
+    baseline, its samples pooled over every block that timed it (decode time per new
+    token is what the report's headline reads)."""
     col = CLOCKS.index(state.settings.clock)
     pooled: dict[tuple, dict] = {}
-    for i, run in enumerate(group.runs):
-        p = pooled.setdefault(run.rows, {"ar": [], "ar1": [], "run": run,
-                                         "res": timing.last[i]["ar"]})
+    for block in timing.blocks:
+        i = block.runs[0]
+        run = group.runs[i]
+        p = pooled.setdefault(run.rows, {"ar": [], "pre": [], "run": run,
+                                         "res": timing.results[i]["ar"]})
         p["ar"].append(timing.times[i]["ar"][:, col])
-        p["ar1"].append(timing.times[i]["ar1"][:, col])
+        p["pre"].append(timing.prepared[i]["ar"][:, col])
     rows = []
     for p in pooled.values():
         res, run = p["res"], p["run"]
-        t, pre = float(np.median(np.concatenate(p["ar"]))), float(np.median(np.concatenate(p["ar1"])))
+        t, pre = float(np.median(np.concatenate(p["ar"]))), float(np.median(np.concatenate(p["pre"])))
         rows.append({schema.TEMPERATURE: group.temperature, schema.DRAFTER: schema.AUTOREGRESSIVE,
                      schema.DRAFTER_KIND: schema.AUTOREGRESSIVE, schema.K: 0,
                      schema.KIND: run.kind, schema.BATCH: group.batch,
                      schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
-                     schema.TIME_S: t, schema.PREFILL_S: pre, schema.DECODE_S: t - pre,
+                     schema.TIME_S: pre + t, schema.PREFILL_S: pre, schema.DECODE_S: t,
                      schema.PADDED_PROMPT: res.plan.padded_prompt,
                      schema.CACHE_LEN: group.cache_len, schema.CLOCK: state.settings.clock,
                      schema.TEXT: res.text[0] if res.text else ""})
@@ -372,7 +413,8 @@ def measure(state: DemoState, group: Group, budget_s: float) -> list[dict]:
     timing = time_group(state, group, budget_s)
     state.environment.setdefault("timing", []).append(
         {"batch": group.batch, "temperature": group.temperature, "runs": len(group.runs),
-         "rounds_min": min(timing.rounds), "rounds_max": max(timing.rounds),
+         "blocks": len(timing.blocks), "rounds_min": min(timing.rounds),
+         "rounds_max": max(timing.rounds),
          "budget_s": round(timing.budget_s, 1), "timed_s": round(timing.elapsed_s, 1),
          "cpu_over_wall": round(timing.cpu_over_wall, 3)})
     return baseline_rows(state, group, timing) + \

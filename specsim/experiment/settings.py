@@ -59,6 +59,11 @@ class DemoSettings:
     repeats: int = 2
     max_rounds: int = 12
     target_half_width: float = 0.03
+    # speculative runs of one set of rows and one K timed with one baseline and one set of
+    # pass programs a round (`inrun.blocks`): the baseline is the costliest call of a
+    # round, so sharing it buys rounds; a block of a few runs keeps each run near its
+    # baseline in time
+    runs_per_baseline: int = 3
     bootstrap_draws: int = 1000
     # wall seconds from the start of the demo by which its timed rounds end (compile,
     # sweep and calibration included; the report and figures take seconds more); each
@@ -132,7 +137,7 @@ class DemoSettings:
             validation.nonnegative_float("temperatures", t)
         for name in ("max_new_tokens", "repeats", "sweep_repeats", "pass_steps",
                      "shared_repeats", "loop_repeats", "max_rounds", "bootstrap_draws",
-                     "calibration_prompts"):
+                     "calibration_prompts", "runs_per_baseline"):
             validation.positive_int(name, getattr(self, name))
         if self.max_rounds < self.repeats:
             raise InvalidArgument(f"max_rounds must be >= repeats (the least rounds, "

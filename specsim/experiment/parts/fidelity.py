@@ -34,8 +34,7 @@ def fidelity_groups(state: DemoState) -> list[inrun.Group]:
     groups = []
     for temp in s.temperatures:
         runs = [inrun.SpecRun(name=name, drafter_kind=drafter_kind(name), drafter=setup.drafter,
-                              k=k, kind=kind, rows=rows[kind], cost_key=name,
-                              cost_model=setup.cost_model)
+                              k=k, kind=kind, rows=rows[kind], cost_key=name)
                 for name, setup in state.drafters.items() for k in s.ks for kind in s.kinds]
         groups.append(inrun.Group(temperature=float(temp), cache_len=S,
                                   max_new_tokens=s.max_new_tokens, runs=tuple(runs)))
