@@ -454,12 +454,18 @@ def _attention_pairs(q, k_all, v_all, positions, cfg: ModelConfig):
 
 def _attention_grouped(q, k_all, v_all, positions, cfg: ModelConfig):
     """`_attention` as one grouped einsum per side (flops as written)."""
+    return _attention_masked(q, k_all, v_all, _slot_mask(positions, k_all.shape[1]), cfg)
+
+
+def _attention_masked(q, k_all, v_all, mask, cfg: ModelConfig):
+    """q [B, T, H, E]; k_all, v_all [B, S, G, E]; mask [B, T, S] bool, the slots each
+    query attends (every row allows at least one) → [B, T, H*E], by grouped einsums."""
     B, T = q.shape[:2]
     G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
     qg = q.reshape(B, T, G, R, E)
     scores = jnp.einsum("btgre,bsge->btgrs", qg, k_all,
                         preferred_element_type=jnp.float32) / math.sqrt(E)
-    scores = jnp.where(_slot_mask(positions, k_all.shape[1])[:, :, None, None], scores, -jnp.inf)
+    scores = jnp.where(mask[:, :, None, None], scores, -jnp.inf)
     weights = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)    # [B, T, G, R, S]
     out = jnp.einsum("btgrs,bsge->btgre", weights, v_all)
     return out.reshape(B, T, G * R * E)
@@ -485,10 +491,12 @@ def _attention_in_place_jvp(cfg, primals, tangents):
 
 
 def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
-           in_place: bool = False):
+           in_place: bool = False, slots=None, mask=None):
     """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
     k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index;
-    in_place: attention by `_attention_in_place`.
+    positions [B, T] the rotary positions; in_place: attention by `_attention_in_place`.
+    slots [B, T] where the new keys/values go and mask [B, T, S] the slots each token
+    attends (a token tree); by default ``positions`` and the causal rule.
     Returns (x, k_all, v_all) with this layer's new keys/values written."""
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
@@ -510,9 +518,12 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
     if not gpt2:
         q = _rope(q, positions, inv_freq)
         k = _rope(k, positions, inv_freq)
-    k_all = _write_layer(k_all, k, layer, positions)
-    v_all = _write_layer(v_all, v, layer, positions)
-    if in_place:
+    slots = positions if slots is None else slots
+    k_all = _write_layer(k_all, k, layer, slots)
+    v_all = _write_layer(v_all, v, layer, slots)
+    if mask is not None:
+        attn = _attention_masked(q, k_all[layer], v_all[layer], mask, cfg)
+    elif in_place:
         attn = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
     else:
         attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
@@ -552,9 +563,19 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
                    ) -> tuple[jax.Array, KVCache]:
     """`forward` up to the final norm: hidden states [B, T, D] (what the head reads;
     drafters that read the target's features take them from here) and the cache."""
-    B, T = tokens.shape
+    T = tokens.shape[1]
     start = cache.length                                              # [B]
     positions = start[:, None] + jnp.arange(T, dtype=jnp.int32)[None]  # [B, T]
+    x, k_all, v_all = _run_layers(params, cfg, tokens, cache, positions)
+    return x, KVCache(k_all, v_all, start + T)
+
+
+def _run_layers(params: dict, cfg: ModelConfig, tokens, cache: KVCache, positions,
+                slots=None, mask=None):
+    """Embed tokens [B, T] at positions [B, T] and run them through every layer
+    (`_layer`, with its ``slots`` and ``mask``). → (final-normed hidden states
+    [B, T, D], k_all, v_all [L, B, S, G, E] with the new entries written)."""
+    B, T = tokens.shape
     x = params["embed"][tokens]                                       # [B, T, D]
     if cfg.arch == "gpt2":
         x = x + params["pos_embed"][positions]
@@ -563,34 +584,32 @@ def forward_hidden(params: dict, cfg: ModelConfig, tokens: jax.Array, cache: KVC
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
     kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype)
-    in_place = (kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
+    in_place = (mask is None and kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
                 and k_all.dtype == jnp.float32 and x.dtype == jnp.float32)
+    step = partial(_layer, positions=positions, inv_freq=inv_freq, cfg=cfg,
+                   in_place=in_place, slots=slots, mask=mask)
     if cfg.layer_loop == "unroll":
         for i, lp in enumerate(layers):
             lp = _kernel_layer(lp, None) if kernel else lp
-            x, k_all, v_all = _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg,
-                                     in_place)
+            x, k_all, v_all = step(x, lp, k_all, v_all, i)
     elif kernel:                              # scan over the layer index, weights in place
         def body(carry, i):
             x, k_all, v_all = carry
-            return _layer(x, _kernel_layer(layers, i), k_all, v_all, i, positions, inv_freq,
-                          cfg, in_place), None
+            return step(x, _kernel_layer(layers, i), k_all, v_all, i), None
 
         idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
         (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), idx)
     else:
-        stacked = layers
-
         def body(carry, lp_i):
             x, k_all, v_all = carry
             lp, i = lp_i
-            return _layer(x, lp, k_all, v_all, i, positions, inv_freq, cfg, in_place), None
+            return step(x, lp, k_all, v_all, i), None
 
         idx = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-        (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (stacked, idx))
+        (x, k_all, v_all), _ = jax.lax.scan(body, (x, k_all, v_all), (layers, idx))
 
     x = _norm(x, params["final_norm_scale"], params.get("final_norm_bias"), cfg)
-    return x, KVCache(k_all, v_all, start + T)
+    return x, k_all, v_all
 
 
 def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
