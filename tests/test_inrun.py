@@ -228,3 +228,32 @@ def test_alpha_shares_one_compiled_program(demo_dir):
     _, traced = demo_dir
     # instrument: one program per K (2), α traced; batch 2: one per K (2) -> 4, not 8
     assert traced <= 4          # 8 if α were static configuration
+
+
+def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
+    """Runs of one set of rows and one K share a block (the baseline, then each run, then
+    t_target(1), t_verify(K+1) and each cost key's draft step), at most
+    ``runs_per_baseline`` runs a block, split evenly, one cost key's runs together."""
+    from specsim.experiment.inrun import Group, SpecRun, blocks
+
+    def run(rows, k, cost):
+        return SpecRun(name=f"{cost}", drafter_kind="instrument", drafter=None, k=k,
+                       kind="code", rows=rows, cost_key=cost)
+
+    a, b = ((1, 2),), ((3, 4),)
+    runs = [run(a, 2, "L0"), run(a, 4, "L0"), run(a, 2, "L8"), run(a, 2, "L0"),
+            run(a, 2, "L8"), run(b, 2, "L0"), run(a, 2, "L0")]
+    group = Group(temperature=0.0, cache_len=128, max_new_tokens=8, runs=tuple(runs))
+    got = blocks(group, 3)
+    # (a, K 2): five runs, L0 first -> 3 + 2; (a, K 4): one; (b, K 2): one
+    assert [blk.runs for blk in got] == [(0, 3, 6), (2, 4), (1,), (5,)]
+    assert got[0].keys == (("ar", a), ("spec", 0), ("spec", 3), ("spec", 6), ("target_1",),
+                           ("verify", 2), ("draft", "L0", 2))
+    assert got[1].keys[-3:] == (("target_1",), ("verify", 2), ("draft", "L8", 2))
+    assert got[3].keys[0] == ("ar", b)
+    # every run in exactly one block; one run a block gives the one-baseline-per-run design
+    assert sorted(i for blk in got for i in blk.runs) == list(range(7))
+    assert [blk.runs for blk in blocks(group, 1)] == [(0,), (3,), (6,), (2,), (4,), (1,), (5,)]
+    mixed = blocks(group, 6)[0]
+    assert mixed.runs == (0, 3, 6, 2, 4) and mixed.keys[-2:] == (("draft", "L0", 2),
+                                                                 ("draft", "L8", 2))

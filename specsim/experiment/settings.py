@@ -20,11 +20,13 @@ DEMO_PARTS = ("roofline", "instrument", "fidelity", "batch")
 """What ``specsim demo`` runs by default (`DemoSettings.demo`): the roofline sweep and fit
 the prediction before the run reads, and the central check, every run predicted before
 it (fitted roofline, the drafter's α) and from its own rounds (in-run pass times)."""
-TIMING_SHARES = {"instrument": 0.4, "fidelity": 0.2, "batch": 0.4}
+TIMING_SHARES = {"instrument": 0.4, "fidelity": 0.3, "batch": 0.3}
 """How the in-run parts that run share the time left for timed rounds (normalised over
 the parts that run; a part splits its share evenly over its groups, and what a group
 leaves unused goes to the groups after it): about in proportion to what a round of each
-costs on the default grid (12 runs at batch 1; 6; 2 at batch 4 and 16)."""
+costs on the default grid (four blocks of three runs at batch 1; two blocks of three
+real drafters, the layer-skip self-draft the slowest; one block at batch 4 and one at
+16, see `inrun.blocks`)."""
 
 
 def check_parts(names) -> tuple[str, ...]:
@@ -180,9 +182,7 @@ class DemoSettings:
     @classmethod
     def demo(cls, *, quick: bool = False, **changes) -> "DemoSettings":
         """What ``specsim demo`` runs (``quick``: ``--quick``), sized for the budget of a
-        2-core CPU (full ≤ 10 min, quick ≤ 3 min, compiles included). Every run is
-        timed in at least two paired rounds with its own baseline and passes, so the
-        grids are sized by what two rounds of each run cost: the instrument over
+        2-core CPU (full ≤ 10 min, quick ≤ 3 min, compiles included): the instrument over
         α {0.5, 0.7, 0.9} × K {2, 4} × cost {none, a quarter of the layers} (12 runs),
         the real drafters at K 4 (temperature 0) on the two kinds of work where n-gram
         lookup finds most, prompts cut to 64 tokens so they share the instrument's
@@ -193,16 +193,20 @@ class DemoSettings:
         the instrument over α {0.5, 0.9} × K {2, 4} at no draft cost, the n-gram drafter
         at K 4 on two kinds, α 0.9 K 4 at batch 4 (7 runs).
 
-        Timing: paired rounds, two whatever the budget, then more for every run whose
-        speedup is not yet known to ±3% while the time budget lasts: the timed rounds end
-        by 540 s from the start (quick: 150 s), compiles, sweeps and calibration
-        included, so a slow or busy machine gets fewer rounds (and says so) rather than a
-        longer demo.
+        Timing: paired rounds of blocks (`inrun.blocks`: up to three runs of one set of
+        rows and one K with the baseline and passes they share, each call's loop program
+        timed alone), three rounds whatever the budget (two degrees of freedom: the
+        least that gives a usable interval), then more, up to eight, for every block
+        whose runs' speedups are not yet known to ±3%, the widest first when the budget
+        runs short: the timed rounds end by 540 s from the start (quick: 150 s),
+        compiles, sweeps and calibration included, so a slow or busy machine gets fewer
+        rounds (and says so) rather than a longer demo.
 
         Clock: process CPU time by default, which time-slicing by other processes does
         not inflate; every call is timed by both clocks at once, so the wall-clock
         speedup stays in every row (``measured_speedup_wall``)."""
-        base = dict(parts=DEMO_PARTS, ks=(4,), temperatures=(0.0,), repeats=2, clock="cpu",
+        base = dict(parts=DEMO_PARTS, ks=(4,), temperatures=(0.0,), repeats=3, max_rounds=8,
+                    clock="cpu",
                     shared_repeats=3, sweep_repeats=5,
                     kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=48,
                     drafter_prompt_tokens=64, instrument_alphas=(0.5, 0.7, 0.9),
