@@ -61,11 +61,7 @@ class DemoSettings:
     repeats: int = 2
     max_rounds: int = 12
     target_half_width: float = 0.03
-    # speculative runs of one set of rows and one K timed with one baseline and one set of
-    # pass programs a round (`inrun.blocks`): the baseline is the costliest call of a
-    # round, so sharing it buys rounds; a block of a few runs keeps each run near its
-    # baseline in time
-    runs_per_baseline: int = 3
+    runs_per_baseline: int = 3       # runs sharing one baseline and passes (`inrun.blocks`)
     bootstrap_draws: int = 1000
     # wall seconds from the start of the demo by which its timed rounds end (compile,
     # sweep and calibration included; the report and figures take seconds more); each
