@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import chi2
-from test_decode import _scaled, target, tiny_drafters  # noqa: F401  (the shared tiny target)
+from test_decode import (CHI_PROMPT, V_SMALL, chi_models, target,  # noqa: F401
+                         tiny_drafters)  # the shared tiny target and chi² pair
 
-from specsim import models
 from specsim.decode import TRACE_COUNTS, generate_autoregressive, generate_speculative
 from specsim.decode.tree_loop import generate_tree
 from specsim.decode.tree_loop import tree_loop
@@ -29,9 +29,8 @@ from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 from specsim.drafters.feature_head import init_cell
 from specsim.drafters.tree import NGramTreeDrafter, branches_tree, draw_children
 from specsim.errors import InvalidArgument
-from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
-from specsim.models.transformer import forward_hidden, init_cache, init_params
+from specsim.models.transformer import forward_hidden, init_cache
 from specsim.sampling import SamplingParams
 from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
                            measured_acceptance, select_best_nodes, simulate_tree)
@@ -377,21 +376,6 @@ def test_bad_inputs_raise_before_compiling(target, drafters):
 
 
 # ---- sampled, end to end, on a 12-token vocabulary -------------------------------------
-V_SMALL = 12
-CHI_PROMPT = [3, 7, 3, 7, 3]
-
-
-@pytest.fixture(scope="module")
-def chi_models():
-    cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V_SMALL, d_model=16,
-                      n_layers=2, n_heads=2, n_kv_heads=1, head_dim=8, d_ff=24, max_seq_len=32,
-                      layer_loop="scan", eos_token_id=None)
-    dcfg = cfg.replace(name="chi-draft", n_layers=1)
-    t = models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(1), cfg), 10.0))
-    d = models.Model(dcfg, _scaled(init_params(jax.random.PRNGKey(2), dcfg), 10.0))
-    return t, d
-
-
 @pytest.mark.parametrize("drafter", ["model", "feature-head", "ngram", "dynamic"])
 def test_sampled_tree_decoding_is_exact_in_distribution(chi_models, drafter):
     t, d = chi_models
