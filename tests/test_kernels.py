@@ -192,12 +192,19 @@ _NO_COMPILER = textwrap.dedent("""
 """)
 
 
-def test_a_failed_build_falls_back_to_xla_with_a_warning(tmp_path):
-    env = dict(os.environ, CXX="false", SPECSIM_CACHE=str(tmp_path), JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", _NO_COMPILER], capture_output=True, text=True,
+def run_without_a_compiler(script: str, cache) -> None:
+    """Run ``script`` in a fresh Python whose C++ compiler fails (CXX=false) and whose
+    specsim cache is ``cache`` (so no kernel library is built yet); it must exit 0 and
+    print "ok" last."""
+    env = dict(os.environ, CXX="false", SPECSIM_CACHE=str(cache), JAX_PLATFORMS="cpu")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("ok")
+
+
+def test_a_failed_build_falls_back_to_xla_with_a_warning(tmp_path):
+    run_without_a_compiler(_NO_COMPILER, tmp_path)
 
 
 @needs_kernel

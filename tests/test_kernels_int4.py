@@ -18,6 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from test_kernels import run_without_a_compiler
+
 from specsim import models
 from specsim.decode import generate_autoregressive, generate_speculative
 from specsim.drafters import quantized_self_drafter
@@ -270,8 +272,4 @@ _NO_COMPILER = textwrap.dedent("""
 
 
 def test_without_a_compiler_grouped_weights_fall_back_to_xla_with_one_warning(tmp_path):
-    env = dict(os.environ, CXX="false", SPECSIM_CACHE=str(tmp_path), JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", _NO_COMPILER], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("ok")
+    run_without_a_compiler(_NO_COMPILER, tmp_path)
