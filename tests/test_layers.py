@@ -48,23 +48,39 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Absolute dotted names of everything ``path`` imports, anywhere in the file
-    (relative imports resolved against its package); for
-    ``from a import b`` both ``a`` and ``a.b`` (b may be a module)."""
+def _import_statements(path: Path, skip_type_checking: bool = False):
+    """(module, names) of every import anywhere in ``path``, relative ones resolved
+    against its package: ``import a.b`` gives ("a.b", ()), ``from a import b, c`` gives
+    ("a", ("b", "c")); imports under ``if TYPE_CHECKING:`` left out when
+    ``skip_type_checking``."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = set()
+    for node in ast.walk(tree) if skip_type_checking else ():
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            yield from ((a.name, ()) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
+            yield base, tuple(a.name for a in node.names)
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute dotted names of everything ``path`` imports, anywhere in the file
+    (relative imports resolved against its package); for
+    ``from a import b`` both ``a`` and ``a.b`` (b may be a module)."""
+    out: set[str] = set()
+    for base, names in _import_statements(path):
+        out.add(base)
+        out.update(f"{base}.{n}" for n in names)
     return out
 
 
@@ -139,27 +155,10 @@ def _read_modules(path: Path) -> set[str]:
     do not (they never run). A package's own ``__init__`` running before its submodule
     is not an edge: every package whose ``__init__`` re-exports its submodules would
     otherwise be a cycle with each of them."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(), str(path))
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     out: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            for a in node.names:
-                sub = f"{base}.{a.name}"
-                out.add(sub if sub in MODULE_NAMES else base)
+    for base, names in _import_statements(path, skip_type_checking=True):
+        out.update((f"{base}.{n}" if f"{base}.{n}" in MODULE_NAMES else base for n in names)
+                   if names else (base,))
     return {m for m in out if m in MODULE_NAMES}
 
 
