@@ -11,6 +11,8 @@ import jax
 import numpy as np
 import pytest
 
+from tiny_tokenizer import tiny_bpe_tokenizer
+
 from specsim.models import Model, init_cache, load, prefill, stack_layers, unstack_layers
 from specsim.models import embedded, gguf_file
 from specsim.models.hf import params_to_hf, save_hf
@@ -122,17 +124,8 @@ def test_sharded_transformers_checkpoint(tmp_path):
 
 
 def _tiny_tokenizer():
-    from tokenizers import Tokenizer as Backend
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-    from specsim.models.tokenizer import Tokenizer
-    backend = Backend(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    backend.train_from_iterator(["the cat sat on the mat", "speculative decoding is fast"] * 5,
-                                trainer)
-    return Tokenizer(backend, bos_token_id=0, eos_token_id=1, add_bos_token=True)
+    return tiny_bpe_tokenizer(["the cat sat on the mat", "speculative decoding is fast"],
+                              add_bos_token=True)
 
 
 @pytest.mark.parametrize("cfg", [TINY_LLAMA, TINY_QWEN2.replace(head_dim=8), TINY_GPT2],

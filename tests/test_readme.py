@@ -105,22 +105,14 @@ def test_every_cli_command_is_in_the_table():
 def _tiny_target():
     """A tiny random Llama with a real (small, byte-level BPE) tokenizer."""
     import jax
-    from tokenizers import Tokenizer as Backend
-    from tokenizers import decoders, models as bpe, pre_tokenizers, trainers
+    from tiny_tokenizer import tiny_bpe_tokenizer
 
     from specsim import models
     from specsim.models.config import TINY_LLAMA
-    from specsim.models.tokenizer import Tokenizer
     from specsim.models.transformer import init_params
 
-    backend = Backend(bpe.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    backend.train_from_iterator(["write a python function that reverses a list",
-                                 "<|im_start|>user", "<|im_start|>assistant"] * 5, trainer)
-    tokenizer = Tokenizer(backend, bos_token_id=0, eos_token_id=1)
+    tokenizer = tiny_bpe_tokenizer(["write a python function that reverses a list",
+                                    "<|im_start|>user", "<|im_start|>assistant"])
     # no end-of-sequence token: every run generates its 48 tokens
     cfg = TINY_LLAMA.replace(name="tiny-readme", vocab_size=tokenizer.vocab_size,
                              max_seq_len=512, eos_token_id=None)
