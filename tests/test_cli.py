@@ -1,4 +1,5 @@
-"""The theory and demo subcommands of ``specsim``: printed numbers, CSV, exit codes, help."""
+"""The theory, demo and train-draft subcommands of ``specsim``: printed numbers, CSV, exit
+codes, help, the checks of their flags."""
 
 import csv
 import re
@@ -170,3 +171,19 @@ def test_speedup_says_when_the_best_k_is_outside_the_range(capsys):
     assert "<" in out[1] and "*" not in out[1] and "best K = 1 " in out[-1]
     assert main(["speedup", "--alpha", "0.6", "--k", "1-8", "--c", "0.05"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2              # inside: no note
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--kind", "medusa", "--width", "8"], "--width does not apply to --kind medusa"),
+    (["--kind", "distilled", "--heads", "3"], "--heads applies to --kind medusa only"),
+    (["--kind", "feature-head", "--layers", "2"], "--layers applies to --kind distilled only"),
+    (["--kind", "medusa", "--head-vocab", "50", "--minutes", "0"], "minutes"),
+    (["--kind", "feature-head", "--head-vocab", "50", "--minutes", "0"], "minutes"),
+    (["--minutes", "0"], "minutes")])
+def test_train_draft_rejects_another_kinds_flags_and_bad_settings(flags, message, tmp_path,
+                                                                   capsys):
+    """Each kind's own flag applies to it only, and bad settings fail before training
+    (tiny-qwen2 has no tokenizer: a training that started would fail on the prompts)."""
+    rc = main(["train-draft", "--target", "tiny-qwen2", "--out", str(tmp_path / "d.npz"),
+               *flags])
+    assert rc == 2 and message in capsys.readouterr().err

@@ -226,8 +226,10 @@ def _random_prompts(seed, n, vocab, lo=4, hi=12):
             for _ in range(n)]
 
 
-FH_FAST = dict(width=64, head_vocab=97, unroll=3, teacher_top_k=97, batch=128, lr=1e-2, warmup=5, holdout=16,
-               n_new=24, gen_batch=32, minutes=None, checkpoint_minutes=60.0)
+HEAD_FAST = dict(head_vocab=97, teacher_top_k=97, batch=128, lr=1e-2, warmup=5, holdout=16,
+                 n_new=24, gen_batch=32, minutes=None, checkpoint_minutes=60.0)
+"""Settings of a quick head training on the tiny targets (the feature head's and Medusa's)."""
+FH_FAST = dict(HEAD_FAST, width=64, unroll=3)
 
 
 @pytest.fixture(scope="module")
@@ -283,24 +285,21 @@ def dataclasses_replace(obj, **kw):
     return dataclasses.replace(obj, **kw)
 
 
-@pytest.mark.parametrize("change, match", [
-    (dict(width=0), "width"), (dict(head_vocab=0), "head_vocab"), (dict(minutes=0), "minutes"),
-    (dict(unroll=0), "unroll"), (dict(feature_weight=-1.0), "feature_weight")])
-def test_bad_training_settings_are_clear_errors(change, match, tmp_path):
-    from specsim.train import feature_head as fh
+@pytest.mark.parametrize("kind, change, match", [
+    ("feature-head", dict(width=0), "width"), ("feature-head", dict(head_vocab=0), "head_vocab"),
+    ("feature-head", dict(minutes=0), "minutes"), ("feature-head", dict(unroll=0), "unroll"),
+    ("feature-head", dict(feature_weight=-1.0), "feature_weight"),
+    ("medusa", dict(heads=0), "heads"), ("medusa", dict(head_vocab=0), "head_vocab"),
+    ("medusa", dict(minutes=0), "minutes")])
+def test_bad_training_settings_are_clear_errors(kind, change, match, tmp_path):
+    """Both head trainings check their settings before they sample the target."""
+    from specsim.train import feature_head as fh, medusa
+    train, config, fast = {
+        "feature-head": (fh.train_feature_head, fh.FeatureHeadConfig, FH_FAST),
+        "medusa": (medusa.train_medusa, medusa.MedusaConfig, dict(HEAD_FAST, heads=2))}[kind]
     with pytest.raises(ValueError, match=match):
-        fh.train_feature_head(_tiny_target(), tmp_path / "h.npz",
-                              fh.FeatureHeadConfig(**dict(FH_FAST, **change)), progress=False)
-
-
-def test_cli_trains_a_feature_head_and_rejects_layers(tmp_path, capsys):
-    from specsim import cli
-    rc = cli.main(["train-draft", "--kind", "feature-head", "--target", "tiny-qwen2",
-                   "--layers", "2", "--out", str(tmp_path / "h.npz")])
-    assert rc == 2 and "--layers applies to --kind distilled" in capsys.readouterr().err
-    rc = cli.main(["train-draft", "--kind", "feature-head", "--target", "tiny-qwen2",
-                   "--head-vocab", "50", "--minutes", "0", "--out", str(tmp_path / "h.npz")])
-    assert rc == 2 and "minutes" in capsys.readouterr().err
+        train(_tiny_target(), tmp_path / "h.npz", config(**dict(fast, **change)),
+              progress=False)
 
 
 @pytest.mark.parametrize("policy", ["threshold", "goodput-off"])

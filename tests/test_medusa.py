@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import chi2
+from test_feature_head import HEAD_FAST, _random_prompts
 
 from specsim import models
 from specsim.decode import generate_autoregressive, generate_tree
@@ -127,14 +128,7 @@ def _tiny_target():
     return models.Model(cfg, _scaled(init_params(jax.random.PRNGKey(0), cfg), 12.0))
 
 
-def _random_prompts(seed, n, vocab, lo=4, hi=12):
-    rng = np.random.default_rng(seed)
-    return [[int(t) for t in rng.integers(3, vocab, size=rng.integers(lo, hi))]
-            for _ in range(n)]
-
-
-FAST = dict(heads=2, head_vocab=97, teacher_top_k=97, batch=128, lr=1e-2, warmup=5,
-            holdout=16, n_new=24, gen_batch=32, minutes=None, checkpoint_minutes=60.0)
+FAST = dict(HEAD_FAST, heads=2)
 
 
 @pytest.fixture(scope="module")
@@ -209,25 +203,3 @@ def test_interrupted_training_resumes(trained, tmp_path):
     assert r2.finished and out.is_file() and not medusa.checkpoint_dir(out).exists()
     np.testing.assert_allclose(r2.losses, result.losses, rtol=1e-4)
 
-
-@pytest.mark.parametrize("change, match", [(dict(heads=0), "heads"),
-                                           (dict(head_vocab=0), "head_vocab"),
-                                           (dict(minutes=0), "minutes")])
-def test_bad_training_settings_are_clear_errors(change, match, tmp_path):
-    from specsim.train import medusa
-    with pytest.raises(ValueError, match=match):
-        medusa.train_medusa(_tiny_target(), tmp_path / "h.npz",
-                            medusa.MedusaConfig(**dict(FAST, **change)), progress=False)
-
-
-def test_cli_kind_medusa_checks_its_flags(tmp_path, capsys):
-    from specsim import cli
-    rc = cli.main(["train-draft", "--kind", "medusa", "--target", "tiny-qwen2",
-                   "--width", "8", "--out", str(tmp_path / "m.npz")])
-    assert rc == 2 and "--width does not apply to --kind medusa" in capsys.readouterr().err
-    rc = cli.main(["train-draft", "--kind", "distilled", "--target", "tiny-qwen2",
-                   "--heads", "3", "--out", str(tmp_path / "d")])
-    assert rc == 2 and "--heads applies to --kind medusa" in capsys.readouterr().err
-    rc = cli.main(["train-draft", "--kind", "medusa", "--target", "tiny-qwen2",
-                   "--head-vocab", "50", "--minutes", "0", "--out", str(tmp_path / "m.npz")])
-    assert rc == 2 and "minutes" in capsys.readouterr().err

@@ -15,7 +15,7 @@ import pytest
 
 import chi2
 
-from specsim import cli, drafters, models, train
+from specsim import drafters, models, train
 from specsim.decode import generate_autoregressive, generate_speculative
 from specsim.drafters.base import Context
 from specsim.models.config import TINY_LLAMA, ModelConfig
@@ -253,9 +253,3 @@ def test_draft_vocabulary_mismatch_is_a_clear_error(target):
         drafters.distilled_drafter(wrong, target)
     with pytest.raises(ValueError, match="head_ids"):
         drafters.distilled_drafter(other, target, head_ids=[0, 97])
-
-
-def test_cli_rejects_zero_minutes(tmp_path, capsys):
-    rc = cli.main(["train-draft", "--target", "tiny-qwen2", "--out", str(tmp_path / "d"),
-                   "--minutes", "0"])
-    assert rc == 2 and "minutes" in capsys.readouterr().err
