@@ -16,27 +16,9 @@
 // for bit. Panels of about 32 KB and the prefetch follow small_matmul.cc's part_nn.
 #include <string>
 
-#include "kernel_common.h"
+#include "matmul_common.h"
 
 namespace {
-
-constexpr int kBlock = 16;   // columns per register block: two 8-float vectors
-constexpr int kMaxRows = 6;  // rows per register block
-constexpr int kLine = 64;    // bytes per cache line
-
-typedef signed char c8 __attribute__((vector_size(8), aligned(1)));
-
-// 16 int8 weights as two 8-float vectors.
-inline void load16_int8(const int8_t* p, v8& lo, v8& hi) {
-#if defined(__AVX2__)
-  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  lo = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-  hi = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-#else
-  lo = __builtin_convertvector(*reinterpret_cast<const c8*>(p), v8);
-  hi = __builtin_convertvector(*reinterpret_cast<const c8*>(p + 8), v8);
-#endif
-}
 
 // 16 packed bytes: the low nibbles (row 2i: e0, e1 for columns 0-7, 8-15) and the high
 // nibbles (row 2i+1: o0, o1), sign-extended and converted.
@@ -87,8 +69,8 @@ inline void block(const float* x, int64_t K, const int8_t* q, const float* s, in
       int64_t j = 0;
       for (; j + 1 < g; j += 2, qp += 2 * N) {
         v8 w0, w1, w2, w3;
-        load16_int8(qp, w0, w1);
-        load16_int8(qp + N, w2, w3);
+        load16(qp, w0, w1);
+        load16(qp + N, w2, w3);
         for (int m = 0; m < R; ++m) {
           v8 b = splat(x[m * K + k + j]), d = splat(x[m * K + k + j + 1]);
           e0[m] = fma8(b, w0, e0[m]); e1[m] = fma8(b, w1, e1[m]);
@@ -97,7 +79,7 @@ inline void block(const float* x, int64_t K, const int8_t* q, const float* s, in
       }
       if (j < g) {                                  // an odd group size: its last row
         v8 w0, w1;
-        load16_int8(qp, w0, w1);
+        load16(qp, w0, w1);
         for (int m = 0; m < R; ++m) {
           v8 b = splat(x[m * K + k + j]);
           e0[m] = fma8(b, w0, e0[m]); e1[m] = fma8(b, w1, e1[m]);
@@ -279,12 +261,7 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
   const int8_t* ql = q.typed_data() + l * (K / per) * N;
   const float* sl = scales.typed_data() + l * G * N;
   float* yp = y->typed_data();
-  int64_t blocks = N / kBlock;
-  int parts = n_parts(pool, blocks, 8);
-  run_parts(pool, parts, [=](int p) {
-    int64_t b0 = blocks * p / parts, b1 = blocks * (p + 1) / parts;
-    int64_t c0 = b0 * kBlock, c1 = p == parts - 1 ? N : b1 * kBlock;
-    if (c1 <= c0) return;
+  run_column_parts(pool, N, [=](int64_t c0, int64_t c1) {
     if (bits == 4) part<4>(xp, M, K, ql, sl, N, g, c0, c1, yp);
     else part<8>(xp, M, K, ql, sl, N, g, c0, c1, yp);
   });
@@ -292,11 +269,4 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmulGrouped, SmallMatmulGrouped,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S8>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int32_t>("bits"));
+                              quantized_matmul_binding().Attr<int32_t>("bits"));

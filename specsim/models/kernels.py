@@ -40,8 +40,8 @@ Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_k
 devices, prefill and training (many rows) run XLA's dots as before. On the CPU clock (the
 demo's default) a step on two threads costs about twice its wall time: both threads count.
 
-Building: on first use the sources (and ``kernel_common.h``) are compiled with the
-machine's C++ compiler
+Building: on first use the sources (and their headers ``kernel_common.h`` and
+``matmul_common.h``) are compiled with the machine's C++ compiler
 (``$CXX``, else ``c++`` or ``g++``; `_FLAGS`, about 3 s) into one library in
 ``kernels/`` under the specsim cache root (``$SPECSIM_CACHE``, default
 ``~/.cache/specsim``), named by a hash of the sources, the jaxlib version, the compiler and
@@ -92,7 +92,7 @@ MAX_ATTENTION_TOKENS = 16
 _HERE = Path(__file__).parent
 _SOURCES = (_HERE / "small_matmul.cc", _HERE / "grouped_matmul.cc",
             _HERE / "cache_attention.cc")
-_HEADERS = (_HERE / "kernel_common.h",)
+_HEADERS = (_HERE / "kernel_common.h", _HERE / "matmul_common.h")
 # -ffp-contract=off: the source fuses multiply-adds itself (see fma8 there), the compiler none
 _FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC", "-w")
 

@@ -14,25 +14,10 @@
 // over k in one fixed order), so a verify pass and a decode step agree bit for bit.
 #include <string>
 
-#include "kernel_common.h"
+#include "matmul_common.h"
 
-constexpr int kBlock = 16;   // columns per register block: two 8-float vectors
-constexpr int kMaxRows = 6;  // rows per register block: 2 x 6 accumulators
-constexpr int kLine = 64;    // bytes per cache line
-
-// 16 consecutive weights as two 8-float vectors: fp32 as they are, int8 converted.
-typedef signed char c8 __attribute__((vector_size(8), aligned(1)));
+// 16 consecutive weights as two 8-float vectors: fp32 as they are (int8: matmul_common.h).
 static inline void load16(const float* p, v8& lo, v8& hi) { lo = load8(p); hi = load8(p + 8); }
-static inline void load16(const int8_t* p, v8& lo, v8& hi) {
-#if defined(__AVX2__)   // sign-extend 8 bytes to 8 int32 lanes, convert: 2 instructions per 8
-  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  lo = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-  hi = (v8)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-#else                   // GCC converts element by element here: correct, compute-bound
-  lo = __builtin_convertvector(*reinterpret_cast<const c8*>(p), v8);
-  hi = __builtin_convertvector(*reinterpret_cast<const c8*>(p + 8), v8);
-#endif
-}
 
 // y[0:R, c:c+16] (+)= x[0:R, k0:k1] @ w[k0:k1, c:c+16]; on the last panel (scale given)
 // each column is then multiplied by its scale (int8 per output channel).
@@ -163,11 +148,7 @@ static ffi::Error check_shapes(const char* what, int64_t xr, int64_t wr, int64_t
 template <typename W>
 static void run_nn(ffi::ThreadPool& pool, const float* xp, int64_t M, int64_t K, const W* wl,
                    int64_t N, float* yp, const float* scale) {
-  int64_t blocks = N / kBlock;
-  int parts = n_parts(pool, blocks, 8);
-  run_parts(pool, parts, [=](int p) {
-    int64_t b0 = blocks * p / parts, b1 = blocks * (p + 1) / parts;
-    int64_t c0 = b0 * kBlock, c1 = p == parts - 1 ? N : b1 * kBlock;
+  run_column_parts(pool, N, [=](int64_t c0, int64_t c1) {
     part_nn(xp, M, K, wl, N, c0, c1, yp, scale);
   });
 }
@@ -227,10 +208,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmul, SmallMatmul,
                                   .Attr<bool>("transposed"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmulInt8, SmallMatmulInt8,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S8>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+                              quantized_matmul_binding());
