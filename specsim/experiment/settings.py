@@ -8,7 +8,8 @@ from specsim import validation
 from specsim.errors import InvalidArgument
 from specsim.workloads import KINDS
 
-PART_NAMES = ("roofline", "instrument", "fidelity", "batch", "hardware", "drafters", "policies")
+PART_NAMES = ("roofline", "instrument", "fidelity", "batch", "hardware", "drafters", "policies",
+              "trees")
 """The demo's parts in the order they run; `specsim.experiment.parts.PARTS` registers one
 module under each name (kept here so that settings can check ``parts`` without importing
 the parts, which import the settings)."""

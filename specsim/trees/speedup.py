@@ -60,6 +60,7 @@ def roofline_pass_time(hardware, cfg, *, batch: int = 1, context: int = 512, dty
     batch = positive_int("batch", batch)
     context = nonnegative_int("context", context)
     if isinstance(hardware, str):
+        choice("hardware", hardware, tuple(roofline.hardware_names()))
         hardware = roofline.load_hardware(hardware)
     if hasattr(hardware, "predict_forward"):
         def t(n: int) -> float:
@@ -262,13 +263,26 @@ def plan_per_hardware(acceptance: PositionalAcceptance, target_cfg, draft_cfg=No
                       hardware: Sequence | None = None, *, max_nodes: int = 32,
                       batch: int = 1, context: int = 512, dtype="bfloat16",
                       overhead: float = 0.0, drafting: str = "per_depth",
-                      max_depth: int | None = None) -> dict[str, TreePlan]:
+                      max_depth: int | None = None,
+                      draft_cost_ratio: float | None = None) -> dict[str, TreePlan]:
     """`plan_tree` on each hardware (default: every row of ``data/hardware.csv``; items
     may be row names, `roofline.Hardware` or fitted rooflines), with target and draft
-    pass times from `roofline_pass_time`. ``draft_cfg`` None: a free drafter."""
+    pass times from `roofline_pass_time`. ``draft_cfg`` None: a free drafter, unless
+    ``draft_cost_ratio`` c is given: a drafter without a model config of its own (the
+    feature head), whose pass over n tokens costs c times the target's."""
     rows = roofline.hardware_names() if hardware is None else list(hardware)
     if not rows:
         raise InvalidArgument("hardware must name at least one row (or be None for all)")
+    max_nodes = positive_int("max_nodes", max_nodes)
+    if draft_cost_ratio is not None:
+        if draft_cfg is not None:
+            raise InvalidArgument("give draft_cfg or draft_cost_ratio, not both")
+        if not (isinstance(draft_cost_ratio, (int, float, np.number))
+                and not isinstance(draft_cost_ratio, bool)
+                and math.isfinite(draft_cost_ratio) and draft_cost_ratio >= 0):
+            raise InvalidArgument(f"draft_cost_ratio must be a finite number >= 0 (the "
+                                  f"draft pass's cost over the target's), got "
+                                  f"{draft_cost_ratio!r}")
     plans = {}
     for hw in rows:
         if isinstance(hw, str):
@@ -280,6 +294,8 @@ def plan_per_hardware(acceptance: PositionalAcceptance, target_cfg, draft_cfg=No
         kw = dict(batch=batch, context=context, dtype=dtype, overhead=overhead)
         t_target = roofline_pass_time(hw, target_cfg, **kw)
         t_draft = None if draft_cfg is None else roofline_pass_time(hw, draft_cfg, **kw)
+        if draft_cost_ratio is not None:
+            t_draft = [float(draft_cost_ratio) * t_target(n) for n in range(1, max_nodes + 1)]
         plans[str(name)] = plan_tree(acceptance, t_target, t_draft, max_nodes=max_nodes,
                                      drafting=drafting, max_depth=max_depth,
                                      description=str(name))

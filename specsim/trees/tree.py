@@ -189,6 +189,9 @@ class TokenTree:
         path), i.e. breadth-first."""
         items = []
         for j, path in enumerate(paths):
+            if not isinstance(path, Iterable) or isinstance(path, (str, bytes)):
+                raise InvalidArgument(f"paths[{j}] must be a sequence of ranks, e.g. (0, 1) "
+                                      f"(got {path!r})")
             t = tuple(_int_vector(f"paths[{j}]", list(path)).tolist())
             if not t:
                 raise InvalidArgument(f"paths[{j}] is empty; every path names at least "

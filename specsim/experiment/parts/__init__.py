@@ -8,7 +8,7 @@ from __future__ import annotations
 from specsim.experiment.part import Part
 from specsim.experiment.settings import PART_NAMES, check_parts
 from specsim.experiment.parts import (batch, drafters, fidelity, hardware, instrument, policies,
-                                     roofline)
+                                     roofline, trees)
 
 PARTS: dict[str, Part] = {p.name: p for p in (
     roofline.PART,
@@ -18,6 +18,7 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     hardware.PART,
     drafters.PART,
     policies.PART,
+    trees.PART,
 )}
 if tuple(PARTS) != PART_NAMES:       # one list of names, checked where both are known
     raise ImportError(f"the parts registry {tuple(PARTS)} differs from "

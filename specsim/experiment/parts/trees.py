@@ -1,0 +1,425 @@
+"""Part ``trees``: the feature head's token trees against its chain at equal drafting
+depth, on the real target, with the theory's plan beside the measurement (opt-in:
+``specsim demo --parts trees``).
+
+Steps: (1) untimed runs of a probe tree (the ranks 0..`PROBE_WIDTH` − 1 below every
+node of the top-rank spine, down to `DEPTH`) on `PROMPTS_PER_KIND` prompts per kind of
+work give the per-(depth, rank) acceptance rates (`specsim.trees.measured_acceptance`);
+(2) Sequoia's programme picks the E-optimal tree of depth <= `DEPTH` for each size in
+`SIZES`; (3) untimed runs of the chain of `DEPTH` and those trees on the same prompts
+give tokens per iteration (and more acceptance counts); (4) paired interleaved rounds
+(`specsim.experiment.paired`) time, per kind and tree, the plain-decoding baseline, the
+tree loop (its prefills untimed, `decode.StagedCall`) and the pieces of one iteration
+(`trees_costs`: the verify pass over root + nodes, the tree's drafting; the
+autoregressive step); (5) `trees.plan_tree` with those measured pass times picks the
+size the theory expects to be fastest on this CPU, compared with the measured best, and
+`trees.plan_per_hardware` says on which datasheet rows a tree pays.
+
+Tables:
+
+* ``tree_runs``: per (kind, tree): tokens per iteration (over all prompts), its ratio to
+  the chain's, the measured speedup over plain decoding with its 95% interval, and the
+  predicted speedup E · t_target(1) / (t_draft + t_verify) from the acceptance model's
+  E and from the run's own tokens per iteration.
+* ``tree_plan``: per kind: the planned size, depth and speedup, the measured best, and
+  what stops a tree here (`stopping_term`), with the rows where the theory says it pays.
+* ``tree_hardware``: `plan_per_hardware` per datasheet row, the acceptance pooled over
+  the kinds, the feature head's draft pass as its byte ratio to the target's.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from specsim import schema as S
+from specsim.experiment.part import Part
+from specsim.experiment.state import DemoState
+from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
+                           expected_tokens, optimal_trees, plan_per_hardware, plan_tree)
+
+DEPTH = 4               # drafting depth of the chain and the deepest a tree goes
+PROBE_WIDTH = 4         # ranks the probe tree tries at every depth
+SIZES = (8, 16, 32)     # node budgets of the measured trees (the chain has DEPTH nodes)
+KINDS = ("code", "json")
+PROMPTS_PER_KIND = 2    # shipped prompts per kind whose runs give tokens per iteration
+NEW_TOKENS = 40
+PROMPT_TOKENS = (65, 128)   # prompt lengths used: all pad to 128 slots, one program each
+PART_SECONDS = 240.0    # the part's timed rounds end by this long after it starts
+PAYS = 1.05             # a tree "pays" where it is this much faster than the best chain
+ACCEPTANCE_GAIN = 0.05  # below this gain in tokens per iteration, acceptance stops a tree
+TOKENS_GOAL = 1.3       # tokens per iteration a tree should reach over its chain's
+
+TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
+CHAIN = "chain"
+
+
+# ---- what is run ----------------------------------------------------------------------
+def probe_tree(depth: int = DEPTH, width: int = PROBE_WIDTH) -> TokenTree:
+    """Ranks 0..width − 1 below every node of the rank-0 spine, ``depth`` deep: every
+    (depth, rank) rate is tried on every iteration that reaches that depth."""
+    return TokenTree.from_paths([(0,) * d + (r,) for d in range(depth) for r in range(width)])
+
+
+def tree_label(tree: TokenTree) -> str:
+    return CHAIN if tree.is_chain else f"N={tree.n_nodes}"
+
+
+def head_drafter(state: DemoState):
+    """The feature head the demo runs (or the trained / shipped one), None if none."""
+    from specsim.drafters import FeatureHeadDrafter
+    from specsim.experiment import drafter_study
+
+    for setup in state.drafters.values():
+        if isinstance(setup.drafter, FeatureHeadDrafter):
+            return setup.drafter
+    path = drafter_study.find_feature_head(state.target.cfg.name)
+    return None if path is None else drafter_study.feature_head(path, state.target).drafter
+
+
+def kind_prompts(target, kind: str, n: int) -> list[list[int]]:
+    """``n`` shipped prompts of ``kind`` whose token count lies in `PROMPT_TOKENS` (all
+    pad to the same bucket), or random ids for a model without a tokenizer."""
+    from specsim.train.samples import encode_prompts, load_prompts
+
+    if target.tokenizer is None:
+        rng = np.random.default_rng(len(kind))
+        return [list(rng.integers(3, target.cfg.vocab_size, PROMPT_TOKENS[0]))
+                for _ in range(n)]
+    rows = encode_prompts([p for p in load_prompts() if p["kind"] == kind], target.tokenizer)
+    lo, hi = PROMPT_TOKENS
+    return [r for r in rows if lo <= len(r) <= hi][:n]
+
+
+def _counts(tree: TokenTree, path_end) -> np.ndarray:
+    """[2, DEPTH, PROBE_WIDTH] accepted and tried counts of one run (padded)."""
+    acc, tried = acceptance_counts(tree, path_end)
+    out = np.zeros((2, DEPTH, PROBE_WIDTH), np.int64)
+    d, r = acc.shape
+    out[0, :d, :r], out[1, :d, :r] = acc, tried
+    return out
+
+
+def acceptance_of(counts: np.ndarray) -> PositionalAcceptance:
+    return PositionalAcceptance.from_counts(counts[0], counts[1])
+
+
+# ---- costs ------------------------------------------------------------------------------
+def verify_times(t1: float, verify: dict[int, float], n_max: int) -> np.ndarray:
+    """float64 [n_max]: entry n − 1 = one target pass over n tokens: t1 at n = 1 (the
+    autoregressive step), then linear between the verify widths measured (``verify``:
+    width → seconds), flat past the widest."""
+    xs = np.array([1] + sorted(verify), float)
+    ys = np.array([t1] + [verify[n] for n in sorted(verify)], float)
+    return np.interp(np.arange(1, n_max + 1), xs, ys)
+
+
+def draft_line(drafts: dict[TokenTree, float]) -> tuple[float, float]:
+    """(a, b) >= 0 of one drafting pass over w nodes costing a + b·w, fitted by
+    non-negative least squares to each tree's measured drafting time, Σ over its levels
+    (`TokenTree.expanded_per_depth`) of a + b·w."""
+    from scipy.optimize import nnls
+
+    rows = np.array([[np.count_nonzero(t.expanded_per_depth()), t.expanded_per_depth().sum()]
+                     for t in drafts], float)
+    (a, b), _ = nnls(rows, np.array(list(drafts.values()), float))
+    return float(a), float(b)
+
+
+def stopping_term(tokens_gain: float, verify_added: float, draft_added: float) -> str:
+    """Which term keeps a tree from paying over the chain: "acceptance" when its
+    tokens per iteration gain less than `ACCEPTANCE_GAIN`, else the larger added cost
+    ("verify width" or "draft cost", fractions of the chain's iteration time)."""
+    if not tokens_gain >= ACCEPTANCE_GAIN:
+        return "acceptance"
+    return "verify width" if verify_added >= draft_added else "draft cost"
+
+
+# ---- the part ---------------------------------------------------------------------------
+class Observed:
+    """What the runs of one (kind, tree) showed: each run's accepted drafts per
+    iteration and row (int [I, B], −1 where a row took no part) and the acceptance
+    counts of all of them (`_counts`)."""
+
+    def __init__(self):
+        self.accepted: list[np.ndarray] = []
+        self.counts = np.zeros((2, DEPTH, PROBE_WIDTH), np.int64)
+
+    def add(self, tree: TokenTree, accepted, path_end) -> None:
+        self.accepted.append(np.asarray(accepted))
+        self.counts += _counts(tree, np.asarray(path_end))
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        """Mean accepted + 1 over every iteration of every run (rows that took part)."""
+        acc = np.concatenate([a[a >= 0] for a in self.accepted])
+        return float((acc + 1).mean())
+
+
+def state_cache(state: DemoState) -> int:
+    """Cache slots of every run: the padded prompt, the new tokens and the largest tree."""
+    from specsim import decode
+    return decode.bucket(decode.bucket(PROMPT_TOKENS[1]) + NEW_TOKENS + max(SIZES) + 1)
+
+
+def _common(state: DemoState) -> dict:
+    return dict(eos_token_id=None, cache_len=state_cache(state), seed=state.settings.seed)
+
+
+def _untimed(state, head, trees, rows_of: dict, seen: dict) -> None:
+    """Run every tree on every prompt of ``rows_of`` (kind -> token-id lists), untimed;
+    add what each run shows to ``seen[(kind, label)]``."""
+    from specsim import decode
+
+    for tree in trees:
+        for kind, rows in rows_of.items():
+            for row in rows:
+                res = decode.generate_tree(state.target, head, [row], NEW_TOKENS, tree=tree,
+                                           **_common(state))
+                seen.setdefault((kind, tree_label(tree)), Observed()).add(
+                    tree, res.stats.accepted, res.stats.path_end)
+
+
+def _timed_calls(state, head, trees, prompts):
+    """Compiled zero-argument calls: ("ar", kind), ("run", kind, label) (staged: the
+    prefills run untimed before the loop program, whose raw output the call returns),
+    ("t1",), ("verify", label), ("draft", label); and passes per call of the pass
+    programs."""
+    from specsim import decode, pass_costs
+    from specsim.decode.staged import StagedCall
+    from specsim.drafters.tree import as_tree_drafter
+    from specsim.experiment.parts.trees_costs import tree_pass_calls
+
+    s, common = state.settings, _common(state)
+    calls, per = {}, {}
+    for kind, rows in prompts.items():
+        calls[("ar", kind)] = decode.staged_autoregressive(state.target, [rows[0]], NEW_TOKENS,
+                                                           **common)
+        for tree in trees:
+            def setup(tree=tree, row=rows[0]):
+                return decode.tree_loop(state.target, head, [row], NEW_TOKENS, tree,
+                                        **common), None
+            calls[("run", kind, tree_label(tree))] = StagedCall(setup, lambda out, info: out)
+    for call in list(calls.values()):
+        call()                                                # compiles every loop
+    pc = pass_costs.pass_calls(state.target, None, batch=1, cache_len=common["cache_len"],
+                               k=DEPTH, steps=s.pass_steps, seed=s.seed)
+    calls[("t1",)], per[("t1",)] = pc.target_1, pc.steps
+    for tree in trees:
+        label = tree_label(tree)
+        tc = tree_pass_calls(state.target, as_tree_drafter(head, tree), tree, batch=1,
+                             cache_len=common["cache_len"], steps=s.pass_steps, seed=s.seed)
+        calls[("verify", label)], per[("verify", label)] = tc.verify, tc.steps
+        if tc.draft is not None:
+            calls[("draft", label)], per[("draft", label)] = tc.draft, tc.steps
+    return calls, per
+
+
+def _unit_keys(calls, kind: str, labels) -> list[tuple]:
+    """One kind's timing unit: its baseline, every tree's run, then the passes the
+    predictions read."""
+    keys = [("ar", kind)] + [("run", kind, x) for x in labels] + [("t1",)]
+    keys += [k for x in labels for k in (("verify", x), ("draft", x)) if k in calls]
+    return keys
+
+
+def _speedup(state, ar, run):
+    from specsim.experiment import intervals
+    s = state.settings
+    return intervals.ratio_of_medians(ar, run, draws=s.bootstrap_draws, seed=s.seed)
+
+
+def _time(state, calls, per, units, budget_s):
+    """Paired rounds over ``units`` (lists of call keys): per unit, key -> seconds per
+    round (per pass for the pass programs) and key -> the last output; rounds and why
+    they stopped. A unit leaves once every run's speedup interval is within
+    ``settings.target_half_width``."""
+    from specsim.experiment import paired
+
+    s = state.settings
+    clock = time.process_time if s.clock == "cpu" else time.perf_counter
+
+    def converged(u, samples):
+        ar = np.asarray(samples[0], float)
+        return all(_speedup(state, ar, np.asarray(samples[j], float)).half_width
+                   <= s.target_half_width
+                   for j, key in enumerate(units[u]) if key[0] == "run")
+
+    res = paired.paired_rounds([[calls[k] for k in keys] for keys in units],
+                               np.random.default_rng(s.seed), min_rounds=s.repeats,
+                               max_rounds=s.max_rounds, budget_s=budget_s,
+                               converged=converged, clock=clock)
+    times = [{k: np.asarray(v, float).reshape(-1) / per.get(k, 1)
+              for k, v in zip(keys, res.samples[u])} for u, keys in enumerate(units)]
+    last = [dict(zip(keys, res.outputs[u])) for u, keys in enumerate(units)]
+    return times, last, res.rounds, res.stopped
+
+
+def _median_over_units(times, key) -> float:
+    return float(np.median(np.concatenate([t[key] for t in times if key in t])))
+
+
+def run_rows(state, trees, seen, times, rounds, stopped, units) -> pd.DataFrame:
+    """The ``tree_runs`` table (see the module)."""
+    t1 = _median_over_units(times, ("t1",))
+    rows = []
+    for u, keys in enumerate(units):
+        kind = keys[0][1]
+        acc = acceptance_of(sum(o.counts for (k, _), o in seen.items() if k == kind))
+        chain_tpi = seen[(kind, CHAIN)].tokens_per_iteration
+        for tree in trees:
+            label = tree_label(tree)
+            tv = _median_over_units(times, ("verify", label))
+            dkey = ("draft", label)
+            td = _median_over_units(times, dkey) if any(dkey in t for t in times) else 0.0
+            tpi = seen[(kind, label)].tokens_per_iteration
+            iv = _speedup(state, times[u][("ar", kind)], times[u][("run", kind, label)])
+            e_model = expected_tokens(tree, acc)
+            rows.append({S.KIND: kind, "tree": label, "n_nodes": tree.n_nodes,
+                         "depth": tree.max_depth, "widths": str(tree.nodes_per_depth().tolist()),
+                         S.TOKENS_PER_ITERATION: tpi,
+                         "tokens_per_iteration_vs_chain": tpi / chain_tpi,
+                         "E_model": e_model, S.MEASURED_SPEEDUP: iv.value,
+                         S.MEASURED_CI_LO: iv.lo, S.MEASURED_CI_HI: iv.hi,
+                         S.PREDICTED_SPEEDUP: e_model * t1 / (td + tv),
+                         "pred_speedup_given_tokens": tpi * t1 / (td + tv),
+                         S.T_TARGET_1: t1, S.T_VERIFY: tv, S.T_DRAFT: td,
+                         S.ROUNDS: rounds[u], S.STOPPED: stopped[u],
+                         "runs": len(seen[(kind, label)].accepted),
+                         S.NEW_TOKENS: NEW_TOKENS, S.CLOCK: state.settings.clock})
+    df = pd.DataFrame(rows)
+    chain = df[df["tree"] == CHAIN].set_index(S.KIND)[S.MEASURED_SPEEDUP]
+    df["speedup_vs_chain"] = df[S.MEASURED_SPEEDUP] / df[S.KIND].map(chain)
+    return df
+
+
+def _cost_model(runs: pd.DataFrame, trees) -> tuple[np.ndarray, tuple[float, float]]:
+    """This CPU's measured pass times for `plan_tree`: t_target [max(SIZES) + 1] and the
+    drafting line (a, b)."""
+    by_label = runs.drop_duplicates("tree").set_index("tree")
+    t1 = float(by_label[S.T_TARGET_1].iloc[0])
+    verify = {t.n_nodes + 1: float(by_label.loc[tree_label(t), S.T_VERIFY]) for t in trees}
+    drafts = {t: float(by_label.loc[tree_label(t), S.T_DRAFT]) for t in trees}
+    return verify_times(t1, verify, max(verify)), draft_line(drafts)
+
+
+def plan_rows(state, runs: pd.DataFrame, seen: dict, trees, head) -> tuple[pd.DataFrame,
+                                                                       pd.DataFrame]:
+    """The ``tree_plan`` and ``tree_hardware`` tables (see the module)."""
+    from specsim.trees import format_plans
+
+    t_target, (a, b) = _cost_model(runs, trees)
+    n_max = t_target.size - 1                              # the largest tree measured
+    t_draft = a + b * np.arange(1, n_max + 1)
+    c_bytes = feature_head_byte_ratio(head, state.target.cfg, state_cache(state))
+    counts = {}
+    for (kind, _), o in seen.items():
+        counts[kind] = counts.get(kind, 0) + o.counts
+    pooled = acceptance_of(sum(counts.values()))
+    hardware = plan_per_hardware(pooled, state.target.cfg, None, max_nodes=n_max,
+                                 context=state_cache(state) // 2, draft_cost_ratio=c_bytes,
+                                 max_depth=DEPTH)
+    hw = pd.DataFrame([{"hardware": name, **p.summary()} for name, p in hardware.items()])
+    state.log(format_plans(hardware))
+    rows = []
+    for kind in counts:
+        acc = acceptance_of(counts[kind])
+        plan = plan_tree(acc, t_target, t_draft, max_nodes=n_max, max_depth=DEPTH,
+                         description=f"this CPU, {kind}")
+        g = runs[runs[S.KIND] == kind].sort_values("n_nodes")
+        chain = g[g["tree"] == CHAIN].iloc[0]
+        best = g.loc[g[S.MEASURED_SPEEDUP].idxmax()]
+        sizes = g["n_nodes"].tolist()
+        planned_at = int(np.argmin([abs(n - plan.best_n) for n in sizes]))
+        measured_at = sizes.index(int(best["n_nodes"]))
+        first = g[g["tree"] != CHAIN].iloc[0]
+        t_chain = chain[S.T_DRAFT] + chain[S.T_VERIFY]
+        term = stopping_term(first[S.TOKENS_PER_ITERATION] / chain[S.TOKENS_PER_ITERATION] - 1,
+                             (first[S.T_VERIFY] - chain[S.T_VERIFY]) / t_chain,
+                             (first[S.T_DRAFT] - chain[S.T_DRAFT]) / t_chain)
+        trees_only = g[g["tree"] != CHAIN]
+        top = trees_only.loc[trees_only[S.MEASURED_SPEEDUP].idxmax()]
+        pays_here = bool(top[S.MEASURED_CI_LO] > chain[S.MEASURED_SPEEDUP])
+        kind_hw = plan_per_hardware(acc, state.target.cfg, None, max_nodes=n_max,
+                                    context=state_cache(state) // 2, draft_cost_ratio=c_bytes,
+                                    max_depth=DEPTH)
+        pays_on = [n for n, p in kind_hw.items() if p.width_gain >= PAYS]
+        deepest = g[g["n_nodes"] == g["n_nodes"].max()].iloc[0]
+        rows.append({S.KIND: kind, "planned_n": plan.best_n,
+                     "planned_depth": plan.best_tree.max_depth,
+                     "planned_widths": str(plan.best_tree.nodes_per_depth().tolist()),
+                     "planned_speedup": plan.best_speedup,
+                     "planned_chain_k": plan.best_chain_k,
+                     "planned_chain_speedup": plan.best_chain_speedup,
+                     "plan_limited_by": plan.limited_by,
+                     "measured_best": best["tree"], "measured_best_speedup": best[S.MEASURED_SPEEDUP],
+                     "planned_within_one_size": abs(planned_at - measured_at) <= 1,
+                     "tree_pays_here": pays_here,
+                     "stopped_by": "" if pays_here else term,
+                     "pays_on": " ".join(pays_on),
+                     "largest_tree_tokens_vs_chain": deepest["tokens_per_iteration_vs_chain"],
+                     "draft_a_s": a, "draft_b_s": b, "c_bytes": c_bytes})
+    return pd.DataFrame(rows), hw
+
+
+def feature_head_byte_ratio(head, target_cfg, context: int) -> float:
+    """The feature head's bytes per draft step over the target's pass
+    (`drafter_study.bytes_ratios`), its cost on a datasheet row relative to the target."""
+    from specsim.experiment import drafter_study as study
+    d = study.StudyDrafter(head.name, head, "feature-head")
+    return float(study.bytes_ratios(d, target_cfg, context)[S.C_BYTES])
+
+
+def measure(state: DemoState, head) -> None:
+    """Steps 1-5 of the module for the feature-head drafter ``head``; adds the tables."""
+    t_start = time.perf_counter()
+    quick = state.settings.quick
+    n_prompts = 1 if quick else PROMPTS_PER_KIND
+    prompts = {kind: kind_prompts(state.target, kind, n_prompts) for kind in KINDS}
+    probe, seen = probe_tree(), {}
+    _untimed(state, head, [probe], {k: rows[:1] for k, rows in prompts.items()}, seen)
+    sizes = SIZES[:2] if quick else SIZES
+    rates = acceptance_of(sum(o.counts for o in seen.values()))
+    opt = optimal_trees(rates, max(sizes), max_depth=DEPTH)
+    trees = [TokenTree.chain(DEPTH)] + [opt.trees[n - 1] for n in sizes]
+    _untimed(state, head, trees, {k: rows[1:] for k, rows in prompts.items()}, seen)
+    state.log(f"    trees {[f'{tree_label(t)} {t.nodes_per_depth().tolist()}' for t in trees]}"
+              f" on {list(prompts)}, {n_prompts} prompt(s) each; probe and untimed runs in "
+              f"{time.perf_counter() - t_start:.0f} s")
+    calls, per = _timed_calls(state, head, trees, prompts)
+    labels = [tree_label(t) for t in trees]
+    units = [_unit_keys(calls, kind, labels) for kind in prompts]
+    budget = max(0.0, PART_SECONDS - (time.perf_counter() - t_start))
+    times, last, rounds, stopped = _time(state, calls, per, units, budget)
+    for u, kind in enumerate(prompts):             # the timed runs' own iterations
+        for tree in trees:
+            _, stats, _, _, path_end = last[u][("run", kind, tree_label(tree))]
+            seen.setdefault((kind, tree_label(tree)), Observed()).add(tree, stats.accepted,
+                                                                      path_end)
+    runs = run_rows(state, trees, seen, times, rounds, stopped, units)
+    plan, hw = plan_rows(state, runs, seen, trees, head)
+    state.tables[TREE_RUNS], state.tables[TREE_PLAN], state.tables[TREE_HARDWARE] = runs, plan, hw
+    fmt = lambda x: f"{x:.3g}"                                             # noqa: E731
+    for t in (runs, plan):
+        state.log(t.to_string(index=False, float_format=fmt))
+
+
+def run(state: DemoState) -> None:
+    head = head_drafter(state)
+    if head is None:
+        state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
+                  f"train-draft --kind feature-head --target {state.target.cfg.name}`; "
+                  f"the trees part has nothing to measure")
+        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE):
+            state.tables[name] = pd.DataFrame()
+        return
+    measure(state, head)
+
+
+PART = Part(name="trees", summary="the feature head's token trees against its chain at "
+            "equal depth: tokens per iteration, measured and planned speedup, width per "
+            "hardware",
+            run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE))

@@ -1,0 +1,74 @@
+"""The ``trees`` part's section of report.md: the feature head's trees against its
+chain (tokens per iteration, measured and predicted speedup), the theory's planned size
+against the measured best, what stops a tree on this CPU and where the theory says one
+pays (`specsim.experiment.parts.trees` makes the tables)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from specsim import schema as S
+from specsim.report.tables import markdown_table
+from specsim.experiment.parts.trees import (DEPTH, TREE_HARDWARE, TREE_PLAN, TREE_RUNS,
+                                            TOKENS_GOAL)
+
+RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
+               "tokens_per_iteration_vs_chain", S.MEASURED_SPEEDUP, S.MEASURED_CI_LO,
+               S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP, "pred_speedup_given_tokens",
+               "speedup_vs_chain", S.ROUNDS]
+HARDWARE_COLUMNS = ["hardware", "best_n", "depth", "widths", "expected_tokens", "speedup",
+                    "best_chain_k", "best_chain_speedup", "width_gain", "break_even_n",
+                    "limited_by"]
+
+
+def plan_lines(plan: pd.DataFrame) -> list[str]:
+    """One sentence per kind: planned against measured size, and why a tree does or
+    does not pay here, and where it would."""
+    out = []
+    for _, r in plan.iterrows():
+        close = "within one size of" if r["planned_within_one_size"] else "more than one size from"
+        line = (f"- {r[S.KIND]}: the theory plans N = {r['planned_n']} (depth "
+                f"{r['planned_depth']}, widths {r['planned_widths']}, predicted "
+                f"{r['planned_speedup']:.2f}× against the best chain's "
+                f"{r['planned_chain_speedup']:.2f}× at K = {r['planned_chain_k']}; growth "
+                f"limited by {r['plan_limited_by']}), {close} the measured best, "
+                f"{r['measured_best']} ({r['measured_best_speedup']:.2f}×). ")
+        if r["tree_pays_here"]:
+            line += "A tree pays on this CPU."
+        else:
+            rows = r["pays_on"] if isinstance(r["pays_on"], str) and r["pays_on"] else "no row"
+            line += (f"A tree does not pay on this CPU: {r['stopped_by']} stops it; the "
+                     f"theory says a tree pays on {rows}.")
+        out.append(line)
+    return out
+
+
+def goal_lines(plan: pd.DataFrame) -> list[str]:
+    """Whether the largest tree reaches `TOKENS_GOAL` times the chain's tokens per
+    iteration at equal depth, per kind."""
+    return [f"- {r[S.KIND]}: the largest tree's tokens per iteration are "
+            f"{r['largest_tree_tokens_vs_chain']:.2f}× the chain's "
+            f"({'reaches' if r['largest_tree_tokens_vs_chain'] >= TOKENS_GOAL else 'below'} "
+            f"{TOKENS_GOAL:g}×)" for _, r in plan.iterrows()]
+
+
+def trees_section(result) -> list[str]:
+    t = getattr(result, "tables", {})
+    runs = t.get(TREE_RUNS)
+    if runs is None or runs.empty:
+        return []
+    plan, hw = t[TREE_PLAN], t.get(TREE_HARDWARE, pd.DataFrame())
+    lines = ["## Token trees (part trees)", "",
+             f"The feature head's chain of {DEPTH} drafts against trees of depth <= {DEPTH} "
+             f"(Sequoia's optimal shapes for the measured per-(depth, rank) acceptance); "
+             f"speedups over plain decoding, decode time per token, with 95% intervals "
+             f"over paired rounds; predicted = E · t_target(1) / (t_draft + t_verify) "
+             f"from the pass programs timed in the same rounds.", "",
+             markdown_table(runs[[c for c in RUN_COLUMNS if c in runs]]), "",
+             "Tokens per iteration at equal depth:", "", *goal_lines(plan), "",
+             "Planned against measured size:", "", *plan_lines(plan), ""]
+    if not hw.empty:
+        lines += ["Per datasheet row (acceptance pooled over the kinds; the feature head's "
+                  "draft pass at its byte ratio to the target's):", "",
+                  markdown_table(hw[[c for c in HARDWARE_COLUMNS if c in hw]]), ""]
+    return lines

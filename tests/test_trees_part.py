@@ -1,0 +1,177 @@
+"""The demo's ``trees`` part (specsim.experiment.parts.trees, trees_costs, trees_report)
+and the bad inputs of the tree theory it reads.
+
+Oracles: the cost model's interpolation and least-squares line against hand-worked
+numbers; `plan_per_hardware` with a draft cost ratio against `plan_tree` given the same
+draft times explicitly; the part end to end on a tiny target with a random feature head,
+whose chain row's tokens per iteration must equal `generate_speculative`'s at K = DEPTH
+(the chain loop, not the tree loop) on the same prompt."""
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim import decode, roofline
+from specsim.drafters import feature_head_drafter
+from specsim.drafters.feature_head import init_cell
+from specsim.drafters.tree import as_tree_drafter
+from specsim.errors import InvalidArgument
+from specsim.experiment.parts import PARTS, resolve
+from specsim.experiment.parts import trees as part
+from specsim.experiment.parts.trees_costs import tree_pass_calls
+from specsim.experiment.parts.trees_report import goal_lines, trees_section
+from specsim.models import Model
+from specsim.models.config import LLAMA31_8B, TINY_LLAMA
+from specsim.models.transformer import init_params
+from specsim.trees import (PositionalAcceptance, TokenTree, plan_per_hardware, plan_tree,
+                           roofline_pass_time)
+
+
+# ---- the cost model and the verdicts ----------------------------------------------------
+def test_verify_times_interpolate_between_measured_widths():
+    t = part.verify_times(1.0, {5: 2.0, 9: 4.0}, 10)
+    np.testing.assert_allclose(t, [1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.0])
+
+
+def test_draft_line_recovers_the_pass_cost_it_was_built_from():
+    a, b = 0.002, 0.0003
+    trees = [TokenTree.chain(4), TokenTree.from_top_k([3, 2, 1]),
+             TokenTree.from_paths([(0,), (1,), (0, 0), (0, 1), (0, 2), (0, 0, 0)])]
+    # by hand: the chain 4 passes over 1 node; [3, 2, 1] passes over 1, 3, 6 nodes; the
+    # last tree 3 passes over 1 node (only (0,) and (0, 0) have children)
+    hand = {trees[0]: 4 * (a + b), trees[1]: 3 * a + 10 * b, trees[2]: 3 * a + 3 * b}
+    assert part.draft_line(hand) == pytest.approx((a, b), rel=1e-9)
+    # a slope that would come out negative is clipped to zero, the rest is the intercept
+    fa, fb = part.draft_line({trees[0]: 0.004, trees[1]: 0.003})
+    assert fb == 0.0 and fa > 0
+
+
+def test_stopping_term_names_acceptance_verify_or_draft():
+    assert part.stopping_term(0.01, 0.5, 0.1) == "acceptance"
+    assert part.stopping_term(float("nan"), 0.5, 0.1) == "acceptance"
+    assert part.stopping_term(0.2, 0.5, 0.1) == "verify width"
+    assert part.stopping_term(0.2, 0.05, 0.3) == "draft cost"
+
+
+def test_probe_tree_tries_every_rank_at_every_depth_of_the_spine():
+    tree = part.probe_tree(3, 2)
+    assert tree.n_nodes == 6
+    assert sorted(tree.paths()) == [(0,), (0, 0), (0, 0, 0), (0, 0, 1), (0, 1), (1,)]
+
+
+def test_draft_cost_ratio_is_plan_tree_with_those_draft_times():
+    rates = PositionalAcceptance.same_at_every_depth([0.6, 0.2, 0.1], depth=4)
+    got = plan_per_hardware(rates, LLAMA31_8B, hardware=["a100-80gb"], max_nodes=12,
+                            batch=32, draft_cost_ratio=0.1)["a100-80gb"]
+    t = roofline_pass_time("a100-80gb", LLAMA31_8B, batch=32, context=512, dtype="bfloat16")
+    want = plan_tree(rates, t, [0.1 * t(n) for n in range(1, 13)], max_nodes=12)
+    np.testing.assert_allclose(got.speedup, want.speedup)
+    assert got.best_n == want.best_n and got.limited_by == want.limited_by
+
+
+# ---- bad input ----------------------------------------------------------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda: plan_per_hardware(PositionalAcceptance([[0.5]]), LLAMA31_8B, max_nodes=1,
+                               draft_cost_ratio=-0.1), r"^draft_cost_ratio must be a finite"),
+    (lambda: plan_per_hardware(PositionalAcceptance([[0.5]]), LLAMA31_8B, max_nodes=1,
+                               draft_cost_ratio=float("nan")), r"^draft_cost_ratio must be"),
+    (lambda: plan_per_hardware(PositionalAcceptance([[0.5]]), LLAMA31_8B, LLAMA31_8B,
+                               max_nodes=1, draft_cost_ratio=0.1),
+     r"^give draft_cfg or draft_cost_ratio, not both"),
+    (lambda: plan_per_hardware(PositionalAcceptance([[0.5]]), LLAMA31_8B, max_nodes=0),
+     r"^max_nodes must be a positive integer \(got 0\)"),
+    (lambda: plan_per_hardware(PositionalAcceptance([[0.5]]), LLAMA31_8B, hardware=["nope"],
+                               max_nodes=1), r"^hardware must be one of .* \(got 'nope'\)"),
+    (lambda: roofline_pass_time("nope", LLAMA31_8B), r"^hardware must be one of"),
+    (lambda: TokenTree.from_paths([(0,), 5]), r"^paths\[1\] must be a sequence of ranks"),
+    (lambda: TokenTree.from_paths(["01"]), r"^paths\[0\] must be a sequence of ranks"),
+])
+def test_bad_tree_planning_input_names_the_argument(call, message):
+    with pytest.raises(InvalidArgument, match=message):
+        call()
+
+
+# ---- the tiny end to end ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    """A tiny llama with room for the part's cache, and a random feature head for it."""
+    cfg = TINY_LLAMA.replace(layer_loop="scan", max_seq_len=512)
+    target = Model(cfg, jax.tree_util.tree_map(lambda a: a * 6.0,
+                                               init_params(jax.random.PRNGKey(0), cfg)))
+    cell = init_cell(jax.random.PRNGKey(3), cfg.d_model, 16)
+    cell["w_out"] = 0.05 * jax.random.normal(jax.random.PRNGKey(4), cell["w_out"].shape)
+    return target, feature_head_drafter(target, (cell, np.arange(cfg.vocab_size)))
+
+
+def test_tree_pass_calls_reject_bad_input_and_run(tiny):
+    target, head = tiny
+    tree = TokenTree.from_top_k([2, 2])
+    with pytest.raises(InvalidArgument, match=r"^tree must be a specsim.trees.TokenTree"):
+        tree_pass_calls(target, None, [-1, 0], batch=1, cache_len=64)
+    with pytest.raises(InvalidArgument, match=r"^cache_len \(12\) too small for a tree of 6"):
+        tree_pass_calls(target, None, tree, batch=1, cache_len=12)
+    with pytest.raises(InvalidArgument, match=r"^steps must be an integer >= 1"):
+        tree_pass_calls(target, None, tree, batch=1, cache_len=64, steps=0)
+    calls = tree_pass_calls(target, as_tree_drafter(head, tree), tree, batch=2, cache_len=64,
+                            steps=2)
+    ends = np.asarray(calls.verify())
+    assert ends.shape == (2,) and ((0 <= ends) & (ends <= tree.n_nodes)).all()
+    assert np.asarray(calls.draft()).shape == (2, tree.n_nodes)
+
+
+def test_trees_is_an_opt_in_part():
+    from specsim.experiment.settings import DEFAULT_PARTS, DEMO_PARTS
+    assert "trees" in PARTS and "trees" not in DEMO_PARTS + DEFAULT_PARTS
+    assert [p.name for p in resolve(["trees"])] == ["trees"]
+
+
+def test_the_part_end_to_end_on_a_tiny_target(tiny):
+    from specsim.experiment.pipeline import prepare
+    from specsim.experiment.settings import DemoSettings
+
+    target, head = tiny
+    lines = []
+    settings = DemoSettings(parts=("trees",), quick=True, drafters=("ngram",), repeats=2,
+                            max_rounds=2, pass_steps=2, bootstrap_draws=50)
+    state = prepare(settings, target=target, log=lines.append, progress=False)
+    part.measure(state, head)
+    runs, plan = state.tables[part.TREE_RUNS], state.tables[part.TREE_PLAN]
+    hw = state.tables[part.TREE_HARDWARE]
+    assert sorted(runs["kind"].unique()) == sorted(part.KINDS)
+    assert list(runs[runs["kind"] == "code"]["n_nodes"]) == [part.DEPTH, *part.SIZES[:2]]
+    assert (runs["depth"] <= part.DEPTH).all()
+    chain = runs[runs["tree"] == part.CHAIN]
+    assert (chain["tokens_per_iteration_vs_chain"] == 1).all()
+    np.testing.assert_allclose(chain["speedup_vs_chain"], 1.0)
+    # the chain row's tokens per iteration from the tree loop = the chain loop's
+    for kind in part.KINDS:
+        prompt = part.kind_prompts(target, kind, 1)
+        ref = decode.generate_speculative(target, head, prompt, part.NEW_TOKENS, k=part.DEPTH,
+                                          eos_token_id=None, cache_len=part.state_cache(state))
+        got = chain[chain["kind"] == kind]["tokens_per_iteration"].item()
+        assert got == pytest.approx(ref.stats.tokens_per_iteration)
+    for col in ("measured_speedup", "predicted_speedup", "t_verify", "t_target_1"):
+        assert (runs[col] > 0).all(), col
+    # the plan's verdicts follow from its own columns
+    assert set(plan["kind"]) == set(part.KINDS)
+    for _, r in plan.iterrows():
+        g = runs[runs["kind"] == r["kind"]].sort_values("n_nodes")
+        sizes = list(g["n_nodes"])
+        assert r["measured_best"] == g.loc[g["measured_speedup"].idxmax(), "tree"]
+        near = int(np.argmin([abs(n - r["planned_n"]) for n in sizes]))
+        best = list(g["tree"]).index(r["measured_best"])
+        assert r["planned_within_one_size"] == (abs(near - best) <= 1)
+        assert (r["stopped_by"] == "") == r["tree_pays_here"]
+        rows = set(r["pays_on"].split()) if isinstance(r["pays_on"], str) else set()
+        assert rows <= set(roofline.hardware_names())
+    assert set(hw["hardware"]) == set(roofline.hardware_names())
+    text = "\n".join(trees_section(type("R", (), {"tables": state.tables})()))
+    assert "## Token trees" in text and "tokens per iteration are" in text
+
+
+def test_goal_lines_say_whether_the_tree_reaches_the_goal():
+    plan = pd.DataFrame({"kind": ["code", "json"], "largest_tree_tokens_vs_chain": [1.31, 1.1]})
+    lines = goal_lines(plan)
+    assert "1.31× the chain's (reaches 1.3×)" in lines[0]
+    assert "1.10× the chain's (below 1.3×)" in lines[1]
