@@ -232,16 +232,20 @@ HEAD_FAST = dict(head_vocab=97, teacher_top_k=97, batch=128, lr=1e-2, warmup=5, 
 FH_FAST = dict(HEAD_FAST, width=64, unroll=3)
 
 
+def train_head(train, target, cfg, folder):
+    """(target, out, cfg, result) of the head training ``train`` of ``target`` into
+    ``folder/head.npz`` on 96 random prompts."""
+    out = folder / "head.npz"
+    result = train(target, out, cfg, prompts=_random_prompts(0, 96, target.cfg.vocab_size),
+                   progress=False)
+    return target, out, cfg, result
+
+
 @pytest.fixture(scope="module")
 def fh_trained(tmp_path_factory):
     from specsim.train import feature_head as fh
-    target = _tiny_target()
-    out = tmp_path_factory.mktemp("fh") / "head.npz"
-    cfg = fh.FeatureHeadConfig(steps=200, **FH_FAST)
-    result = fh.train_feature_head(target, out, cfg,
-                                   prompts=_random_prompts(0, 96, target.cfg.vocab_size),
-                                   progress=False)
-    return target, out, cfg, result
+    return train_head(fh.train_feature_head, _tiny_target(),
+                      fh.FeatureHeadConfig(steps=200, **FH_FAST), tmp_path_factory.mktemp("fh"))
 
 
 def test_training_raises_alpha_against_the_untrained_cell(fh_trained):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import chi2
-from test_feature_head import HEAD_FAST, _random_prompts
+from test_feature_head import HEAD_FAST, _random_prompts, train_head
 
 from specsim import models
 from specsim.decode import generate_autoregressive, generate_tree
@@ -134,13 +134,8 @@ FAST = dict(HEAD_FAST, heads=2)
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     from specsim.train import medusa
-    target = _tiny_target()
-    out = tmp_path_factory.mktemp("medusa") / "heads.npz"
-    cfg = medusa.MedusaConfig(steps=150, **FAST)
-    result = medusa.train_medusa(target, out, cfg,
-                                 prompts=_random_prompts(0, 96, target.cfg.vocab_size),
-                                 progress=False)
-    return target, out, cfg, result
+    return train_head(medusa.train_medusa, _tiny_target(),
+                      medusa.MedusaConfig(steps=150, **FAST), tmp_path_factory.mktemp("medusa"))
 
 
 def test_training_lowers_the_loss_and_writes_the_heads(trained):
