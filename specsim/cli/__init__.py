@@ -1,7 +1,8 @@
 """The ``specsim`` command line.
 
 One module per group of subcommands, each with ``add_commands(sub)`` registering its
-parsers and one small function ``_cmd_<name>(args)`` per command: `theory` (speedup,
+parsers and one small function ``_cmd_<name>(args)`` per command, whose docstring is the
+command's ``--help`` description (`arguments.add_command`): `theory` (speedup,
 optimal-k), `hardware` (bench, fit), `predict`, `demo`, `training` (train-draft),
 `cache`. Heavy imports (JAX, pandas, plotting) happen inside the command that needs them,
 so ``specsim speedup`` starts fast and never imports JAX.
@@ -14,7 +15,7 @@ import sys
 
 from specsim import compile_cache
 from specsim.cli import cache, demo, hardware, predict, theory, training
-from specsim.cli.theory import parse_k_values
+from specsim.cli.arguments import parse_k_values
 
 __all__ = ["build_parser", "main", "parse_k_values"]
 

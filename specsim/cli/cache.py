@@ -5,28 +5,28 @@ from __future__ import annotations
 
 import sys
 
+from specsim.cli.arguments import add_command
+
 
 def add_commands(sub) -> None:
     from specsim.cache_usage import KINDS
 
-    p = sub.add_parser(
-        "cache", help="list (with sizes) or clear what specsim keeps on disk",
-        description="Lists what specsim keeps under its cache root ($SPECSIM_CACHE, default "
-                    "~/.cache/specsim) with sizes and the total: dequantised models (one "
-                    "per GGUF file's content, shared by every install), JAX's compiled "
-                    "programs, the CPU kernels, trained drafters, unfinished writes. "
-                    "'clear' removes them (every kind specsim writes, or the --kind "
-                    "given); each is rebuilt when next needed.")
+    p = add_command(sub, "cache", _cmd_cache,
+                    help="list (with sizes) or clear what specsim keeps on disk")
     p.add_argument("action", nargs="?", choices=("list", "clear"), default="list",
                    help="list (default) or clear")
     p.add_argument("--kind", nargs="+", choices=KINDS, default=None,
                    help="only these kinds (clear: default all but 'other', files specsim "
                         "did not write, removed only when named)")
     p.add_argument("--yes", action="store_true", help="clear without asking")
-    p.set_defaults(func=_cmd_cache)
 
 
 def _cmd_cache(args) -> int:
+    """Lists what specsim keeps under its cache root ($SPECSIM_CACHE, default
+    ~/.cache/specsim) with sizes and the total: dequantised models (one per GGUF file's
+    content, shared by every install), JAX's compiled programs, the CPU kernels, trained
+    drafters, unfinished writes. 'clear' removes them (every kind specsim writes, or the
+    --kind given); each is rebuilt when next needed."""
     from specsim import cache_usage as cu
 
     root = cu.cache_root()

@@ -4,22 +4,12 @@
 
 from __future__ import annotations
 
-from specsim.cli.theory import parse_k_values
+from specsim.cli.arguments import add_command, parse_k_values
 
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "demo", help="the main job: measure, fit, predict and compare on SmolLM2-135M",
-        description="Runs autoregressive and speculative generation on SmolLM2-135M: the "
-                    "instrument drafter (set acceptance α and draft cost) over α × K × cost, "
-                    "the real drafters (n-gram, layer-skip, feature head) and batch 1, 4, 16; "
-                    "times each run with its own baseline and the pass programs it is "
-                    "predicted from in paired rounds until its speedup is known to ±3%% (or "
-                    "the time budget is spent); predicts every speedup before the run (fitted "
-                    "roofline, the drafter's α) and from its rounds, decomposes every miss "
-                    "(acceptance, cost, loop overhead) and writes runs.csv, fidelity.json, "
-                    "report.md and figures. "
-                    "--parts hardware adds datasheet hardware.")
+    p = add_command(sub, "demo", _cmd_demo,
+                    help="the main job: measure, fit, predict and compare on SmolLM2-135M")
     p.add_argument("--quick", action="store_true",
                    help="smaller grids: instrument α 0.5 0.9 × K 2 4, n-gram K 4 on two kinds, "
                         "batch 1 and 4 (under 3 minutes on 2 cores)")
@@ -57,7 +47,6 @@ def add_commands(sub) -> None:
                    help="only the closed-form table and figure (no model, no JAX)")
     p.add_argument("--c", type=float, default=0.05,
                    help="cost ratio for --analytic-only (default 0.05)")
-    p.set_defaults(func=_cmd_demo)
 
 
 def _add_inrun_arguments(p) -> None:
@@ -105,6 +94,14 @@ def _add_inrun_arguments(p) -> None:
 
 
 def _cmd_demo(args) -> int:
+    """Runs autoregressive and speculative generation on SmolLM2-135M: the instrument
+    drafter (set acceptance α and draft cost) over α × K × cost, the real drafters
+    (n-gram, layer-skip, feature head) and batch 1, 4, 16; times each run with its own
+    baseline and the pass programs it is predicted from in paired rounds until its
+    speedup is known to ±3% (or the time budget is spent); predicts every speedup before
+    the run (fitted roofline, the drafter's α) and from its rounds, decomposes every
+    miss (acceptance, cost, loop overhead) and writes runs.csv, fidelity.json, report.md
+    and figures. --parts hardware adds datasheet hardware."""
     if args.analytic_only:
         from specsim.plots.analytic import analytic_report
         report = analytic_report(args.out, c=args.c)

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import sys
 
+from specsim.cli.arguments import add_command
+
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "bench", help="measure this machine's ceilings and a forward-latency sweep",
-        description="Measures matmul FLOP/s and copy bytes/s per device, then times one "
-                    "forward pass of --model over tokens per pass, batch and context "
-                    "(compiled outside the timed region, warmed up, medians of --repeats). "
-                    "Appends to results/measurements/<name>.csv (under the working directory, "
-                    "or --out) with a JSON metadata sidecar.")
+    p = add_command(sub, "bench", _cmd_bench,
+                    help="measure this machine's ceilings and a forward-latency sweep")
     p.add_argument("--model", default="smollm2-135m",
                    help="preset name, HF folder or .gguf (default smollm2-135m)")
     p.add_argument("--dtype", default=None, help="cast the model to this dtype (e.g. float32)")
@@ -28,13 +25,9 @@ def add_commands(sub) -> None:
                         "the default axes, e.g. 1:1:256 8:1:256 64:1:256")
     p.add_argument("--no-ceilings", action="store_true", help="skip the matmul/copy ceilings")
     p.add_argument("--no-fit", action="store_true", help="do not fit the sweep afterwards")
-    p.set_defaults(func=_cmd_bench)
 
-    p = sub.add_parser(
-        "fit", help="fit a roofline t0 + max(FLOPs/P, bytes/W) to a sweep file",
-        description="Fits the roofline (and with --kind smooth a p-norm blend) to a "
-                    "measurement CSV by least squares in log time; prints parameters "
-                    "± standard errors, R² and held-out MAPE.")
+    p = add_command(sub, "fit", _cmd_fit,
+                    help="fit a roofline t0 + max(FLOPs/P, bytes/W) to a sweep file")
     p.add_argument("path", help="measurement CSV, or a stem under results/measurements or "
                                 "of the shipped reference sweep (cpu-smollm2-135m)")
     p.add_argument("--kind", choices=("max", "smooth", "both"), default="both")
@@ -43,7 +36,6 @@ def add_commands(sub) -> None:
     p.add_argument("--run", default=None, help="fit one run_id only ('last' for the newest)")
     p.add_argument("--column", default="time_s",
                    help="timing column to fit: time_s (median, default), time_min, time_mean")
-    p.set_defaults(func=_cmd_fit)
 
 
 def _bench_model(name: str, seed: int, dtype: str | None):
@@ -66,6 +58,10 @@ def _bench_model(name: str, seed: int, dtype: str | None):
 
 
 def _cmd_bench(args) -> int:
+    """Measures matmul FLOP/s and copy bytes/s per device, then times one forward pass
+    of --model over tokens per pass, batch and context (compiled outside the timed
+    region, warmed up, medians of --repeats). Appends to results/measurements/<name>.csv
+    (under the working directory, or --out) with a JSON metadata sidecar."""
     from specsim import bench, fit
 
     points = None
@@ -106,6 +102,9 @@ def _cmd_bench(args) -> int:
 
 
 def _cmd_fit(args) -> int:
+    """Fits the roofline (and with --kind smooth a p-norm blend) to a measurement CSV by
+    least squares in log time; prints parameters ± standard errors, R² and held-out
+    MAPE."""
     from specsim import bench, fit
 
     df = bench.load_measurements(args.path, run_id=args.run)

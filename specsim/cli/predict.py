@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
+from specsim.cli.arguments import add_command
+
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "predict", help="will speculation pay on a GPU or TPU? (datasheet what-if)",
-        description="Speedup of speculative decoding for a target model on a datasheet "
-                    "hardware row, from the iteration cost model (specsim.iteration_cost) "
-                    "with engine overheads fitted on published results: the speedup with "
-                    "an interval, the best K, the batch from which it stops paying, and "
-                    "the term that bounds an iteration. No JAX.")
+    p = add_command(sub, "predict", _cmd_predict,
+                    help="will speculation pay on a GPU or TPU? (datasheet what-if)")
     p.add_argument("--target", required=True, help="target model preset, e.g. llama-3.1-8b")
     p.add_argument("--hardware", required=True, help="datasheet row, e.g. h100-sxm")
     p.add_argument("--drafter", default="eagle",
@@ -31,10 +28,13 @@ def add_commands(sub) -> None:
     p.add_argument("--draft-steps", type=int, default=None,
                    help="sequential drafter calls for a tree (default 5)")
     p.add_argument("--context", type=int, default=512, help="tokens in the cache (default 512)")
-    p.set_defaults(func=_cmd_predict)
 
 
 def _cmd_predict(args) -> int:
+    """Speedup of speculative decoding for a target model on a datasheet hardware row,
+    from the iteration cost model (specsim.iteration_cost) with engine overheads fitted
+    on published results: the speedup with an interval, the best K, the batch from which
+    it stops paying, and the term that bounds an iteration. No JAX."""
     from specsim.what_if import predict
 
     pred = predict(args.target, args.hardware, drafter=args.drafter, draft=args.draft,

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from specsim.cli.arguments import add_command, parse_k_values
+
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "speedup", help="closed-form speedup table over alpha x K x c",
-        description="Speedup S = (1 - a^(K+1)) / ((1 - a)(K c + 1)) (Leviathan et al. 2023, "
-                    "Thm 3.8) for every combination; prints one row per (c, alpha), one "
-                    "column per K, the best K marked '*'. When the best K up to "
-                    "specsim.analytic.DEFAULT_K_MAX lies outside the --k range, the row "
-                    "marks the edge it lies beyond with '>' or '<' and a note names it.")
+    p = add_command(sub, "speedup", _cmd_speedup,
+                    help="closed-form speedup table over alpha x K x c")
     p.add_argument("--alpha", type=float, nargs="+", required=True,
                    help="acceptance rates in [0, 1], e.g. 0.6 0.8 0.9")
     p.add_argument("--k", nargs="+", default=["1-8"],
@@ -23,38 +20,15 @@ def add_commands(sub) -> None:
                    help="draft/target step-time ratios >= 0 (default 0)")
     p.add_argument("--csv", metavar="PATH",
                    help="also write the long-form table (alpha,k,c,expected_tokens,speedup)")
-    p.set_defaults(func=_cmd_speedup)
 
-    p = sub.add_parser(
-        "optimal-k", help="the draft length that maximises speedup",
-        description="For each (alpha, c), the K in [1, k-max] maximising the closed-form "
-                    "speedup, that speedup, and the expected tokens per iteration there.")
+    p = add_command(sub, "optimal-k", _cmd_optimal_k,
+                    help="the draft length that maximises speedup")
     p.add_argument("--alpha", type=float, nargs="+", required=True,
                    help="acceptance rates in [0, 1]")
     p.add_argument("--c", type=float, nargs="+", required=True,
                    help="draft/target step-time ratios >= 0")
     p.add_argument("--k-max", type=int, default=None,
                    help="largest K considered (default: specsim.analytic.DEFAULT_K_MAX)")
-    p.set_defaults(func=_cmd_optimal_k)
-
-
-def parse_k_values(specs: list[str]) -> list[int]:
-    """Draft lengths from CLI words: '1-8' (inclusive range), '1,2,4', '3'; sorted, unique."""
-    values: set[int] = set()
-    for word in specs:
-        for part in filter(None, word.replace(",", " ").split()):
-            lo, sep, hi = part.partition("-")
-            try:
-                a = int(lo)
-                b = int(hi) if sep else a
-            except ValueError:
-                raise ValueError(f"k must be integers or ranges like 1-8 (got {part!r})") from None
-            if a < 1 or b < a:
-                raise ValueError(f"k must be integers >= 1 and ranges ascending (got {part!r})")
-            values.update(range(a, b + 1))
-    if not values:
-        raise ValueError("k must name at least one draft length")
-    return sorted(values)
 
 
 def _mark_optimum_outside(text: str, table: dict, ks: list[int]) -> tuple[str, list[str]]:
@@ -79,6 +53,11 @@ def _mark_optimum_outside(text: str, table: dict, ks: list[int]) -> tuple[str, l
 
 
 def _cmd_speedup(args) -> int:
+    """Speedup S = (1 - a^(K+1)) / ((1 - a)(K c + 1)) (Leviathan et al. 2023, Thm 3.8)
+    for every combination; prints one row per (c, alpha), one column per K, the best K
+    marked '*'. When the best K up to specsim.analytic.DEFAULT_K_MAX lies outside the
+    --k range, the row marks the edge it lies beyond with '>' or '<' and a note names
+    it."""
     from specsim import analytic
     ks = parse_k_values(args.k)
     table = analytic.speedup_table(args.alpha, ks, args.c)
@@ -105,6 +84,8 @@ def _cmd_speedup(args) -> int:
 
 
 def _cmd_optimal_k(args) -> int:
+    """For each (alpha, c), the K in [1, k-max] maximising the closed-form speedup, that
+    speedup, and the expected tokens per iteration there."""
     from specsim import analytic
     k_max = analytic.DEFAULT_K_MAX if args.k_max is None else args.k_max
     alpha, c = (g.ravel() for g in np.meshgrid(args.alpha, args.c, indexing="ij"))

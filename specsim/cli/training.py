@@ -12,16 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from specsim.cli.arguments import add_command
+
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "train-draft", help="distil a small draft from the target (on-policy, restricted head)",
-        description="The target generates from the shipped prompt set "
-                    "(specsim/data/prompts.jsonl); a "
-                    "draft made of some of its layers, its frozen embedding and a head over "
-                    "the most frequent tokens learns its next-token distributions (KL, "
-                    "optax AdamW). Interruptible: Ctrl-C or the time budget leaves a "
-                    "checkpoint in OUT.partial, and the same command resumes it.")
+    p = add_command(sub, "train-draft", _cmd_train_draft,
+                    help="distil a small draft from the target (on-policy, restricted head)")
     p.add_argument("--target", default="smollm2-135m",
                    help="target model: preset name, HF folder or .gguf (default smollm2-135m)")
     p.add_argument("--kind", choices=("distilled", "feature-head", "medusa"),
@@ -57,8 +53,6 @@ def add_commands(sub) -> None:
     p.add_argument("--no-eval", action="store_true",
                    help="skip measuring alpha by kind on the finished draft")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_train_draft)
-
 
 
 @dataclass(frozen=True)
@@ -88,6 +82,11 @@ KINDS = {
 
 
 def _cmd_train_draft(args) -> int:
+    """The target generates from the shipped prompt set (specsim/data/prompts.jsonl); a
+    draft made of some of its layers, its frozen embedding and a head over the most
+    frequent tokens learns its next-token distributions (KL, optax AdamW).
+    Interruptible: Ctrl-C or the time budget leaves a checkpoint in OUT.partial, and the
+    same command resumes it."""
     from specsim import models, train
 
     kind = KINDS[args.kind]
