@@ -257,3 +257,30 @@ def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
     mixed = blocks(group, 6)[0]
     assert mixed.runs == (0, 3, 6, 2, 4) and mixed.keys[-2:] == (("draft", "L0", 2),
                                                                  ("draft", "L8", 2))
+
+
+def test_each_run_reads_its_own_call_and_the_block_shared_ones():
+    """A run's roles come from its block: the shared baseline and t_target(1),
+    t_verify(K+1), its own loop and its own cost key's draft step; its measured speedup
+    is the baseline's loop time over its own."""
+    from specsim.experiment.inrun import Group, SpecRun, _run_times, blocks, measured_statistic
+
+    rows = ((1, 2),)
+    runs = tuple(SpecRun(name=c, drafter_kind="x", drafter=None, k=2, kind="code", rows=rows,
+                         cost_key=c) for c in ("a", "b", "a"))
+    group = Group(temperature=0.0, cache_len=64, max_new_tokens=8, runs=runs)
+    (block,) = blocks(group, 3)
+    # call j of the block took j + 1 seconds in every one of three rounds (wall, cpu)
+    per_call = [[[j + 1.0, 2 * (j + 1.0)]] * 3 for j in range(len(block.keys))]
+    where = {key: j + 1.0 for j, key in enumerate(block.keys)}
+    for i, run in enumerate(runs):
+        t = _run_times(group, block, i, per_call)
+        assert t["ar"].shape == (3, 2) and t["ar"][0, 0] == where[("ar", rows)]
+        assert t["spec"][0, 0] == where[("spec", i)]
+        assert t["target_1"][0, 0] == where[("target_1",)]
+        assert t["verify"][0, 0] == where[("verify", 2)]
+        assert t["draft"][0, 1] == 2 * where[("draft", run.cost_key, 2)]
+        m = {role: v[:, 0] for role, v in t.items()}
+        np.testing.assert_allclose(measured_statistic(m), where[("ar", rows)]
+                                   / where[("spec", i)])
+    assert np.isnan(measured_statistic({"ar": np.array(1.0), "spec": np.array(0.0)}))
