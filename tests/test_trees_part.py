@@ -149,7 +149,7 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny):
         prompt = part.kind_prompts(target, kind, 1)
         ref = decode.generate_speculative(target, head, prompt, part.NEW_TOKENS, k=part.DEPTH,
                                           eos_token_id=None, cache_len=part.state_cache(state))
-        got = chain[chain["kind"] == kind]["tokens_per_iteration"].item()
+        got = chain[chain["kind"] == kind]["timed_tokens_per_iteration"].item()
         assert got == pytest.approx(ref.stats.tokens_per_iteration)
     for col in ("measured_speedup", "predicted_speedup", "t_verify", "t_target_1"):
         assert (runs[col] > 0).all(), col
@@ -175,3 +175,16 @@ def test_goal_lines_say_whether_the_tree_reaches_the_goal():
     lines = goal_lines(plan)
     assert "1.31× the chain's (reaches 1.3×)" in lines[0]
     assert "1.10× the chain's (below 1.3×)" in lines[1]
+
+
+def test_acceptance_table_reads_back_the_counts_it_was_written_from():
+    rng = np.random.default_rng(0)
+    tried = rng.integers(0, 20, (2, part.DEPTH, part.PROBE_WIDTH))
+    acc = rng.integers(0, 1 + tried)
+    counts = {"code": np.stack([acc[0], tried[0]]), "json": np.stack([acc[1], tried[1]])}
+    table = part.acceptance_rows(counts)
+    assert len(table) == 2 * part.DEPTH * part.PROBE_WIDTH
+    want = PositionalAcceptance.from_counts(acc[0], tried[0])
+    np.testing.assert_allclose(part.acceptance_table(table, ["code"]).rates, want.rates)
+    pooled = PositionalAcceptance.from_counts(acc.sum(0), tried.sum(0))
+    np.testing.assert_allclose(part.acceptance_table(table).rates, pooled.rates)

@@ -2,29 +2,34 @@
 depth, on the real target, with the theory's plan beside the measurement (opt-in:
 ``specsim demo --parts trees``).
 
-Steps: (1) untimed runs of a probe tree (the ranks 0..`PROBE_WIDTH` − 1 below every
-node of the top-rank spine, down to `DEPTH`) on `PROMPTS_PER_KIND` prompts per kind of
-work give the per-(depth, rank) acceptance rates (`specsim.trees.measured_acceptance`);
-(2) Sequoia's programme picks the E-optimal tree of depth <= `DEPTH` for each size in
-`SIZES`; (3) untimed runs of the chain of `DEPTH` and those trees on the same prompts
-give tokens per iteration (and more acceptance counts); (4) paired interleaved rounds
-(`specsim.experiment.paired`) time, per kind and tree, the plain-decoding baseline, the
-tree loop (its prefills untimed, `decode.StagedCall`) and the pieces of one iteration
-(`trees_costs`: the verify pass over root + nodes, the tree's drafting; the
-autoregressive step); (5) `trees.plan_tree` with those measured pass times picks the
-size the theory expects to be fastest on this CPU, compared with the measured best, and
+Steps: (1) untimed runs of a probe tree (ranks 0..`PROBE_WIDTH` − 1 below every node
+of the top-rank spine, down to `DEPTH`) on the first of `PROMPTS_PER_KIND` shipped
+prompts per kind of work give per-(depth, rank) acceptance rates
+(`specsim.trees.acceptance_counts`); (2) Sequoia's programme picks the E-optimal tree of
+depth <= `DEPTH` for each size in `SIZES`; (3) the chain of `DEPTH` and those trees run
+untimed on the other prompts; (4) paired interleaved rounds (`specsim.experiment.paired`)
+time, per kind, one unit: the plain-decoding baseline, every tree loop on the first
+prompt (prefills untimed, `decode.StagedCall`), and the pieces of one iteration
+(`trees_costs`: the verify pass over root + nodes and the drafting of each tree; the
+autoregressive step); tokens per iteration and acceptance pool the timed and untimed
+runs; (5) `trees.plan_tree` with those measured pass times (verify linear between the
+widths measured, drafting a + b·w per level fitted to the trees' drafting times) picks
+the size the theory expects fastest on this CPU, against the measured best, and
 `trees.plan_per_hardware` says on which datasheet rows a tree pays.
 
 Tables:
 
-* ``tree_runs``: per (kind, tree): tokens per iteration (over all prompts), its ratio to
-  the chain's, the measured speedup over plain decoding with its 95% interval, and the
-  predicted speedup E · t_target(1) / (t_draft + t_verify) from the acceptance model's
-  E and from the run's own tokens per iteration.
+* ``tree_runs``: per (kind, tree): tokens per iteration, its ratio to the chain's, the
+  measured speedup over plain decoding (decode time per token, ``settings.clock``) with
+  its 95% interval, and the predicted speedup E · t_target(1) / (t_draft + t_verify)
+  from the acceptance model's E and from the timed run's own tokens per iteration.
 * ``tree_plan``: per kind: the planned size, depth and speedup, the measured best, and
-  what stops a tree here (`stopping_term`), with the rows where the theory says it pays.
-* ``tree_hardware``: `plan_per_hardware` per datasheet row, the acceptance pooled over
-  the kinds, the feature head's draft pass as its byte ratio to the target's.
+  what stops a tree here (`stopping_term`), with the rows where the theory says it pays
+  (a best tree `PAYS` times the best chain's speedup or more).
+* ``tree_hardware``: `plan_per_hardware` per datasheet row at batch 1, the acceptance
+  pooled over the kinds, the feature head's draft pass at its byte ratio to the target's.
+* ``tree_acceptance``: accepted and tried per (kind, depth, rank) (`acceptance_table`
+  reads it back).
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ ACCEPTANCE_GAIN = 0.05  # below this gain in tokens per iteration, acceptance st
 TOKENS_GOAL = 1.3       # tokens per iteration a tree should reach over its chain's
 
 TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
-CHAIN = "chain"
+TREE_ACCEPTANCE = "tree_acceptance"
+CHAIN, PROBE = "chain", "probe"
 
 
 # ---- what is run ----------------------------------------------------------------------
@@ -105,6 +111,36 @@ def _counts(tree: TokenTree, path_end) -> np.ndarray:
 
 def acceptance_of(counts: np.ndarray) -> PositionalAcceptance:
     return PositionalAcceptance.from_counts(counts[0], counts[1])
+
+
+def kind_counts(seen: dict) -> dict[str, np.ndarray]:
+    """Kind -> [2, DEPTH, PROBE_WIDTH] counts pooled over every run of that kind."""
+    out: dict[str, np.ndarray] = {}
+    for (kind, _), o in seen.items():
+        out[kind] = out.get(kind, 0) + o.counts
+    return out
+
+
+def acceptance_rows(counts: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The ``tree_acceptance`` table: accepted and tried per (kind, depth, rank) and the
+    conditional rate (NaN where never tried); `acceptance_table` reads it back."""
+    rows = [{S.KIND: kind, "depth": d + 1, "rank": r, "accepted": int(c[0, d, r]),
+             "tried": int(c[1, d, r]),
+             "rate": c[0, d, r] / c[1, d, r] if c[1, d, r] else math.nan}
+            for kind, c in counts.items() for d in range(c.shape[1]) for r in range(c.shape[2])]
+    return pd.DataFrame(rows)
+
+
+def acceptance_table(table: pd.DataFrame, kinds=None) -> PositionalAcceptance:
+    """The rates of a ``tree_acceptance`` table, counts pooled over ``kinds`` (default
+    all): what a notebook plans trees with from a stored run."""
+    t = table if kinds is None else table[table[S.KIND].isin(list(kinds))]
+    g = t.groupby(["depth", "rank"])[["accepted", "tried"]].sum()
+    shape = (int(t["depth"].max()), int(t["rank"].max()) + 1)
+    acc, tried = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    for (d, r), row in g.iterrows():
+        acc[d - 1, r], tried[d - 1, r] = row["accepted"], row["tried"]
+    return PositionalAcceptance.from_counts(acc, tried)
 
 
 # ---- costs ------------------------------------------------------------------------------
@@ -169,9 +205,9 @@ def _common(state: DemoState) -> dict:
     return dict(eos_token_id=None, cache_len=state_cache(state), seed=state.settings.seed)
 
 
-def _untimed(state, head, trees, rows_of: dict, seen: dict) -> None:
+def _untimed(state, head, trees, rows_of: dict, seen: dict, label=tree_label) -> None:
     """Run every tree on every prompt of ``rows_of`` (kind -> token-id lists), untimed;
-    add what each run shows to ``seen[(kind, label)]``."""
+    add what each run shows to ``seen[(kind, label(tree))]``."""
     from specsim import decode
 
     for tree in trees:
@@ -179,7 +215,7 @@ def _untimed(state, head, trees, rows_of: dict, seen: dict) -> None:
             for row in rows:
                 res = decode.generate_tree(state.target, head, [row], NEW_TOKENS, tree=tree,
                                            **_common(state))
-                seen.setdefault((kind, tree_label(tree)), Observed()).add(
+                seen.setdefault((kind, label(tree)), Observed()).add(
                     tree, res.stats.accepted, res.stats.path_end)
 
 
@@ -262,13 +298,14 @@ def _median_over_units(times, key) -> float:
     return float(np.median(np.concatenate([t[key] for t in times if key in t])))
 
 
-def run_rows(state, trees, seen, times, rounds, stopped, units) -> pd.DataFrame:
-    """The ``tree_runs`` table (see the module)."""
+def run_rows(state, trees, seen, timed, times, rounds, stopped, units) -> pd.DataFrame:
+    """The ``tree_runs`` table (see the module): tokens per iteration over every run of
+    (kind, tree) in ``seen``, the timed run's own in ``timed`` (what its speedup had)."""
     t1 = _median_over_units(times, ("t1",))
     rows = []
     for u, keys in enumerate(units):
         kind = keys[0][1]
-        acc = acceptance_of(sum(o.counts for (k, _), o in seen.items() if k == kind))
+        acc = acceptance_of(kind_counts(seen)[kind])
         chain_tpi = seen[(kind, CHAIN)].tokens_per_iteration
         for tree in trees:
             label = tree_label(tree)
@@ -276,6 +313,7 @@ def run_rows(state, trees, seen, times, rounds, stopped, units) -> pd.DataFrame:
             dkey = ("draft", label)
             td = _median_over_units(times, dkey) if any(dkey in t for t in times) else 0.0
             tpi = seen[(kind, label)].tokens_per_iteration
+            tpi_timed = timed[(kind, label)].tokens_per_iteration
             iv = _speedup(state, times[u][("ar", kind)], times[u][("run", kind, label)])
             e_model = expected_tokens(tree, acc)
             rows.append({S.KIND: kind, "tree": label, "n_nodes": tree.n_nodes,
@@ -285,7 +323,8 @@ def run_rows(state, trees, seen, times, rounds, stopped, units) -> pd.DataFrame:
                          "E_model": e_model, S.MEASURED_SPEEDUP: iv.value,
                          S.MEASURED_CI_LO: iv.lo, S.MEASURED_CI_HI: iv.hi,
                          S.PREDICTED_SPEEDUP: e_model * t1 / (td + tv),
-                         "pred_speedup_given_tokens": tpi * t1 / (td + tv),
+                         "timed_tokens_per_iteration": tpi_timed,
+                         "pred_speedup_given_tokens": tpi_timed * t1 / (td + tv),
                          S.T_TARGET_1: t1, S.T_VERIFY: tv, S.T_DRAFT: td,
                          S.ROUNDS: rounds[u], S.STOPPED: stopped[u],
                          "runs": len(seen[(kind, label)].accepted),
@@ -315,9 +354,7 @@ def plan_rows(state, runs: pd.DataFrame, seen: dict, trees, head) -> tuple[pd.Da
     n_max = t_target.size - 1                              # the largest tree measured
     t_draft = a + b * np.arange(1, n_max + 1)
     c_bytes = feature_head_byte_ratio(head, state.target.cfg, state_cache(state))
-    counts = {}
-    for (kind, _), o in seen.items():
-        counts[kind] = counts.get(kind, 0) + o.counts
+    counts = kind_counts(seen)
     pooled = acceptance_of(sum(counts.values()))
     hardware = plan_per_hardware(pooled, state.target.cfg, None, max_nodes=n_max,
                                  context=state_cache(state) // 2, draft_cost_ratio=c_bytes,
@@ -380,7 +417,8 @@ def measure(state: DemoState, head) -> None:
     n_prompts = 1 if quick else PROMPTS_PER_KIND
     prompts = {kind: kind_prompts(state.target, kind, n_prompts) for kind in KINDS}
     probe, seen = probe_tree(), {}
-    _untimed(state, head, [probe], {k: rows[:1] for k, rows in prompts.items()}, seen)
+    _untimed(state, head, [probe], {k: rows[:1] for k, rows in prompts.items()}, seen,
+             label=lambda tree: PROBE)
     sizes = SIZES[:2] if quick else SIZES
     rates = acceptance_of(sum(o.counts for o in seen.values()))
     opt = optimal_trees(rates, max(sizes), max_depth=DEPTH)
@@ -394,14 +432,18 @@ def measure(state: DemoState, head) -> None:
     units = [_unit_keys(calls, kind, labels) for kind in prompts]
     budget = max(0.0, PART_SECONDS - (time.perf_counter() - t_start))
     times, last, rounds, stopped = _time(state, calls, per, units, budget)
+    timed = {}
     for u, kind in enumerate(prompts):             # the timed runs' own iterations
         for tree in trees:
-            _, stats, _, _, path_end = last[u][("run", kind, tree_label(tree))]
-            seen.setdefault((kind, tree_label(tree)), Observed()).add(tree, stats.accepted,
-                                                                      path_end)
-    runs = run_rows(state, trees, seen, times, rounds, stopped, units)
+            key = (kind, tree_label(tree))
+            _, stats, _, _, path_end = last[u][("run",) + key]
+            timed[key] = Observed()
+            timed[key].add(tree, stats.accepted, path_end)
+            seen.setdefault(key, Observed()).add(tree, stats.accepted, path_end)
+    runs = run_rows(state, trees, seen, timed, times, rounds, stopped, units)
     plan, hw = plan_rows(state, runs, seen, trees, head)
     state.tables[TREE_RUNS], state.tables[TREE_PLAN], state.tables[TREE_HARDWARE] = runs, plan, hw
+    state.tables[TREE_ACCEPTANCE] = acceptance_rows(kind_counts(seen))
     fmt = lambda x: f"{x:.3g}"                                             # noqa: E731
     for t in (runs, plan):
         state.log(t.to_string(index=False, float_format=fmt))
@@ -413,7 +455,7 @@ def run(state: DemoState) -> None:
         state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
                   f"train-draft --kind feature-head --target {state.target.cfg.name}`; "
                   f"the trees part has nothing to measure")
-        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE):
+        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE):
             state.tables[name] = pd.DataFrame()
         return
     measure(state, head)
@@ -422,4 +464,4 @@ def run(state: DemoState) -> None:
 PART = Part(name="trees", summary="the feature head's token trees against its chain at "
             "equal depth: tokens per iteration, measured and planned speedup, width per "
             "hardware",
-            run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE))
+            run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE))
