@@ -26,16 +26,17 @@ Shapes: B batch, N nodes, k top-k, D depth, P = k + (D − 1)k² candidates.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from specsim.drafters.base import Context, gather_last, reads_target_hidden
+from specsim.drafters.base import Context, gather_last
 from specsim.drafters.feature_head import FeatureHeadDrafter, cell
 from specsim.drafters.model import ModelDrafter
-from specsim.drafters.tree import TreeDraft, move_path
+from specsim.drafters.tree import OverChainDrafter, TreeDraft, move_path
 from specsim.errors import InvalidArgument
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import forward, project
@@ -49,9 +50,10 @@ _DEPTH_TIE = 1e-5
 its parent even where the drafter gave it probability 1 (the kept set stays a tree)."""
 
 
-@jax.tree_util.register_pytree_node_class
+@partial(jax.tree_util.register_dataclass, data_fields=["base"],
+         meta_fields=["top_k", "depth", "n_nodes", "name"])
 @dataclass(frozen=True)
-class DynamicTreeDrafter:
+class DynamicTreeDrafter(OverChainDrafter):
     """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter` or a
     `FeatureHeadDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept (see the
     module). State: the base's, and for a draft model the expanded slot of each kept
@@ -64,12 +66,9 @@ class DynamicTreeDrafter:
 
     tree = None                      # no static tree: one per row, every iteration
 
-    def tree_flatten(self):
-        return (self.base,), (self.top_k, self.depth, self.n_nodes, self.name)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], *aux)
+    @property
+    def chain_drafter(self):
+        return self.base
 
     @property
     def draft_slots(self) -> int:
@@ -86,25 +85,11 @@ class DynamicTreeDrafter:
         return self.top_k
 
     @property
-    def vocab_size(self) -> int:
-        return self.base.vocab_size
-
-    @property
-    def reads_target_hidden(self) -> bool:
-        return reads_target_hidden(self.base)
-
-    @property
     def _model(self) -> bool:
         return isinstance(self.base, ModelDrafter)
 
-    def observe(self, state, hidden, index, active):
-        return self.base.observe(state, hidden, index, active)
-
     def passes_per_iteration(self) -> int:
         return self.depth
-
-    def max_cache_len(self):
-        return self.base.max_cache_len()
 
     def init_state(self, prompts, prompt_lens, cache_len: int):
         state = self.base.init_state(prompts, prompt_lens, cache_len)

@@ -33,6 +33,7 @@ D tree depth, R the most children one node draws.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -46,7 +47,7 @@ from specsim.drafters.ngram import NGramDrafter
 from specsim.errors import InvalidArgument
 from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
-from specsim.models.transformer import forward, init_cache, project
+from specsim.models.transformer import forward, project
 from specsim.sampling import SamplingParams
 from specsim.trees.tree import TokenTree
 from specsim.validation import positive_int
@@ -75,21 +76,41 @@ def move_path(cache, start, path):
                           v=cache.v.at[:, rows, dst].set(cache.v[:, rows, src]))
 
 
+class OverChainDrafter:
+    """What a tree drafter built over a chain drafter (``self.chain_drafter``) takes from
+    it unchanged: the vocabulary, whether it reads the target's features (and
+    ``observe``), the cache bound and the initial state."""
+
+    @property
+    def vocab_size(self) -> int:
+        return self.chain_drafter.vocab_size
+
+    @property
+    def reads_target_hidden(self) -> bool:
+        return reads_target_hidden(self.chain_drafter)
+
+    def observe(self, state, hidden, index, active):
+        return self.chain_drafter.observe(state, hidden, index, active)
+
+    def max_cache_len(self):
+        return self.chain_drafter.max_cache_len()
+
+    def init_state(self, prompts, prompt_lens, cache_len: int):
+        return self.chain_drafter.init_state(prompts, prompt_lens, cache_len)
+
+
 # ---- the chain -------------------------------------------------------------------------
-@jax.tree_util.register_pytree_node_class
+@partial(jax.tree_util.register_dataclass, data_fields=["drafter"], meta_fields=["k"])
 @dataclass(frozen=True)
-class ChainTreeDrafter:
+class ChainTreeDrafter(OverChainDrafter):
     """A chain drafter (`specsim.drafters.Drafter`) seen as a tree drafter of
     ``TokenTree.chain(k)``: its ``propose`` and ``commit``, unchanged."""
     drafter: Any
     k: int
 
-    def tree_flatten(self):
-        return (self.drafter,), (self.k,)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], *aux)
+    @property
+    def chain_drafter(self):
+        return self.drafter
 
     @property
     def tree(self) -> TokenTree:
@@ -99,25 +120,8 @@ class ChainTreeDrafter:
     def name(self) -> str:
         return self.drafter.name
 
-    @property
-    def vocab_size(self) -> int:
-        return self.drafter.vocab_size
-
-    @property
-    def reads_target_hidden(self) -> bool:
-        return reads_target_hidden(self.drafter)
-
-    def observe(self, state, hidden, index, active):
-        return self.drafter.observe(state, hidden, index, active)
-
     def passes_per_iteration(self) -> int:
         return self.drafter.passes_per_iteration(self.k)
-
-    def max_cache_len(self):
-        return self.drafter.max_cache_len()
-
-    def init_state(self, prompts, prompt_lens, cache_len: int):
-        return self.drafter.init_state(prompts, prompt_lens, cache_len)
 
     def propose_tree(self, state, context: Context, key, sampling: SamplingParams):
         state, draft = self.drafter.propose(state, context, self.k, key, sampling)
@@ -172,8 +176,15 @@ def _levels(tree: TokenTree):
     return out
 
 
+def _level_passes(tree: TokenTree) -> int:
+    """Draft passes a level-by-level drafter of ``tree`` runs: the depths whose nodes
+    have children."""
+    return sum(1 for lv in _levels(tree) if lv[0].size)
+
+
 # ---- a draft model ---------------------------------------------------------------------
-@jax.tree_util.register_pytree_node_class
+@partial(jax.tree_util.register_dataclass, data_fields=["params"],
+         meta_fields=["cfg", "tree", "name"])
 @dataclass(frozen=True)
 class ModelTreeDrafter:
     """A draft model drafting a static ``tree``. The state is its KV cache, which holds
@@ -186,27 +197,13 @@ class ModelTreeDrafter:
     tree: TokenTree
     name: str = "model-tree"
 
-    def tree_flatten(self):
-        return (self.params,), (self.cfg, self.tree, self.name)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], *aux)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.cfg.vocab_size
+    # the draft model's vocabulary, cache bound and prefill, as a chain drafter's
+    vocab_size = ModelDrafter.vocab_size
+    max_cache_len = ModelDrafter.max_cache_len
+    init_state = ModelDrafter.init_state
 
     def passes_per_iteration(self) -> int:
-        return sum(1 for lv in _levels(self.tree) if lv[0].size)
-
-    def max_cache_len(self):
-        return self.cfg.max_seq_len
-
-    def init_state(self, prompts, prompt_lens, cache_len: int):
-        cache = init_cache(self.cfg, prompts.shape[0], cache_len)
-        _, cache = forward(self.params, self.cfg, prompts, cache)
-        return cache._replace(length=prompt_lens - 1)
+        return _level_passes(self.tree)
 
     def propose_tree(self, state, context: Context, key, sampling: SamplingParams):
         tree = self.tree
@@ -243,9 +240,9 @@ class ModelTreeDrafter:
 
 
 # ---- the feature head ------------------------------------------------------------------
-@jax.tree_util.register_pytree_node_class
+@partial(jax.tree_util.register_dataclass, data_fields=["head"], meta_fields=["tree", "name"])
 @dataclass(frozen=True)
-class FeatureHeadTreeDrafter:
+class FeatureHeadTreeDrafter(OverChainDrafter):
     """The feature head (`specsim.drafters.FeatureHeadDrafter`) drafting a static
     ``tree``: its cell rolled forward from each node's parent state with the node's
     token, one batched cell step per depth over the nodes that have children. The state
@@ -254,30 +251,12 @@ class FeatureHeadTreeDrafter:
     tree: TokenTree
     name: str = "feature-head-tree"
 
-    reads_target_hidden = True
-
-    def tree_flatten(self):
-        return (self.head,), (self.tree, self.name)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(children[0], *aux)
-
     @property
-    def vocab_size(self) -> int:
-        return self.head.vocab_size
+    def chain_drafter(self):
+        return self.head
 
     def passes_per_iteration(self) -> int:
-        return sum(1 for lv in _levels(self.tree) if lv[0].size)
-
-    def max_cache_len(self):
-        return None
-
-    def init_state(self, prompts, prompt_lens, cache_len: int):
-        return self.head.init_state(prompts, prompt_lens, cache_len)
-
-    def observe(self, state, hidden, index, active):
-        return self.head.observe(state, hidden, index, active)
+        return _level_passes(self.tree)
 
     def propose_tree(self, state, context: Context, key, sampling: SamplingParams):
         fh, tree = self.head, self.tree
@@ -319,7 +298,8 @@ def _branch_layout(tree: TokenTree) -> tuple[np.ndarray, np.ndarray] | None:
     return np.asarray([p[0] for p in paths]), np.asarray([len(p) for p in paths])
 
 
-@jax.tree_util.register_pytree_node_class
+@partial(jax.tree_util.register_dataclass, data_fields=[],
+         meta_fields=["vocab_size", "tree", "n", "min_n", "name"])
 @dataclass(frozen=True)
 class NGramTreeDrafter:
     """Prompt lookup proposing one branch per match: branch i continues the i-th match
@@ -337,13 +317,6 @@ class NGramTreeDrafter:
         if _branch_layout(self.tree) is None:
             raise InvalidArgument(f"tree must be chains below the root for n-gram lookup "
                                   f"(branches_tree(branches, depth)); got {self.tree!r}")
-
-    def tree_flatten(self):
-        return (), (self.vocab_size, self.tree, self.n, self.min_n, self.name)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*aux)
 
     drafts_free = True
 
