@@ -35,8 +35,9 @@ import numpy as np
 
 from specsim.drafters.base import Context, Draft, check_drafter, gather_last
 from specsim.drafters.distilled import _HeadSampling
-from specsim.drafters.head_file import load_head_file, save_head_file
+from specsim.drafters.head_file import head_rows, head_source, load_head_file, save_head_file
 from specsim.drafters.policy_draft import stepwise_draft
+from specsim.errors import InvalidArgument
 from specsim.sampling import SamplingParams
 
 __all__ = ["FeatureHeadDrafter", "feature_head_drafter", "cell", "init_cell", "CELL_KEYS",
@@ -170,25 +171,14 @@ def feature_head_drafter(target, source, name: str | None = None) -> FeatureHead
     """The drafter for ``target`` (a `specsim.models.Model`) from a trained cell: a
     `save_cell` path, or ``(cell params, head_ids)``. The cell's width and the head
     vocabulary must fit the target (model width, token ids in its vocabulary)."""
-    if isinstance(source, (str, Path)):
-        cell_params, head_ids, _ = load_cell(source)
-    else:
-        cell_params, head_ids = source
-        cell_params = {k: jnp.asarray(cell_params[k], jnp.float32) for k in CELL_KEYS}
+    cell_params, head_ids = head_source(source, CELL_KEYS, load_cell)
     cfg = target.cfg
     D, V = cfg.d_model, cfg.vocab_size
-    head_ids = np.asarray(head_ids, np.int32)
     if cell_params["w_in"].shape[0] != 2 * D or cell_params["w_out"].shape[1] != D:
-        raise ValueError(f"the feature head was trained for model width "
-                         f"{cell_params['w_out'].shape[1]}, the target {cfg.name} has {D}")
-    if head_ids.ndim != 1 or not len(head_ids) or head_ids.min() < 0 or head_ids.max() >= V:
-        raise ValueError(f"head_ids must be token ids in [0, {V}) of {cfg.name}")
-    if "embed" not in target.params or not cfg.tie_embeddings and "lm_head" not in target.params:
-        raise ValueError(f"{cfg.name} has no embedding/head to share with the feature head")
-    embed = target.params["embed"]
-    head = embed[jnp.asarray(head_ids)] if cfg.tie_embeddings else \
-        jnp.asarray(target.params["lm_head"]).T[jnp.asarray(head_ids)]
-    drafter = FeatureHeadDrafter(cell_params, embed, head, jnp.asarray(head_ids),
+        raise InvalidArgument(f"the feature head was trained for model width "
+                              f"{cell_params['w_out'].shape[1]}, the target {cfg.name} has {D}")
+    head_ids, head = head_rows(target, head_ids)
+    drafter = FeatureHeadDrafter(cell_params, target.params["embed"], head, jnp.asarray(head_ids),
                                  name or f"feature-head:{len(head_ids)}",
                                  float(cfg.norm_eps))
     check_drafter(drafter, V)

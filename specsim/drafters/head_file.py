@@ -1,6 +1,8 @@
 """The file pair a trained draft head is stored in: its arrays and head ids in an .npz,
 its metadata (with a format tag) in the JSON beside it. Medusa heads and the feature
-head share this layout; each names its own keys and format."""
+head share this layout; each names its own keys and format. Both also take their
+arrays from a file or a pair (`head_source`) and read the target's output head at
+their head ids (`head_rows`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 from specsim import atomic
 from specsim.errors import InvalidArgument
 
-__all__ = ["save_head_file", "load_head_file"]
+__all__ = ["save_head_file", "load_head_file", "head_source", "head_rows"]
 
 
 def save_head_file(path: str | Path, params: dict, keys: tuple[str, ...], head_ids,
@@ -44,3 +46,30 @@ def load_head_file(path: str | Path, keys: tuple[str, ...], what: str,
     meta_path = path.with_suffix(".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     return params, head_ids, meta
+
+
+def head_source(source, keys: tuple[str, ...], load) -> tuple[dict, np.ndarray]:
+    """(params fp32 for ``keys``, head_ids) from ``source``: a saved file's path, read
+    by ``load`` (a `load_head_file` wrapper), or a ``(params, head_ids)`` pair."""
+    if isinstance(source, (str, Path)):
+        params, head_ids, _ = load(source)
+        return params, head_ids
+    params, head_ids = source
+    return {k: jnp.asarray(params[k], jnp.float32) for k in keys}, head_ids
+
+
+def head_rows(target, head_ids):
+    """``head_ids`` checked against ``target``'s vocabulary, and the rows of its output
+    head (the embedding when tied) for them: → (head_ids [Vh] int32, head [Vh, D])."""
+    cfg = target.cfg
+    head_ids = np.asarray(head_ids, np.int32)
+    if head_ids.ndim != 1 or not len(head_ids) or head_ids.min() < 0 \
+            or head_ids.max() >= cfg.vocab_size:
+        raise InvalidArgument(f"head_ids must be token ids in [0, {cfg.vocab_size}) of "
+                              f"{cfg.name}")
+    if "embed" not in target.params or not cfg.tie_embeddings and "lm_head" not in target.params:
+        raise InvalidArgument(f"{cfg.name} has no embedding/head to share with a draft head")
+    rows = jnp.asarray(head_ids)
+    if cfg.tie_embeddings:
+        return head_ids, target.params["embed"][rows]
+    return head_ids, jnp.asarray(target.params["lm_head"]).T[rows]

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.drafters.base import Context
-from specsim.drafters.head_file import load_head_file, save_head_file
+from specsim.drafters.head_file import head_rows, head_source, load_head_file, save_head_file
 from specsim.drafters.tree import TreeDraft
 from specsim.errors import InvalidArgument
 from specsim.sampling import SamplingParams
@@ -123,21 +123,13 @@ def medusa_drafter(target, source, tree: TokenTree | None = None,
                    name: str | None = None) -> MedusaDrafter:
     """Medusa heads for ``target`` from a `save_medusa` path or ``(params, head_ids)``,
     proposing ``tree`` (default `DEFAULT_MEDUSA_TREE` cut to the heads' depth)."""
-    if isinstance(source, (str, Path)):
-        params, head_ids, _ = load_medusa(source)
-    else:
-        params, head_ids = source
-        params = {k: jnp.asarray(params[k], jnp.float32) for k in MEDUSA_KEYS}
+    params, head_ids = head_source(source, MEDUSA_KEYS, load_medusa)
     cfg = target.cfg
     K, D = params["w"].shape[0], params["w"].shape[1]
     if D != cfg.d_model or params["w"].shape[2] != D or params["b"].shape != (K, D):
         raise InvalidArgument(f"the Medusa heads were trained for model width {D}, the target "
                               f"{cfg.name} has {cfg.d_model}")
-    head_ids = np.asarray(head_ids, np.int32)
-    if head_ids.ndim != 1 or not len(head_ids) or head_ids.min() < 0 \
-            or head_ids.max() >= cfg.vocab_size:
-        raise InvalidArgument(f"head_ids must be token ids in [0, {cfg.vocab_size}) of "
-                              f"{cfg.name}")
+    head_ids, head = head_rows(target, head_ids)
     if tree is None:
         tree = TokenTree.from_paths([p for p in DEFAULT_MEDUSA_TREE if len(p) <= K])
     if not isinstance(tree, TokenTree):
@@ -148,8 +140,5 @@ def medusa_drafter(target, source, tree: TokenTree | None = None,
     if tree.max_rank + 1 > len(head_ids):
         raise InvalidArgument(f"tree ranks must be below the head vocabulary "
                               f"({len(head_ids)} tokens); got rank {tree.max_rank}")
-    embed = target.params["embed"]
-    head = embed[jnp.asarray(head_ids)] if cfg.tie_embeddings else \
-        jnp.asarray(target.params["lm_head"]).T[jnp.asarray(head_ids)]
     return MedusaDrafter(params, head, jnp.asarray(head_ids), cfg.vocab_size, tree,
                          name or f"medusa:{K}")
