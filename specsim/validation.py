@@ -37,6 +37,7 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_draft_length",
+    "reject_fractions",
     "check_distribution",
     "broadcast",
 ]
@@ -122,6 +123,17 @@ def _first_bad(x: np.ndarray, bad: np.ndarray) -> str:
     return repr(np.asarray(x)[bad].ravel()[0].item())
 
 
+def reject_fractions(name: str, arr: np.ndarray, rule: str) -> None:
+    """For a float array, InvalidArgument "<name> must <rule> (got <value> at index <i>)"
+    at its first value that is not a finite integer; other dtypes pass unchecked."""
+    if arr.dtype.kind != "f":
+        return
+    bad = ~(np.isfinite(arr) & (arr == np.floor(arr)))
+    if bad.any():
+        where = f" at index {int(np.flatnonzero(bad)[0])}" if arr.ndim else ""
+        raise InvalidArgument(f"{name} must {rule} (got {_first_bad(arr, bad)}{where})")
+
+
 def as_float_array(name: str, x) -> np.ndarray:
     """``x`` as a float64 array; rejects booleans, strings, complex and object input."""
     arr = np.asarray(x)
@@ -169,13 +181,9 @@ def check_draft_length(name: str, x, *, minimum: int = 1) -> np.ndarray:
     arr = np.asarray(x)
     if arr.dtype == bool:
         raise InvalidArgument(f"{name} must be an integer >= {minimum}, not a boolean")
-    if arr.dtype.kind == "f":
-        bad = ~(np.isfinite(arr) & (arr == np.floor(arr)))
-        if bad.any():
-            raise InvalidArgument(f"{name} must be an integer >= {minimum} "
-                             f"(got {_first_bad(arr, bad)})")
-    elif arr.dtype.kind not in "iu":
+    if arr.dtype.kind not in "iuf":
         raise InvalidArgument(f"{name} must be an integer >= {minimum} (got dtype {arr.dtype})")
+    reject_fractions(name, arr, f"be an integer >= {minimum}")
     bad = arr < minimum
     if bad.any():
         raise InvalidArgument(f"{name} must be an integer >= {minimum} "

@@ -27,7 +27,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from specsim.errors import InvalidArgument
-from specsim.validation import positive_int
+from specsim.validation import positive_int, reject_fractions
 
 __all__ = ["MAX_NODES", "TokenTree", "PaddedTree"]
 
@@ -42,11 +42,7 @@ def _int_vector(name: str, values) -> np.ndarray:
         raise InvalidArgument(f"{name} must be a sequence of integers (got dtype {arr.dtype})")
     if arr.ndim != 1:
         raise InvalidArgument(f"{name} must be one-dimensional (got shape {arr.shape})")
-    if arr.dtype.kind == "f":
-        bad = ~(np.isfinite(arr) & (arr == np.floor(arr)))
-        if bad.any():
-            raise InvalidArgument(f"{name} must hold integers (got {arr[bad][0].item()!r} at "
-                                  f"index {int(np.flatnonzero(bad)[0])})")
+    reject_fractions(name, arr, "hold integers")
     return arr.astype(np.int64)
 
 
