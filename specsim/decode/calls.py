@@ -84,6 +84,15 @@ def _seed_key(seed):
     return jax.random.PRNGKey(integer("seed", seed))
 
 
+def _cache_caps(cfg, drafter=None) -> list[tuple[int, str]]:
+    """The bounds on a run's cache length, each named for `plan_shapes`'s error: the
+    target's max_seq_len and, with a drafter that has one, the drafter's."""
+    caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
+    if drafter is not None and drafter.max_cache_len() is not None:
+        caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
+    return caps
+
+
 def meta_fields(plan: ShapePlan, temperature, top_k, top_p, seed, **more) -> dict:
     """The ``meta`` a result carries: its shapes and sampling settings (and ``more``)."""
     return dict(padded_prompt=plan.padded_prompt, cache_len=plan.cache_len, **more,
@@ -161,8 +170,7 @@ def autoregressive_setup(model, prompts, max_new_tokens: int, temperature: float
     key = _seed_key(seed)
     eos = resolve_eos(eos_token_id, cfg)
     encoded = encode_prompts(prompts, model, cfg)
-    plan = plan_shapes(encoded, max_new, 0, [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")],
-                       cache_len)
+    plan = plan_shapes(encoded, max_new, 0, _cache_caps(cfg), cache_len)
     arr, lens = pad_prompts(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), _ = _placed(
         mesh, model, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key))
@@ -238,10 +246,7 @@ def speculative_setup(target, drafter, prompts, max_new_tokens: int, k: int | No
     key = _seed_key(seed)
     eos = resolve_eos(eos_token_id, cfg)
     encoded = encode_prompts(prompts, target, cfg)
-    caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
-    if drafter.max_cache_len() is not None:
-        caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
-    plan = plan_shapes(encoded, max_new, k, caps, cache_len)
+    plan = plan_shapes(encoded, max_new, k, _cache_caps(cfg, drafter), cache_len)
     arr, lens = pad_prompts(encoded, plan.padded_prompt)
     params, (arr, lens), (sp, max_new_a, eos_a, key), placed_drafter = _placed(
         mesh, target, (arr, lens), (sp, jnp.int32(max_new), jnp.int32(eos), key), drafter)

@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.decode.accounting import TRACE_COUNTS, timed
-from specsim.decode.calls import (LoopCall, _check_on_nonfinite, _finish, _seed_key, as_drafter,
-                                  meta_fields)
+from specsim.decode.calls import (LoopCall, _cache_caps, _check_on_nonfinite, _finish, _seed_key,
+                                  as_drafter, meta_fields)
 from specsim.decode.loop_state import DONATED, advance, running
 from specsim.decode.prefill import drafter_prefill_program, prefill_program
 from specsim.decode.shapes import encode_prompts, pad_prompts, plan_shapes, resolve_eos
@@ -160,9 +160,7 @@ def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, t
     key = _seed_key(seed)
     eos = resolve_eos(eos_token_id, cfg)
     encoded = encode_prompts(prompts, target, cfg)
-    caps = [(cfg.max_seq_len, f"max_seq_len of {cfg.name}")]
-    if drafter.max_cache_len() is not None:
-        caps.append((int(drafter.max_cache_len()), f"max_seq_len of drafter {drafter.name}"))
+    caps = _cache_caps(cfg, drafter)
     longest = max(len(p) for p in encoded)
     cap, what = min(caps if cache_len is None else caps + [(int(cache_len), "cache_len")])
     if longest + max_new + slots + 1 > cap:
