@@ -184,7 +184,17 @@ def test_acceptance_table_reads_back_the_counts_it_was_written_from():
     counts = {"code": np.stack([acc[0], tried[0]]), "json": np.stack([acc[1], tried[1]])}
     table = part.acceptance_rows(counts)
     assert len(table) == 2 * part.DEPTH * part.PROBE_WIDTH
-    want = PositionalAcceptance.from_counts(acc[0], tried[0])
+    want = part.acceptance_of(np.stack([acc[0], tried[0]]))
     np.testing.assert_allclose(part.acceptance_table(table, ["code"]).rates, want.rates)
-    pooled = PositionalAcceptance.from_counts(acc.sum(0), tried.sum(0))
+    pooled = part.acceptance_of(np.stack([acc.sum(0), tried.sum(0)]))
     np.testing.assert_allclose(part.acceptance_table(table).rates, pooled.rates)
+
+
+def test_acceptance_of_shares_one_rate_among_the_lower_ranks():
+    accepted = np.array([[5, 0, 3, 1], [4, 0, 0, 0]])
+    tried = np.array([[10, 8, 6, 2], [8, 0, 0, 0]])
+    rates = part.acceptance_of(np.stack([accepted, tried])).rates
+    # by hand: depth 1 rank 0 5/10, ranks 1-3 (0+3+1)/(8+6+2); depth 2 4/8, none tried below
+    np.testing.assert_allclose(rates, [[0.5, 0.25, 0.25, 0.25], [0.5, 0.0, 0.0, 0.0]])
+    with pytest.raises(InvalidArgument, match="accepted must not exceed tried"):
+        part.acceptance_of(np.stack([tried + 1, tried]))

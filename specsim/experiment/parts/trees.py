@@ -110,7 +110,21 @@ def _counts(tree: TokenTree, path_end) -> np.ndarray:
 
 
 def acceptance_of(counts: np.ndarray) -> PositionalAcceptance:
-    return PositionalAcceptance.from_counts(counts[0], counts[1])
+    """The rates the part plans with from [2, D, R] accepted and tried counts: rank 0's
+    own per depth, and one rate per depth shared by ranks 1..R − 1, pooled from their
+    counts. The lower ranks are tried only after rank 0 fails, a few times per run, so
+    their own rates are a handful of trials each; a rank that happened to be accepted
+    0 times in a few tries would make Sequoia's programme skip it for a lower one. One
+    shared conditional rate keeps the marginal rates falling with rank, so the planned
+    trees hold the drafter's top candidates."""
+    acc, tried = np.asarray(counts[0]), np.asarray(counts[1])
+    PositionalAcceptance.from_counts(acc, tried)            # the counts' own checks
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top = np.where(tried[:, 0] > 0, acc[:, 0] / np.maximum(tried[:, 0], 1), 0.0)
+        lo_acc, lo_tried = acc[:, 1:].sum(1), tried[:, 1:].sum(1)
+        lower = np.where(lo_tried > 0, lo_acc / np.maximum(lo_tried, 1), 0.0)
+    rates = np.concatenate([top[:, None], np.repeat(lower[:, None], acc.shape[1] - 1, 1)], 1)
+    return PositionalAcceptance(rates)
 
 
 def kind_counts(seen: dict) -> dict[str, np.ndarray]:
@@ -132,15 +146,15 @@ def acceptance_rows(counts: dict[str, np.ndarray]) -> pd.DataFrame:
 
 
 def acceptance_table(table: pd.DataFrame, kinds=None) -> PositionalAcceptance:
-    """The rates of a ``tree_acceptance`` table, counts pooled over ``kinds`` (default
-    all): what a notebook plans trees with from a stored run."""
+    """The part's rates (`acceptance_of`) from a ``tree_acceptance`` table, counts pooled
+    over ``kinds`` (default all): what a notebook plans trees with from a stored run."""
     t = table if kinds is None else table[table[S.KIND].isin(list(kinds))]
     g = t.groupby(["depth", "rank"])[["accepted", "tried"]].sum()
     shape = (int(t["depth"].max()), int(t["rank"].max()) + 1)
     acc, tried = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     for (d, r), row in g.iterrows():
         acc[d - 1, r], tried[d - 1, r] = row["accepted"], row["tried"]
-    return PositionalAcceptance.from_counts(acc, tried)
+    return acceptance_of(np.stack([acc, tried]))
 
 
 # ---- costs ------------------------------------------------------------------------------
@@ -392,7 +406,8 @@ def plan_rows(state, runs: pd.DataFrame, seen: dict, trees, head) -> tuple[pd.Da
                      "planned_chain_k": plan.best_chain_k,
                      "planned_chain_speedup": plan.best_chain_speedup,
                      "plan_limited_by": plan.limited_by,
-                     "measured_best": best["tree"], "measured_best_speedup": best[S.MEASURED_SPEEDUP],
+                     "measured_best": best["tree"],
+                     "measured_best_speedup": best[S.MEASURED_SPEEDUP],
                      "planned_within_one_size": abs(planned_at - measured_at) <= 1,
                      "tree_pays_here": pays_here,
                      "stopped_by": "" if pays_here else term,

@@ -26,16 +26,11 @@ from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import init_cache, project
-from specsim.pass_costs import Chained
+from specsim.pass_costs import Chained, _gather
 from specsim.sampling import SamplingParams
 from specsim.trees.tree import TokenTree
 
 __all__ = ["TreePassCalls", "tree_pass_calls"]
-
-
-def _window(tokens, start, n):
-    idx = jnp.clip(start[:, None] + jnp.arange(n, dtype=jnp.int32)[None], 0, tokens.shape[1] - 1)
-    return jnp.take_along_axis(tokens, idx, axis=1)
 
 
 @jit(static_argnames=("cfg", "tree", "steps"), donate_argnums=0)
@@ -51,7 +46,7 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
 
     def body(i, carry):
         tokens, cache, _ = carry
-        window = _window(tokens, length - 1, C + 1)                              # [B, C+1]
+        window = _gather(tokens, length - 1, C + 1)                              # [B, C+1]
         slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]
         h, cache = forward_masked(params, cfg, window, cache, slots,
                                   start[:, None] + t.positions,

@@ -13,9 +13,9 @@ from specsim.experiment.parts.trees import (DEPTH, TREE_HARDWARE, TREE_PLAN, TRE
                                             TOKENS_GOAL)
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
-               "tokens_per_iteration_vs_chain", "timed_tokens_per_iteration", S.MEASURED_SPEEDUP, S.MEASURED_CI_LO,
-               S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP, "pred_speedup_given_tokens",
-               "speedup_vs_chain", S.ROUNDS]
+               "tokens_per_iteration_vs_chain", "timed_tokens_per_iteration",
+               S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP,
+               "pred_speedup_given_tokens", "speedup_vs_chain", S.ROUNDS]
 HARDWARE_COLUMNS = ["hardware", "best_n", "depth", "widths", "expected_tokens", "speedup",
                     "best_chain_k", "best_chain_speedup", "width_gain", "break_even_n",
                     "limited_by"]
