@@ -1,5 +1,6 @@
-"""Every environment variable specsim reads, declared once, and the accessors the code
-reads them through (`docs/configuration.md` lists the same table; a test compares them).
+"""Every environment variable specsim reads, declared once in the packaged table
+``specsim/data/environment.toml``, and the accessors the code reads them through
+(`docs/configuration.md` lists the same table; a test compares them).
 
 Kinds of variable:
 
@@ -15,10 +16,12 @@ No JAX here (the theory side and the command line read these before JAX is impor
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from specsim.errors import InvalidArgument
+from specsim.resources import data_path
 
 __all__ = ["Variable", "VARIABLES", "KINDS", "OFF", "declared", "raw", "is_on", "path",
            "cache_root"]
@@ -39,43 +42,23 @@ class Variable:
     scope: str = "package"
 
 
-VARIABLES: tuple[Variable, ...] = (
-    Variable("SPECSIM_CACHE", "path", "~/.cache/specsim",
-             "The cache root: dequantised checkpoints, built kernels, trained drafts and "
-             "(unless SPECSIM_JAX_CACHE is set) the compilation cache."),
-    Variable("SPECSIM_JAX_CACHE", "path", "$SPECSIM_CACHE/jax",
-             "The folder of JAX's persistent compilation cache."),
-    Variable("SPECSIM_COMPILATION_CACHE", "switch", "on",
-             "Whether the command line and notebooks turn JAX's persistent compilation "
-             "cache on."),
-    Variable("SPECSIM_XLA_OPTIONS", "switch", "on",
-             "Whether the engine's programs compile with specsim's XLA:CPU options "
-             "(off: XLA's defaults)."),
-    Variable("SPECSIM_CPU_KERNEL", "switch", "on",
-             "Whether matmul=\"auto\" may use specsim's CPU kernels (off: XLA's dots and "
-             "attention)."),
-    Variable("SPECSIM_CPU_ATTENTION", "switch", "on",
-             "Whether matmul=\"auto\" may use the CPU attention kernel (off: that kernel "
-             "alone)."),
-    Variable("SPECSIM_KERNEL_THREADS", "integer", "XLA's intra-op pool",
-             "The most threads one CPU kernel call uses (1: the calling thread alone)."),
-    Variable("SPECSIM_PAPERS_DIR", "path", "the checkout's papers/",
-             "The folder of paper READMEs and committed figures."),
-    Variable("SPECSIM_FIGURES_DIR", "path", "results/figures",
-             "Where notebooks write paper figures (unless regenerating the committed "
-             "ones)."),
-    Variable("SPECSIM_QUICK", "flag", "off",
-             "Notebooks run small grids (the headless test run sets it)."),
-    Variable("SPECSIM_TEST_XLA_OPT", "text", "0",
-             "\"default\": the test suite compiles at XLA's default optimisation level "
-             "instead of LLVM level 0.", "tests"),
-    Variable("SPECSIM_TEST_COMPILATION_CACHE", "switch", "on",
-             "Whether a test run shares a persistent compilation cache of its own between "
-             "its workers.", "tests"),
-    Variable("SPECSIM_TEST_JAX_CACHE", "path", "a temporary folder per run",
-             "The folder of that test-run cache (set by the run for its workers).",
-             "tests"),
-)
+def _load(path: Path) -> tuple[Variable, ...]:
+    """The declarations in the packaged table ``path`` (TOML, one ``[[variable]]`` each),
+    checked: a known kind and scope, each name once."""
+    with open(path, "rb") as f:
+        rows = tomllib.load(f)["variable"]
+    variables = tuple(Variable(**row) for row in rows)
+    for var in variables:
+        if var.kind not in KINDS or var.scope not in ("package", "tests"):
+            raise RuntimeError(f"{path}: {var.name} has kind {var.kind!r} and scope "
+                               f"{var.scope!r}; allowed kinds {KINDS}, scopes package/tests")
+    if len({v.name for v in variables}) != len(variables):
+        raise RuntimeError(f"{path} declares a variable twice")
+    return variables
+
+
+VARIABLES: tuple[Variable, ...] = _load(data_path("environment.toml"))
+"""The declarations, in the order of ``specsim/data/environment.toml``."""
 
 _BY_NAME = {v.name: v for v in VARIABLES}
 

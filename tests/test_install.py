@@ -132,6 +132,7 @@ def _packaged_files() -> set[str]:
 def test_the_wheel_holds_the_package_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("specsim/data/hardware.csv", "specsim/data/prompts.jsonl",
+                     "specsim/data/environment.toml",
                      "specsim/data/drafts/smollm2-135m-feature-head.npz",
                      "specsim/data/drafts/smollm2-135m-feature-head.json",
                      "specsim/data/measurements/cpu-smollm2-135m.csv",
