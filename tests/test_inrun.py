@@ -286,6 +286,16 @@ def test_each_run_reads_its_own_call_and_the_block_shared_ones():
     assert np.isnan(measured_statistic({"ar": np.array(1.0), "spec": np.array(0.0)}))
 
 
+def test_a_block_is_as_wide_as_its_widest_run():
+    """A block converges only when every run's interval is within the target: a run
+    without an interval (NaN) makes the block infinitely wide, never converged."""
+    from specsim.experiment.inrun import widest_half_width
+
+    assert widest_half_width([0.01, 0.04, 0.02]) == 0.04
+    assert widest_half_width([0.01, math.nan]) == math.inf
+    assert widest_half_width([math.nan, 0.01]) == math.inf
+
+
 def test_the_acceptance_term_is_the_runs_own_draw_without_bias():
     """E_model, from a run's own per-position rates (a finite run of n tokens), against
     the run's n / I over simulated runs of the i.i.d. acceptance process: no bias (mean

@@ -199,6 +199,13 @@ def measured_statistic(m):
         return np.where((num > 0) & (den > 0), num / den, np.nan)
 
 
+def widest_half_width(half_widths) -> float:
+    """The widest of a block's runs' half-widths; inf where one has no interval (NaN: a
+    block converges only when every run has an interval within the target)."""
+    w = np.asarray(half_widths, float)
+    return float(w.max()) if np.isfinite(w).all() else math.inf
+
+
 def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
     """Build and compile one group, then time its `blocks` in paired, adaptive rounds
     (`paired.paired_rounds`); a block leaves once every run's measured speedup has an
@@ -212,15 +219,16 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
     units = blocks(group, s.runs_per_baseline)
     t1 = time.perf_counter()
 
-    def widths(u: int, samples: list) -> list[float]:
-        return [_measured_interval(state, _run_times(group, units[u], i, samples)).half_width
-                for i in units[u].runs]
+    def widest(u: int, samples: list) -> float:
+        return widest_half_width(
+            [_measured_interval(state, _run_times(group, units[u], i, samples)).half_width
+             for i in units[u].runs])
 
     res = paired.paired_rounds(
         [[jobs[k] for k in b.keys] for b in units], np.random.default_rng(s.seed),
         min_rounds=s.repeats, max_rounds=s.max_rounds, budget_s=budget_s,
-        converged=lambda u, samples: max(widths(u, samples)) <= s.target_half_width,
-        priority=lambda u, samples: max(widths(u, samples)), clock=_both_clocks)
+        converged=lambda u, samples: widest(u, samples) <= s.target_half_width,
+        priority=widest, clock=_both_clocks)
     n = len(group.runs)
     times, prepared, results = [None] * n, [None] * n, [None] * n
     rounds, stopped = [0] * n, [""] * n
