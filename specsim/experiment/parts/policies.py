@@ -203,8 +203,8 @@ def baseline_rounds(samples, again, extra) -> list:
     those of its extra turns (``extra``, in the order of ``again``).
 
     Every row of a cell reads the cell's plain-decoding baseline, so one noisy draw of
-    it moves every speedup of the cell alike; the in-run parts time such shared calls ``shared_repeats`` times a round, each
-    in its own place of the shuffled order (`inrun.round_keys`), and so does this part.
+    it moves every speedup of the cell alike; this part times it ``shared_repeats``
+    times a round, each turn in its own place of the shuffled order.
     The median, not the least, keeps the baseline's estimator that of every other run
     (the least of ``loop_repeats`` runs per turn)."""
     out = [list(t) for t in samples]
