@@ -198,3 +198,25 @@ def test_acceptance_of_shares_one_rate_among_the_lower_ranks():
     np.testing.assert_allclose(rates, [[0.5, 0.25, 0.25, 0.25], [0.5, 0.0, 0.0, 0.0]])
     with pytest.raises(InvalidArgument, match="accepted must not exceed tried"):
         part.acceptance_of(np.stack([tried + 1, tried]))
+
+
+def test_the_stored_run_plans_what_its_own_tables_give():
+    """data/trees-cpu: `plan_tree` from the stored pass times and acceptance counts (the
+    notebook's route) gives the planned size and speedup the part stored."""
+    from pathlib import Path
+    folder = Path(__file__).resolve().parents[1] / "data" / "trees-cpu"
+    runs = pd.read_csv(folder / f"{part.TREE_RUNS}.csv")
+    plan = pd.read_csv(folder / f"{part.TREE_PLAN}.csv")
+    acc = pd.read_csv(folder / f"{part.TREE_ACCEPTANCE}.csv")
+    first = runs.drop_duplicates("tree")
+    t_target = part.verify_times(float(first["t_target_1"].iloc[0]),
+                                 dict(zip(first["n_nodes"] + 1, first["t_verify"])),
+                                 int(first["n_nodes"].max()) + 1)
+    n_max = t_target.size - 1
+    for _, row in plan.iterrows():
+        t_draft = row["draft_a_s"] + row["draft_b_s"] * np.arange(1, n_max + 1)
+        p = plan_tree(part.acceptance_table(acc, [row["kind"]]), t_target, t_draft,
+                      max_nodes=n_max, max_depth=part.DEPTH)
+        assert p.best_n == row["planned_n"]
+        assert p.best_speedup == pytest.approx(row["planned_speedup"], rel=1e-9)
+    assert set(runs["kind"]) == set(part.KINDS) and (runs["depth"] <= part.DEPTH).all()

@@ -9,8 +9,8 @@ import pandas as pd
 
 from specsim import schema as S
 from specsim.report.tables import markdown_table
-from specsim.experiment.parts.trees import (DEPTH, TREE_HARDWARE, TREE_PLAN, TREE_RUNS,
-                                            TOKENS_GOAL)
+from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_HARDWARE, TREE_PLAN,
+                                            TREE_RUNS, TOKENS_GOAL)
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
                "tokens_per_iteration_vs_chain", "timed_tokens_per_iteration",
@@ -52,6 +52,17 @@ def goal_lines(plan: pd.DataFrame) -> list[str]:
             f"{TOKENS_GOAL:g}×)" for _, r in plan.iterrows()]
 
 
+def rank_lines(acceptance: pd.DataFrame) -> list[str]:
+    """Per kind, how often the head's first candidates were the target's token at depth
+    1: what width can add to tokens per iteration."""
+    out = []
+    for kind, g in acceptance[acceptance["depth"] == 1].groupby(S.KIND):
+        parts = [f"rank {int(r['rank'])} {int(r['accepted'])}/{int(r['tried'])}"
+                 for _, r in g.sort_values("rank").iterrows()]
+        out.append(f"- {kind}, depth 1, accepted/tried: " + ", ".join(parts))
+    return out
+
+
 def trees_section(result) -> list[str]:
     t = getattr(result, "tables", {})
     runs = t.get(TREE_RUNS)
@@ -66,6 +77,9 @@ def trees_section(result) -> list[str]:
              f"from the pass programs timed in the same rounds.", "",
              markdown_table(runs[[c for c in RUN_COLUMNS if c in runs]]), "",
              "Tokens per iteration at equal depth:", "", *goal_lines(plan), "",
+             "What width can add: each rank is tried after the ranks above it failed "
+             "(`tree_acceptance`):", "",
+             *rank_lines(t.get(TREE_ACCEPTANCE, pd.DataFrame(columns=[S.KIND, "depth"]))), "",
              "Planned against measured size:", "", *plan_lines(plan), ""]
     if not hw.empty:
         lines += ["Per datasheet row (acceptance pooled over the kinds; the feature head's "

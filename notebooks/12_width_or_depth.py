@@ -1,0 +1,130 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.7
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 12 · Width or depth: token trees against chains
+#
+# **Question:** a chain drafts K tokens in a row; a tree drafts several candidates per
+# position and verifies all of them in one pass. With the feature head on SmolLM2-135M,
+# how many more tokens per iteration does a tree of the same depth accept, does it pay on
+# this CPU, and on which hardware would it?
+#
+# The measured points are the demo's `trees` part (`specsim demo --parts trees`), stored
+# in `data/trees-cpu/`; the theory is `specsim.trees` (docs/trees.md): E(tree) from the
+# measured per-(depth, rank) acceptance, S = E · t_target(1) / (t_draft + t_target(N + 1)),
+# the best tree per node budget N by Sequoia's programme.
+
+# %%
+# %matplotlib inline
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import display
+
+from specsim.plots.notebook import setup
+
+QUICK = setup()   # display options; True in the headless test run (smaller grids)
+
+from specsim.models import config
+from specsim.experiment.parts import trees as part
+from specsim.trees import format_plans, plan_per_hardware, plan_tree
+
+DATA = Path("..") / "data" / "trees-cpu"
+tables = {name: pd.read_csv(DATA / f"{name}.csv") for name in
+          (part.TREE_RUNS, part.TREE_PLAN, part.TREE_HARDWARE, part.TREE_ACCEPTANCE)}
+runs, plan = tables[part.TREE_RUNS], tables[part.TREE_PLAN]
+
+# %% [markdown]
+# ## Tokens per iteration at equal depth
+#
+# The chain of 4 drafts against Sequoia's best trees of depth <= 4 for the measured
+# acceptance, on code and JSON prompts. `tokens_per_iteration_vs_chain` is the gain that
+# width buys; the speedups are measured over plain decoding with 95% intervals.
+
+# %%
+display(runs[["kind", "tree", "widths", "tokens_per_iteration", "tokens_per_iteration_vs_chain",
+              "E_model", "measured_speedup", "measured_speedup_ci_lo", "measured_speedup_ci_hi",
+              "predicted_speedup"]])
+
+# %% [markdown]
+# ## The measured acceptance
+#
+# Conditional rates p[depth, rank]: the chance the rank-r candidate is accepted once the
+# ones ranked above it were rejected. Rank 0 is the chain's α per position; the ranks
+# below it are what a tree adds.
+
+# %%
+acc_table = tables[part.TREE_ACCEPTANCE]
+display(acc_table.pivot_table(index=["kind", "depth"], columns="rank", values="rate"))
+rates = {kind: part.acceptance_table(acc_table, [kind]) for kind in part.KINDS}
+pooled = part.acceptance_table(acc_table)
+
+# %% [markdown]
+# ## This CPU: the theory's curve and the measured points
+#
+# The pass times are the part's own: the autoregressive step t_target(1), the verify pass
+# over root + N nodes at each width measured (linear in between), and the drafting line
+# a + b·w per level. The curve is the fastest tree of each size; the markers are the runs.
+
+# %%
+t_verify = {int(r.n_nodes) + 1: r.t_verify for r in runs.drop_duplicates("tree").itertuples()}
+t_target = part.verify_times(float(runs["t_target_1"].iloc[0]), t_verify, max(t_verify))
+n_max = t_target.size - 1
+a, b = float(plan["draft_a_s"].iloc[0]), float(plan["draft_b_s"].iloc[0])
+t_draft = a + b * np.arange(1, n_max + 1)
+fig, ax = plt.subplots(figsize=(7, 4))
+for kind, acc in rates.items():
+    p = plan_tree(acc, t_target, t_draft, max_nodes=n_max, max_depth=part.DEPTH)
+    line, = ax.plot(np.arange(1, n_max + 1), p.speedup, label=f"{kind}: theory")
+    g = runs[runs["kind"] == kind]
+    ax.errorbar(g["n_nodes"], g["measured_speedup"],
+                yerr=[g["measured_speedup"] - g["measured_speedup_ci_lo"],
+                      g["measured_speedup_ci_hi"] - g["measured_speedup"]],
+                fmt="o", color=line.get_color(), label=f"{kind}: measured")
+ax.axhline(1.0, color="grey", lw=0.8)
+ax.set(xlabel="nodes N", ylabel="speedup over plain decoding",
+       title="feature head on SmolLM2-135M, this CPU")
+ax.legend()
+plt.show()
+display(plan[["kind", "planned_n", "planned_widths", "planned_speedup", "measured_best",
+              "measured_best_speedup", "planned_within_one_size", "tree_pays_here",
+              "stopped_by", "largest_tree_tokens_vs_chain"]])
+
+# %% [markdown]
+# ## The other hardware rows
+#
+# The same acceptance (pooled over the kinds) on every datasheet row of
+# `specsim/data/hardware.csv`, with pass times from the roofline and the feature head's
+# draft pass at its byte ratio to the target's. On a memory-bound chip the verify of
+# N + 1 tokens costs about one step until its arithmetic reaches the ridge point, so a
+# tree pays; the batch moves that point. `width_gain` is the best tree over the best chain.
+
+# %%
+target_cfg = config.SMOLLM2_135M.replace(dtype="bfloat16")
+c_bytes = float(plan["c_bytes"].iloc[0])
+batches = [1, 64] if QUICK else [1, 16, 64, 256]
+gain = {}
+for batch in batches:
+    plans = plan_per_hardware(pooled, target_cfg, None, max_nodes=n_max, batch=batch,
+                              context=256, draft_cost_ratio=c_bytes, max_depth=part.DEPTH)
+    gain[batch] = {name: p.width_gain for name, p in plans.items()}
+    if batch == batches[-1]:
+        print(f"batch {batch}:")
+        print(format_plans(plans))
+surface = pd.DataFrame(gain)
+surface.columns.name = "batch"
+display(surface.style.format("{:.2f}").background_gradient(axis=None))
