@@ -115,8 +115,9 @@ def test_tree_pass_calls_reject_bad_input_and_run(tiny):
         tree_pass_calls(target, None, tree, batch=1, cache_len=64, steps=0)
     calls = tree_pass_calls(target, as_tree_drafter(head, tree), tree, batch=2, cache_len=64,
                             steps=2)
-    ends = np.asarray(calls.verify())
+    ends, overlaps = (np.asarray(x) for x in calls.verify())
     assert ends.shape == (2,) and ((0 <= ends) & (ends <= tree.n_nodes)).all()
+    assert ((overlaps >= 0) & (overlaps <= 2 * tree.n_nodes)).all()   # 2 steps, 0 <= β <= 1
     assert np.asarray(calls.draft()).shape == (2, tree.n_nodes)
 
 
@@ -220,3 +221,22 @@ def test_the_stored_run_plans_what_its_own_tables_give():
         assert p.best_n == row["planned_n"]
         assert p.best_speedup == pytest.approx(row["planned_speedup"], rel=1e-9)
     assert set(runs["kind"]) == set(part.KINDS) and (runs["depth"] <= part.DEPTH).all()
+
+
+def test_a_tree_over_the_cache_names_the_cache(tiny):
+    """A tree drafter's node count (static or a dynamic tree's slots) that, with the
+    prompt and the new tokens, does not fit the cache is an InvalidArgument naming the
+    tree and the cache, before anything compiles."""
+    from specsim.decode import TRACE_COUNTS
+    from specsim.decode.tree_loop import generate_tree
+    from specsim.drafters.dynamic_tree import dynamic_tree_drafter
+
+    target, head = tiny
+    before = dict(TRACE_COUNTS)
+    prompt = [[1, 2, 3, 4, 5]]
+    with pytest.raises(InvalidArgument, match=r"^tree has 20 nodes: .* cache_len allows 32"):
+        generate_tree(target, head, prompt, 8, tree=TokenTree.from_top_k([4, 4]), cache_len=32)
+    dynamic = dynamic_tree_drafter(head, 4, 4, 20)
+    with pytest.raises(InvalidArgument, match=r"^tree has \d+ nodes: .* cache_len allows 32"):
+        generate_tree(target, dynamic, prompt, 8, cache_len=32)
+    assert dict(TRACE_COUNTS) == before

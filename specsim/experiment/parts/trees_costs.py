@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.decode.prefill import drafter_prefill_program
-from specsim.decode.tree_verify import greedy_path, move_path, path_nodes, tree_tables
+from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, tree_nonfinite,
+                                        tree_tables)
 from specsim.drafters.base import Context, reads_target_hidden
 from specsim.errors import InvalidArgument
 from specsim.models.compiler import jit
@@ -27,7 +28,7 @@ from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import init_cache, project
 from specsim.pass_costs import Chained, _gather
-from specsim.sampling import SamplingParams
+from specsim.sampling import SamplingParams, overlap
 from specsim.trees.tree import TokenTree
 
 __all__ = ["TreePassCalls", "tree_pass_calls"]
@@ -37,15 +38,16 @@ __all__ = ["TreePassCalls", "tree_pass_calls"]
 def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: ModelConfig,
                          tree: TokenTree, steps: int):
     """``steps`` verify passes over root + C nodes: the masked pass, the distribution,
-    the greedy path and the path's move. state = (tokens [B, S], cache at length − 1),
-    donated and returned. → (state, the last path ends [B])."""
+    the greedy path, the non-finite check, the overlap per node and the path's move.
+    state = (tokens [B, S], cache at length − 1), donated and returned. → (state, (the last path ends [B] (−1: non-finite), the
+    overlaps summed over nodes and steps [B]))."""
     tokens, cache = state
     B, C, S = tokens.shape[0], tree.n_nodes, tokens.shape[1]
     t = tree_tables(tree, B)
     start = cache.length
 
     def body(i, carry):
-        tokens, cache, _ = carry
+        tokens, cache, _, total = carry
         window = _gather(tokens, length - 1, C + 1)                              # [B, C+1]
         slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]
         h, cache = forward_masked(params, cfg, window, cache, slots,
@@ -54,14 +56,19 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
         p = sp.probs(project(params, cfg, h))                                     # [B, C+1, V]
         q = jax.nn.one_hot(window[:, 1:], cfg.vocab_size, dtype=jnp.float32)
         best, n_acc, extra = greedy_path(t, window[:, 1:], q, p)
-        cache = move_path(cache, start, path_nodes(t, best))
+        path = path_nodes(t, best)
+        # the loop's non-finite check and its statistics' overlap per node
+        finite, _ = tree_nonfinite(t, q, p, path, n_acc)
+        beta = overlap(jnp.take_along_axis(p, t.parent_index[:, :, None], 1), q)   # [B, C]
+        cache = move_path(cache, start, path)
         # the extra token is the next pass's root: each pass reads the previous one's output
         tokens = jax.vmap(lambda row, x, s: row.at[s].set(x))(tokens, extra, length - 1)
-        return tokens, cache._replace(length=start), best
+        return (tokens, cache._replace(length=start), jnp.where(finite, best, -1),
+                total + jnp.nansum(beta, 1))
 
-    tokens, cache, best = jax.lax.fori_loop(0, steps, body,
-                                            (tokens, cache, jnp.zeros((B,), jnp.int32)))
-    return (tokens, cache), best
+    tokens, cache, best, total = jax.lax.fori_loop(
+        0, steps, body, (tokens, cache, jnp.zeros((B,), jnp.int32), jnp.zeros((B,), jnp.float32)))
+    return (tokens, cache), (best, total)
 
 
 @jit(static_argnames=("steps",), donate_argnums=0)
