@@ -8,7 +8,6 @@ from __future__ import annotations
 import pandas as pd
 
 from specsim import schema as S
-from specsim.report.tables import markdown_table
 from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_HARDWARE, TREE_PLAN,
                                             TREE_RUNS, TOKENS_GOAL)
 
@@ -64,6 +63,9 @@ def rank_lines(acceptance: pd.DataFrame) -> list[str]:
 
 
 def trees_section(result) -> list[str]:
+    """report.md's section for the part (nothing when it did not run)."""
+    from specsim.report.tables import markdown_table   # specsim.report lists this section
+
     t = getattr(result, "tables", {})
     runs = t.get(TREE_RUNS)
     if runs is None or runs.empty:
