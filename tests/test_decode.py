@@ -317,7 +317,9 @@ def test_bad_inputs_raise_before_compiling(target, drafters):
 # ---- exactness in distribution on a 12-token vocabulary -----------------------------------------
 V_SMALL = 12
 CHI_PROMPT = [3, 7, 3, 7, 3]
-N_SAMPLES = 100_000
+# the rows each χ² test samples; test_chi2_catches_resampling_from_the_target is the
+# power check at this size
+N_SAMPLES = 30_000
 
 
 @pytest.fixture(scope="module")
@@ -367,6 +369,24 @@ def test_speculative_sampling_is_exact_in_distribution(chi_models, temperature, 
             assert _chi2_pvalue(_counts(toks, (0, 1)), dj.sum(2)) < 1e-6
     else:
         assert res.stats.drafted.sum() > 0 and 0 < res.stats.alpha_per_proposal < 1
+
+
+def test_chi2_catches_resampling_from_the_target(chi_models, monkeypatch):
+    """Power check at the exactness tests' sample size: drawing the token after a
+    rejection from the target p instead of the residual max(0, p − q) is biased (the
+    target's likely tokens come out too often), and the χ² test above sees it."""
+    from specsim.decode import speculative
+    from specsim.sampling import sample
+
+    monkeypatch.setattr(speculative, "sample_residual",
+                        lambda key, p, q, greedy=False: sample(key, p))
+    t, d = chi_models
+    # K = 4: a program no other test compiles, so a fresh one traces the patched rule
+    res = generate_speculative(t, model_drafter(d, t), [CHI_PROMPT] * N_SAMPLES, 3, 4, 1.0,
+                               seed=11)
+    assert 0.05 < res.stats.alpha_per_proposal < 0.95                 # rejections happen
+    joint = _exact_joint(t, 1.0)
+    assert _chi2_pvalue(_counts(np.asarray(res.tokens), (0, 1)), joint.sum(2)) < 1e-6
 
 
 def test_acceptance_probability_is_overlap(chi_models):
