@@ -73,9 +73,13 @@ def _logits(params, cfg, tokens):
     return np.asarray(logits)
 
 
-@pytest.mark.parametrize("cfg", [TINY_LLAMA, TINY_QWEN2, TINY_GPT2], ids=lambda c: c.name)
-@pytest.mark.parametrize("bits, group_size, head", [(8, None, False), (8, 4, True),
-                                                    (4, 4, False), (4, 2, True)])
+# Each family and each format once (not every pair: the formats' code is the same for
+# every family, whose own paths are the weights it has): per-column int8 and grouped int4
+# on Llama (untied head, quantised in one), a quantised tied head with Qwen2's QKV bias,
+# and GPT-2's biased fused matrices in int4.
+@pytest.mark.parametrize("cfg, bits, group_size, head", [
+    (TINY_LLAMA, 8, None, False), (TINY_LLAMA, 4, 2, True), (TINY_QWEN2, 8, 4, True),
+    (TINY_GPT2, 4, 4, False)], ids=lambda v: getattr(v, "name", str(v)))
 def test_quantized_forward_equals_dense_forward_of_dequantized(cfg, bits, group_size, head):
     params = init_params(jax.random.PRNGKey(3), cfg)
     qp = quantize_params(params, cfg, bits, group_size, head=head)
