@@ -398,7 +398,7 @@ def test_forward_attends_in_place_and_differentiates_as_xla(base, monkeypatch):
         text = jax.jit(loss).lower(params, toks).as_text()
         long = jax.jit(loss).lower(params, jnp.ones((1, 17), jnp.int32)).as_text()
         return (float(jax.jit(loss)(params, toks)),
-                jax.grad(loss)(params, toks), text, long)
+                jax.jit(jax.grad(loss))(params, toks), text, long)
     ours = run()
     monkeypatch.setenv(kernels.ATTENTION_SWITCH, "0")
     plain = run()
