@@ -170,7 +170,7 @@ def test_sampled_path_is_exact_and_a_wrong_residual_is_caught():
     """Two levels of multi-candidate rejection sampling, children drawn without
     replacement: the first two emitted tokens follow p_root(t1) p2(t2 | t1) (χ²); keeping
     r unchanged after a rejection (no residual) fails the same test."""
-    V, N = 5, 100_000
+    V, N = 5, 30_000
     rng = np.random.default_rng(3)
     p_root = rng.dirichlet(np.ones(V) * 0.7)
     p2 = rng.dirichlet(np.ones(V) * 0.7, size=V)                   # [t1, V]
@@ -387,7 +387,7 @@ def test_sampled_tree_decoding_is_exact_in_distribution(chi_models, drafter):
         dr, tree = dynamic_tree_drafter(model_drafter(d, t), 2, 2, 4), None
     else:
         dr, tree = NGramDrafter(V_SMALL, n=2), branches_tree(2, 2)
-    res = generate_tree(t, dr, [CHI_PROMPT] * 60_000, 3, tree=tree, temperature=1.0, seed=5)
+    res = generate_tree(t, dr, [CHI_PROMPT] * 30_000, 3, tree=tree, temperature=1.0, seed=5)
     toks = np.asarray(res.tokens)
     joint = chi2.exact_joint(t, CHI_PROMPT, 1.0)
     p12 = chi2.chi2_pvalue(chi2.counts(toks, (0, 1), V_SMALL), joint.sum(2))
