@@ -216,7 +216,8 @@ def test_restricted_head_sampling_is_exact_in_distribution(temperature, policy):
     # the residual puts out the rest
     head = [0, 2, 3, 4, 5, 6, 7, 8, 9]
     drafter = drafters.distilled_drafter(t, t, head_ids=head)
-    res = generate_speculative(t, drafter, [CHI_PROMPT] * 60_000, 3, 2, temperature, seed=11,
+    # 30k rows: the size at which test_decode's power test (a wrong residual) fails
+    res = generate_speculative(t, drafter, [CHI_PROMPT] * 30_000, 3, 2, temperature, seed=11,
                                policy=policy)
     toks = np.asarray(res.tokens)                                            # [N, 3]
     joint = _exact_joint(t, temperature)
