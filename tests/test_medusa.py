@@ -88,7 +88,8 @@ def test_sampled_medusa_tree_is_exact_in_distribution():
     d = medusa_drafter(t, (_heads(16, 2, scale=1.0), np.arange(V)),
                        TokenTree.from_paths([(0,), (1,), (0, 0), (0, 1), (1, 0)]))
     prompt = [3, 7, 3, 7, 3]
-    res = generate_tree(t, d, [prompt] * 60_000, 3, temperature=1.0, seed=2)
+    # 30k rows: the size at which test_tree_decode's wrong-residual check fails
+    res = generate_tree(t, d, [prompt] * 30_000, 3, temperature=1.0, seed=2)
     toks = np.asarray(res.tokens)
     joint = chi2.exact_joint(t, prompt, 1.0)
     p12 = chi2.chi2_pvalue(chi2.counts(toks, (0, 1), V), joint.sum(2))
