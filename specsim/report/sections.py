@@ -11,6 +11,7 @@ import pandas as pd
 from specsim import schema as S
 from specsim.report.fidelity import (decomposition_summary, decomposition_table, has_inrun,
                                      machine_summary)
+from specsim.experiment.parts.trees_report import trees_section
 from specsim.report.overview import headline_section
 from specsim.report.policies import policies_section
 from specsim.report.tables import (alpha_by_kind, drafter_alpha_table, drafter_speedup_table,
@@ -196,7 +197,7 @@ def _drafters_section(result) -> list[str]:
 
 SECTIONS: list[Callable[[object], list[str]]] = [
     _header, headline_section, _machine_section, _fidelity_section, _hardware_section,
-    _inrun_section, _machine_state_section, _drafters_section, policies_section]
+    _inrun_section, _machine_state_section, _drafters_section, policies_section, trees_section]
 """report.md's sections in order; a new demo part adds the function for its own."""
 
 
