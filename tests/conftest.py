@@ -86,11 +86,12 @@ def pytest_configure(config):
 # hands whole files to its two workers in collection order (--dist loadfile), so these go
 # first and the short files fill in at the end, instead of one worker finishing a long
 # file alone while the other waits. Order only: which tests run is unchanged.
-HEAVY_FIRST = ("test_policies", "test_notebooks", "test_tree_decode", "test_decode",
-               "test_policy_demo", "test_feature_head", "test_medusa", "test_quantize",
-               "test_demo_drafters", "test_train", "test_kernels_int4", "test_sharding",
-               "test_inrun", "test_experiment", "test_install", "test_interrupt",
-               "test_kernels")
+HEAVY_FIRST = ("test_policies", "test_transformer", "test_notebooks", "test_decode",
+               "test_tree_decode", "test_kernels_int4", "test_quantize", "test_feature_head",
+               "test_position_replay", "test_policy_demo", "test_kernels", "test_train",
+               "test_experiment", "test_demo_drafters", "test_sharding", "test_medusa",
+               "test_trees_part", "test_recompile", "test_compile_cache", "test_interrupt",
+               "test_inrun", "test_xla_level", "test_pass_costs", "test_cli")
 
 
 def pytest_collection_modifyitems(config, items):
