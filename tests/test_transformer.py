@@ -241,8 +241,8 @@ def test_forward_refuses_a_layout_that_does_not_match_the_loop():
         forward(unstack_layers(params), cfg, ids, init_cache(cfg, 1, 8))
     # the fix the message names works, and init_params lays out for the config it gets
     m = models.Model(cfg, params).with_layer_loop("unroll")
-    logits, _ = forward(m.params, m.cfg, ids, init_cache(m.cfg, 1, 8))
-    ref, _ = forward(params, cfg, ids, init_cache(cfg, 1, 8))
+    logits, _ = step(m.params, m.cfg, ids, init_cache(m.cfg, 1, 8))
+    ref, _ = step(params, cfg, ids, init_cache(cfg, 1, 8))
     np.testing.assert_allclose(np.asarray(logits), np.asarray(ref), atol=ATOL)
     assert isinstance(init_params(jax.random.PRNGKey(0), unroll)["layers"], tuple)
 
@@ -259,8 +259,9 @@ def test_pairs_attention_equals_grouped_attention(G, T):
     k = jax.random.normal(kk, (B, S_, G, E))
     v = jax.random.normal(kv, (B, S_, G, E))
     positions = jnp.asarray([[3], [S_ - T]], jnp.int32) + jnp.arange(T, dtype=jnp.int32)
-    got = _attention_pairs(q, k, v, positions, cfg)
-    ref = _attention_grouped(q, k, v, positions, cfg)
+    # each compiled whole (op by op, every small op compiles on its own)
+    got = jax.jit(_attention_pairs, static_argnums=4)(q, k, v, positions, cfg)
+    ref = jax.jit(_attention_grouped, static_argnums=4)(q, k, v, positions, cfg)
     assert got.shape == (B, T, cfg.n_heads * E)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=1e-5)
 
