@@ -69,7 +69,7 @@ TRACE_COUNTS: collections.Counter = collections.Counter()
 
 
 # ---- the per-iteration programs ----------------------------------------------------------------
-def _gather(tokens, start, n):
+def gather_window(tokens, start, n):
     """tokens[b, start[b] : start[b] + n] → [B, n] (indices clamped into the buffer)."""
     idx = jnp.clip(start[:, None] + jnp.arange(n, dtype=jnp.int32)[None], 0, tokens.shape[1] - 1)
     return jnp.take_along_axis(tokens, idx, axis=1)
@@ -93,7 +93,7 @@ def _target_1_program(state, params, sp: SamplingParams, length, key, *, cfg: Mo
     def body(i, carry):
         tokens, cache, key, _ = carry
         key, k_sample = jax.random.split(key)
-        last = _gather(tokens, length - 1, 1)                                   # [B, 1]
+        last = gather_window(tokens, length - 1, 1)                             # [B, 1]
         logits, cache = forward(params, cfg, last, cache)                       # [B, 1, V]
         probs = sp.probs(logits[:, 0])                                           # [B, V]
         tok = sp.sample(k_sample, probs)                                         # [B]
@@ -121,7 +121,7 @@ def _verify_program(state, params, sp: SamplingParams, length, key, *, cfg: Mode
     def body(i, carry):
         tokens, cache, key, stats = carry
         key, k_accept, k_resid = jax.random.split(key, 3)
-        window = _gather(tokens, length - 1, K + 1)                             # [B, K+1]
+        window = gather_window(tokens, length - 1, K + 1)                       # [B, K+1]
         draft = Draft(window[:, 1:], jax.nn.one_hot(window[:, 1:], V, dtype=jnp.float32))
         logits, cache = forward(params, cfg, window, cache)                      # [B, K+1, V]
         target_probs = sp.probs(logits)

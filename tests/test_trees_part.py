@@ -1,4 +1,4 @@
-"""The demo's ``trees`` part (specsim.experiment.parts.trees, trees_costs, trees_report)
+"""The demo's ``trees`` part (specsim.experiment.parts.trees and trees_costs; its report section specsim.report.trees)
 and the bad inputs of the tree theory it reads.
 
 Oracles: the cost model's interpolation and least-squares line against hand-worked
@@ -20,7 +20,7 @@ from specsim.errors import InvalidArgument
 from specsim.experiment.parts import PARTS, resolve
 from specsim.experiment.parts import trees as part
 from specsim.experiment.parts.trees_costs import tree_pass_calls
-from specsim.experiment.parts.trees_report import goal_lines, trees_section
+from specsim.report.trees import goal_lines, trees_section
 from specsim.models import Model
 from specsim.models.config import LLAMA31_8B, TINY_LLAMA
 from specsim.models.transformer import init_params

@@ -11,9 +11,9 @@ import pandas as pd
 from specsim import schema as S
 from specsim.report.fidelity import (decomposition_summary, decomposition_table, has_inrun,
                                      machine_summary)
-from specsim.experiment.parts.trees_report import trees_section
 from specsim.report.overview import headline_section
 from specsim.report.policies import policies_section
+from specsim.report.trees import trees_section
 from specsim.report.tables import (alpha_by_kind, drafter_alpha_table, drafter_speedup_table,
                                    hardware_table, markdown_table, speedup_table, worst_runs)
 

@@ -27,7 +27,7 @@ from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import init_cache, project
-from specsim.pass_costs import Chained, _gather
+from specsim.pass_costs import Chained, gather_window
 from specsim.sampling import SamplingParams, overlap
 from specsim.trees.tree import TokenTree
 
@@ -48,7 +48,7 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
 
     def body(i, carry):
         tokens, cache, _, total = carry
-        window = _gather(tokens, length - 1, C + 1)                              # [B, C+1]
+        window = gather_window(tokens, length - 1, C + 1)                        # [B, C+1]
         slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]
         h, cache = forward_masked(params, cfg, window, cache, slots,
                                   start[:, None] + t.positions,

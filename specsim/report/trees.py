@@ -10,6 +10,7 @@ import pandas as pd
 from specsim import schema as S
 from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_HARDWARE, TREE_PLAN,
                                             TREE_RUNS, TOKENS_GOAL)
+from specsim.report.tables import markdown_table
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
                "tokens_per_iteration_vs_chain", "timed_tokens_per_iteration",
@@ -64,8 +65,6 @@ def rank_lines(acceptance: pd.DataFrame) -> list[str]:
 
 def trees_section(result) -> list[str]:
     """report.md's section for the part (nothing when it did not run)."""
-    from specsim.report.tables import markdown_table   # specsim.report lists this section
-
     t = getattr(result, "tables", {})
     runs = t.get(TREE_RUNS)
     if runs is None or runs.empty:
