@@ -57,9 +57,9 @@ def _add_inrun_arguments(p) -> None:
                         "both are recorded")
     p.add_argument("--repeats", type=int, default=None,
                    help="paired timing rounds every run gets whatever the time budget "
-                        "(default 2)")
+                        "(default 3)")
     p.add_argument("--max-rounds", type=int, default=None,
-                   help="the most paired timing rounds of a run (default 12)")
+                   help="the most paired timing rounds of a run (default 8)")
     p.add_argument("--target-half-width", type=float, default=None,
                    help="a run's rounds stop once its measured speedup's 95%% interval is "
                         "within this fraction either side (default 0.03)")
@@ -96,9 +96,10 @@ def _add_inrun_arguments(p) -> None:
 def _cmd_demo(args) -> int:
     """Runs autoregressive and speculative generation on SmolLM2-135M: the instrument
     drafter (set acceptance α and draft cost) over α × K × cost, the real drafters
-    (n-gram, layer-skip, feature head) and batch 1, 4, 16; times each run with its own
-    baseline and the pass programs it is predicted from in paired rounds until its
-    speedup is known to ±3% (or the time budget is spent); predicts every speedup before
+    (n-gram, layer-skip, feature head) and batch 1, 4, 16; times each run with a
+    baseline of its prompts (shared by up to three runs) and the pass programs it is
+    predicted from in paired rounds until its speedup is known to ±3% (or the time
+    budget is spent); predicts every speedup before
     the run (fitted roofline, the drafter's α) and from its rounds, decomposes every
     miss (acceptance, cost, loop overhead) and writes runs.csv, fidelity.json, report.md
     and figures. --parts hardware adds datasheet hardware."""
