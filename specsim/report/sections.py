@@ -103,8 +103,8 @@ def _inrun_section(result) -> list[str]:
     clock = runs[S.CLOCK].iloc[0] if S.CLOCK in runs else "wall"
     lines = ["## Predicted against measured, in-run costs", "",
              f"Clock: {clock}. Timing: every speculative run is timed in paired rounds, "
-             "each round its own plain-decoding baseline, the run, then the pass programs "
-             "its prediction reads, back to back (`specsim.experiment.paired`); the "
+             "runs of the same rows and K share a block: each round its plain-decoding "
+             "baseline, the runs, then the pass programs their predictions read, back to back (`specsim.experiment.paired`); the "
              "measured speedup is the ratio of the medians over rounds, and its 95% "
              "interval (`measured_speedup_ci_lo`/`_hi`) a bootstrap over rounds "
              "(`specsim.experiment.intervals`). Rounds go on until that interval is within "
