@@ -4,7 +4,8 @@ local ones included) are walked with `ast`, and the allowed edges are held:
 - theory imports no JAX and nothing from models, the engine, measurement or the face;
 - models import nothing from the engine (nor measurement or the face);
 - nothing but the command line imports `report` or `plots` (each may import itself);
-- the import graph of specsim's modules has no cycle (`test_no_import_cycle`).
+- the import graph of specsim's modules has no cycle (`test_no_import_cycle`);
+- no module is longer than `MAX_MODULE_LINES` (one concept a module).
 
 A module that fits no layer fails the test: put it in ``LAYERS`` below (and in the
 module map of docs/design.md).
@@ -34,6 +35,7 @@ LAYERS = {
     "face": {"report", "plots", "cli"},
 }
 JAX = {"jax", "jaxlib", "optax", "flax", "jaxtyping"}
+MAX_MODULE_LINES = 700
 FORBIDDEN = {
     "theory": {"models", "engine", "measurement", "face"},
     "models": {"engine", "measurement", "face"},
@@ -329,3 +331,9 @@ def test_the_environment_accessors_read_as_declared(monkeypatch):
         environment.is_on("SPECSIM_CACHE")
     with pytest.raises(InvalidArgument, match="path variable"):
         environment.path("SPECSIM_QUICK")
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {long}"
