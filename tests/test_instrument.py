@@ -195,3 +195,35 @@ def test_generate_speculative_refuses_eagerly_before_tracing(tiny, prompts, refe
         decode.generate_speculative(tiny, d, prompts, MAX_NEW - 8, k=K, temperature=0.7,
                                     eos_token_id=None)
     assert dict(decode.TRACE_COUNTS) == before
+
+
+@pytest.mark.parametrize("layers,head", [(1, False), (2, False), (2, True)])
+def test_cost_config_is_the_shape_of_the_cost_weights(tiny, layers, head):
+    """The config the prior's roofline costs a draft step at is the one of the weights
+    the step runs: its layers, and the small head unless ``head``."""
+    from specsim.drafters.instrument import SMALL_HEAD, _cost_model, cost_config
+
+    params, built = _cost_model(tiny, layers, head)
+    cfg = cost_config(tiny.cfg, layers, head)
+    assert (cfg.n_layers, cfg.vocab_size) == (built.n_layers, built.vocab_size)
+    assert params["embed"].shape[0] == cfg.vocab_size
+    assert cfg.vocab_size == (tiny.cfg.vocab_size if head else SMALL_HEAD)
+
+
+def test_prior_costs_the_instrument_draft_with_its_small_head(tiny):
+    """The prediction before the run times an instrument step of L layers at the small
+    head's shapes, not at the target's full vocabulary head."""
+    from types import SimpleNamespace
+
+    from specsim import schema
+    from specsim.experiment.prior import _draft_time
+
+    def tm(cfg, tokens, b, S):        # a roofline stand-in: bytes of the step's weights
+        return cfg.n_layers * 4 * cfg.d_model ** 2 + cfg.vocab_size * cfg.d_model
+
+    state = SimpleNamespace(target=tiny, drafters={})
+    row = {schema.DRAFTER_KIND: "instrument", schema.DRAFT_LAYERS: 2, schema.DRAFTER: "i"}
+    D = tiny.cfg.d_model
+    assert _draft_time(state, row, tm, 1, 64, True) == 2 * 4 * D ** 2 + 16 * D
+    row[schema.DRAFT_LAYERS] = 0
+    assert _draft_time(state, row, tm, 1, 64, True) == 0.0

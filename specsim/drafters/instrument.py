@@ -48,7 +48,8 @@ from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, init_cache, select_layers
 from specsim.sampling import SamplingParams, argmax
 
-__all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "FORMS", "SMALL_HEAD"]
+__all__ = ["InstrumentDrafter", "InstrumentSpec", "instrument_drafter", "cost_config", "FORMS",
+           "SMALL_HEAD"]
 
 FORMS = ("iid", "positional", "markov")
 SMALL_HEAD = 16   # rows of the head when head=False (a negligible cost)
@@ -252,6 +253,14 @@ def _rates(alpha, alphas, rho) -> tuple[str, np.ndarray, int | None]:
         raise InvalidArgument(f"rho must be a finite number, got {rho!r}")
     p01, p11 = analytic.markov_transitions(a, float(rho))   # raises naming rho's range
     return "markov", np.asarray([float(p01), float(p11)]), None
+
+
+def cost_config(cfg: ModelConfig, layers: int, head: bool = False) -> ModelConfig:
+    """The config of one draft step's computation for a target of config ``cfg``: its
+    first ``layers`` layers with the full head (``head``) or a SMALL_HEAD-row one, the
+    shapes a roofline costs the instrument at (`_cost_model` builds its weights)."""
+    sub = cfg.replace(n_layers=int(layers))
+    return sub if head else sub.replace(vocab_size=SMALL_HEAD)
 
 
 def _cost_model(target, layers, head: bool):

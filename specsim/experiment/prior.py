@@ -12,13 +12,12 @@ batch row ends it:
   by sample count. The timed run's own acceptance is never read.
 
 The draft step costs the same fitted roofline at the shapes of what it runs: the
-instrument's L target layers, a draft model's config (its own forward fit where no pass
-sweep ran); n-gram lookup and the feature head are counted free (their step is host
+instrument's L target layers and its 16-row head (`drafters.instrument.cost_config`), a
+draft model's config (its own forward fit where no pass sweep ran); n-gram lookup and the feature head are counted free (their step is host
 work or one small head, which the in-run decomposition measures)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -122,12 +121,13 @@ def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) ->
     model's config) where it was fitted to the loop's passes, else the draft model's
     own forward fit."""
     from specsim import batching
+    from specsim.drafters.instrument import cost_config
 
-    if row[schema.DRAFTER_KIND] == "instrument":
+    if row[schema.DRAFTER_KIND] == "instrument":     # the demo's instrument: the small head
         layers = int(row.get(schema.DRAFT_LAYERS, 0) or 0)
         if layers == 0:
             return 0.0
-        return tm(dataclasses.replace(state.target.cfg, n_layers=layers), 1, b, S)
+        return tm(cost_config(state.target.cfg, layers, head=False), 1, b, S)
     setup = state.drafters.get(row[schema.DRAFTER])
     if setup is None or setup.cost_model is None:
         return 0.0
