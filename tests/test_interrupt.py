@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,26 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_stops(tmp_path, stop):
     assert path.read_text() == "old,whole\n" and os.listdir(tmp_path) == ["table.csv"]
     atomic.write_text(path, "new,whole\n")
     assert path.read_text() == "new,whole\n" and os.listdir(tmp_path) == ["table.csv"]
+
+
+def test_a_swallowed_ctrl_c_is_still_seen():
+    """SIGINT raised where something swallows the KeyboardInterrupt (as a callback from
+    compiled code may) is recorded, and `check` raises it at the next step boundary."""
+    from specsim import interrupt
+
+    previous = interrupt.catch()
+    try:
+        assert not interrupt.seen()
+        interrupt.check()                           # nothing arrived: no exception
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):                   # the handler runs between bytecodes
+                time.sleep(0.001)
+        except KeyboardInterrupt:
+            pass                                    # swallowed
+        assert interrupt.seen()
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+    finally:
+        interrupt.release(previous)
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1] / "specsim"
 
 LAYERS = {
     "theory": {"analytic", "simulate", "roofline", "fit", "batching", "papers", "validation",
-               "errors", "schema", "policies", "environment", "atomic", "resources",
+               "errors", "schema", "policies", "environment", "atomic", "resources", "interrupt",
                "presets", "iteration_cost", "published", "what_if", "trees"},
     "models": {"models"},
     "engine": {"sampling", "drafters", "decode", "policy_engine", "train",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specsim import compile_cache
+from specsim import compile_cache, interrupt
 from specsim.cli import cache, demo, hardware, predict, theory, training
 from specsim.cli.arguments import parse_k_values
 
@@ -44,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     # A command may say what it is doing (args.interrupted) and what it has left on disk
     # (args.done), for the one line that Ctrl-C prints.
     args.interrupted, args.done = "", []
+    previous = interrupt.catch()
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        interrupt.check()            # a Ctrl-C swallowed inside the command still ends it
+        return rc
     except ValueError as err:  # bad input: one clear line, no traceback
         print(f"specsim {args.command}: error: {err}", file=sys.stderr)
         return 2
@@ -54,4 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {args.interrupted}" if args.interrupted else ""
         print(f"specsim {args.command}: interrupted{where}; {done}", file=sys.stderr)
         return 130
+    finally:
+        interrupt.release(previous)
 

@@ -8,7 +8,7 @@ import dataclasses
 import time
 from typing import Callable
 
-from specsim import schema
+from specsim import interrupt, schema
 from specsim.experiment import parts as registry
 from specsim.experiment.drafters import build_drafters
 from specsim.experiment.prompts import encode_prompts, runs_cache_len
@@ -83,6 +83,7 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
     todo = registry.resolve(settings.parts)
     state.environment["machine_start"] = machine_state()
     for i, part in enumerate(todo, start=1):
+        interrupt.check()
         log(f"{i}/{len(todo)} {part.summary} ...")
         state.parts_left = [p.name for p in todo[i - 1:]]
         t_part = time.perf_counter()
@@ -92,6 +93,7 @@ def run_demo(settings: DemoSettings | None = None, *, log: Callable[[str], None]
         missing = [t for t in part.produces if t not in state.tables]
         if missing:
             raise RuntimeError(f"part {part.name!r} did not produce {missing}")
+    interrupt.check()
     if schema.RUNS in state.tables:
         from specsim.experiment import prior
         state.tables[schema.RUNS] = prior.prior_columns(state, state.tables[schema.RUNS])
