@@ -50,7 +50,8 @@ from specsim.validation import choice, positive_int
 
 __all__ = ["ENGINE_CLASSES", "DRAFTER_KINDS", "FREE_DRAFTERS", "EngineOverheads",
            "PRIOR_OVERHEADS", "BANDWIDTH_EFFICIENCY", "FLOPS_EFFICIENCY",
-           "ALLREDUCE_LATENCY", "MEDUSA_HEADS", "MOE_FLOOR_FACTOR", "expected_experts", "PassCost",
+           "ALLREDUCE_LATENCY", "EAGLE3_DRAFT_VOCAB", "MEDUSA_HEADS", "MOE_FLOOR_FACTOR",
+           "expected_experts", "PassCost",
            "pass_cost", "DrafterSpec", "IterationTerms", "iteration_terms",
            "speedup_from_terms", "IterationBreakdown", "breakdown", "engine_class"]
 
@@ -71,6 +72,10 @@ FLOPS_EFFICIENCY = 0.6
 # Latency of one small all-reduce (seconds): a few microseconds over NVLink (a prior:
 # no datasheet states it); two per layer in a tensor-parallel pass.
 ALLREDUCE_LATENCY = 8e-6
+# EAGLE-3 heads score a reduced draft vocabulary of 32000 tokens (draft_vocab_size in
+# their config.json, e.g. SpecForge's configs/llama3-8B-eagle3.json); EAGLE-1/2 heads
+# score the target's whole vocabulary.
+EAGLE3_DRAFT_VOCAB = 32000
 # Medusa-1 checkpoints of the Vicuna models carry 5 heads (medusa_num_heads 5 in their
 # config.json); all of them run once an iteration.
 MEDUSA_HEADS = 5
@@ -224,12 +229,15 @@ def pass_cost(shape: ModelShape, hw: Hardware, *, n_tokens: int, batch: int = 1,
 class DrafterSpec:
     """What drafts: ``kind`` (one of DRAFTER_KINDS), the draft model for ``draft_model``
     (a preset name or `ModelShape`), ``calls`` sequential drafter calls an iteration and
-    ``width`` tokens each call scores per row (1 for a chain; a tree level's nodes)."""
+    ``width`` tokens each call scores per row (1 for a chain; a tree level's nodes).
+    For ``eagle``: ``fused_inputs`` feature vectors its input projection takes and
+    ``draft_vocab`` tokens its output head scores (None: the target's vocabulary)."""
     kind: str
     calls: int
     width: int = 1
     draft_model: ModelShape | None = None
     fused_inputs: int = 2
+    draft_vocab: int | None = None
 
     def __post_init__(self) -> None:
         choice("kind", self.kind, DRAFTER_KINDS)
@@ -265,7 +273,8 @@ def draft_call_cost(drafter: DrafterSpec, target: ModelShape, hw: Hardware, *, b
         return pass_cost(get_shape(drafter.draft_model), hw, n_tokens=drafter.width,
                          batch=batch, context=context, tp=tp, dtype=dtype)
     if drafter.kind == "eagle":
-        head = eagle_head_shape(target, fused_inputs=drafter.fused_inputs)
+        head = eagle_head_shape(target, fused_inputs=drafter.fused_inputs,
+                                draft_vocab=drafter.draft_vocab)
         c = pass_cost(head, hw, n_tokens=drafter.width, batch=batch, context=context, tp=tp,
                       dtype=dtype)
         dt = _storage_dtype(dtype)

@@ -136,16 +136,20 @@ def as_roofline_config(shape: ModelShape, *, d_ff: int | None = None) -> _Roofli
                            qkv_bias=shape.qkv_bias, dtype=shape.dtype)
 
 
-def eagle_head_shape(target: ModelShape, *, fused_inputs: int = 2) -> ModelShape:
+def eagle_head_shape(target: ModelShape, *, fused_inputs: int = 2,
+                     draft_vocab: int | None = None) -> ModelShape:
     """The EAGLE draft head of ``target``: one decoder layer of the target's width (dense
     MLP of the target's d_ff, or of the routed experts' total width for a mixture), a
     ``fused_inputs`` x d_model -> d_model input projection (2 for EAGLE-1/2: feature and
-    token embedding; 3 for EAGLE-3's fused features) and the target's output head."""
+    token embedding; 3 for EAGLE-3's fused features) and an output head over
+    ``draft_vocab`` tokens (None: the target's vocabulary; EAGLE-3 heads and FR-Spec keep
+    a reduced one)."""
     d_ff = target.d_ff if not target.is_moe else target.d_expert * target.experts_per_token
+    vocab = target.vocab_size if draft_vocab is None else positive_int("draft_vocab", draft_vocab)
     return ModelShape(name=f"eagle-head({target.name})", n_layers=1, d_model=target.d_model,
                       n_heads=target.n_heads, n_kv_heads=target.n_kv_heads,
                       head_dim=target.head_dim, d_ff=max(d_ff, 1),
-                      vocab_size=target.vocab_size, dtype=target.dtype,
+                      vocab_size=vocab, dtype=target.dtype,
                       source=f"EAGLE head of {target.name}: fc {fused_inputs}D->D + one layer")
 
 

@@ -108,6 +108,20 @@ def test_medusa_heads_and_eagle_head_by_hand():
                               tp=1, dtype="bfloat16") is None
 
 
+def test_a_reduced_draft_vocabulary_shrinks_the_eagle_head_by_hand():
+    """An EAGLE head over 40 of the toy's 100 tokens reads 60 fewer head columns (D = 64,
+    2 bytes each), writes 60 fewer fp32 logits for each of its 2 tokens and computes 60
+    fewer output columns for them."""
+    full, reduced = (ic.draft_call_cost(ic.DrafterSpec(kind="eagle", calls=3, width=2,
+                                                       draft_vocab=v), TOY, HW, batch=1,
+                                        context=32, tp=1, dtype="bfloat16")
+                     for v in (None, 40))
+    assert full.bytes - reduced.bytes == pytest.approx(60 * 64 * 2 + 4.0 * 2 * 60)
+    assert full.flops - reduced.flops == pytest.approx(2.0 * 2 * 60 * 64)
+    with pytest.raises(ValueError, match="draft_vocab"):
+        eagle_head_shape(TOY, draft_vocab=0)
+
+
 def _cost(roof, layers=10, ar=0.0):
     return ic.PassCost(flops=0.0, bytes=roof * BW, compute_s=0.0, memory_s=roof,
                        allreduce_s=ar, layers=layers)

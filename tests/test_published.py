@@ -78,6 +78,16 @@ def test_a_sources_reported_speedups_never_reach_its_own_predictions(rows, loso)
         np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), rtol=1e-12)
 
 
+def test_eagle_heads_score_their_draft_vocabulary(rows):
+    """EAGLE-3 heads score EAGLE3_DRAFT_VOCAB tokens, FR-Spec the share its row prints of
+    the target's 128256, EAGLE-1 heads the target's whole vocabulary."""
+    by_id = rows.set_index("row_id")
+    target = PRESETS["llama-3.1-8b"]
+    vocab = {i: pub._drafter_spec(by_id.loc[i].to_dict(), target).draft_vocab
+             for i in (72, 84, 83)}
+    assert vocab == {72: pub.EAGLE3_DRAFT_VOCAB, 84: round(0.25 * 128256), 83: None}
+
+
 def test_summary_statistics_by_hand():
     pred = pd.DataFrame(dict(source_id=["a", "a", "b"], tree=[False, True, False],
                              observed=[2.0, 1.0, 4.0], predicted=[2.2, 0.8, 4.0]))
