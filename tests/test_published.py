@@ -88,6 +88,44 @@ def test_eagle_heads_score_their_draft_vocabulary(rows):
     assert vocab == {72: pub.EAGLE3_DRAFT_VOCAB, 84: round(0.25 * 128256), 83: None}
 
 
+def test_heuristic_schedule_matches_a_simulation_of_its_rule():
+    """The stationary draft length and tokens per iteration of Hugging Face's heuristic
+    schedule (K + 2 after a fully accepted draft, else max(1, K - 1)) against a direct
+    simulation of the rule at the same acceptance."""
+    rng = np.random.default_rng(7)
+    alpha, K, lengths, tokens = 0.65, 5, [], []
+    for _ in range(200_000):
+        accepted = 0
+        while accepted < K and rng.random() < alpha:
+            accepted += 1
+        lengths.append(K)
+        tokens.append(accepted + 1)
+        K = K + 2 if accepted == K else max(1, K - 1)
+    ks, pi, tau = pub.heuristic_schedule(alpha)
+    assert float(pi @ ks) == pytest.approx(np.mean(lengths), rel=0.01)
+    assert tau == pytest.approx(np.mean(tokens), rel=0.01)
+    assert pub.heuristic_draft_length(tau) == pytest.approx(float(pi @ ks), rel=1e-6)
+    with pytest.raises(ValueError, match="tau"):
+        pub.heuristic_draft_length(0.5)
+    with pytest.raises(ValueError, match="alpha"):
+        pub.heuristic_schedule(1.0)
+
+
+def test_sps_rows_draft_at_their_schedules_mean_length(rows):
+    """Spec-Bench's SpS rows (printed K = 5, the schedule's start) are predicted with the
+    rounded stationary length at their τ; other rows keep their printed K."""
+    by_id = rows.set_index("row_id")
+    sps = {**by_id.loc[18].to_dict(), "row_id": 18}          # A100, Vicuna-7B, tau 2.28
+    k = round(pub.heuristic_draft_length(2.28))
+    assert k == 3
+    m = pub.row_model(sps)
+    assert m.terms.draft_calls == k
+    assert m.terms.verify.flops == pytest.approx(pub.row_model(
+        {**sps, "draft_schedule": "", "draft_steps": k, "verify_tokens": k + 1}).terms.verify.flops)
+    eagle = {**by_id.loc[71].to_dict(), "row_id": 71}
+    assert pub.row_model(eagle).terms.draft_calls == 2
+
+
 def test_summary_statistics_by_hand():
     pred = pd.DataFrame(dict(source_id=["a", "a", "b"], tree=[False, True, False],
                              observed=[2.0, 1.0, 4.0], predicted=[2.2, 0.8, 4.0]))
