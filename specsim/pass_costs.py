@@ -13,7 +13,12 @@ needs three times, each measured here as the loop pays it, not as a bare forward
 * ``t_verify``: one target pass over K+1 positions plus the acceptance test, the
   residual/bonus draw, the non-finite checks, the measured overlap β over [B, K, V] and
   the statistics writes;
-* ``t_draft``: one draft step, ``drafter.propose`` of K steps and ``commit`` divided by K.
+* ``t_draft``: one draft step, ``drafter.propose`` of K steps and ``commit`` divided by K;
+* the iteration, K · t_draft + t_verify: the loop's body (propose, verify, observe,
+  commit) in its order. Draft steps timed back to back find the draft's weights still in
+  the CPU's caches; in the loop a target pass runs between two proposals and evicts
+  them, so where a draft has weights the in-run prediction reads its draft cost as
+  (iteration − t_verify) / K (docs/studies/pass-cost-programs.md).
 
 Each is a jitted program running ``steps`` of its iteration in a `lax.fori_loop` (so the
 per-call dispatch is amortised the way the compiled loop amortises it) with the run's
@@ -56,13 +61,13 @@ from specsim.errors import InvalidArgument
 from specsim import analytic
 from specsim.decode import speculative
 from specsim.bench import TimingStats, stats_from_times
-from specsim.drafters.base import Context, Draft
+from specsim.drafters.base import Context, Draft, reads_target_hidden
 from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import forward, init_cache
+from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.sampling import SamplingParams, is_finite_row
 
-__all__ = ["TRACE_COUNTS", "Chained", "PassCalls", "PassCosts", "pass_calls",
+__all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "pass_calls",
            "predict_speedup", "expected_iterations"]
 
 TRACE_COUNTS: collections.Counter = collections.Counter()
@@ -160,6 +165,45 @@ def _draft_program(state, drafter, sp: SamplingParams, length, key, *, k: int, s
     return (tokens, dstate), out
 
 
+@jit(static_argnames=("cfg", "k", "steps"), donate_argnums=0)
+def _iteration_program(state, params, drafter, sp: SamplingParams, length, key, *,
+                       cfg: ModelConfig, k: int, steps: int):
+    """``steps`` whole iterations in the loop's order: K proposals, one target pass over
+    the last token and the drafts, acceptance, residual draw, statistics, the drafter's
+    observe (a feature-reading drafter) and commit. A draft step timed alone runs with
+    the draft weights left in the caches by the step before it; in the loop a target
+    pass runs between two proposals, so this program costs K · t_draft + t_verify as the
+    loop pays them. state = (tokens [B, S], cache, drafter state), donated and
+    returned. → (state, statistics [steps, B(, K)])."""
+    TRACE_COUNTS["iteration"] += 1
+    tokens, cache, dstate = state
+    B, K = tokens.shape[0], k
+    start = cache.length
+    active = jnp.ones((B,), bool)
+    feats = reads_target_hidden(drafter)
+    stats = speculative.empty_stats(steps, B, K)
+
+    def body(i, carry):
+        tokens, cache, dstate, key, stats = carry
+        key, k_draft, k_accept, k_resid = jax.random.split(key, 4)
+        dstate, draft = drafter.propose(dstate, Context(tokens, length), K, k_draft, sp)
+        last = gather_window(tokens, length - 1, 1)                             # [B, 1]
+        h, cache = forward_hidden(params, cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+        target_probs = sp.probs(project(params, cfg, h))                        # [B, K+1, V]
+        n_acc, new, _ = speculative.verify_drafts(k_accept, k_resid, draft, target_probs, sp)
+        finite, _ = speculative.nonfinite_rows(draft.probs, target_probs, n_acc)
+        stats = speculative.record_stats(stats, i, finite, n_acc, draft, target_probs)
+        if feats:
+            dstate = drafter.observe(dstate, h, n_acc, active)
+        dstate = drafter.commit(dstate, n_acc, active)
+        tokens = _append(tokens, length - 1, new)          # the next iteration reads it
+        return tokens, cache._replace(length=start), dstate, key, stats
+
+    tokens, cache, dstate, _, stats = jax.lax.fori_loop(
+        0, steps, body, (tokens, cache, dstate, key, stats))
+    return (tokens, cache, dstate), stats
+
+
 @jit(static_argnames=("P", "S"))
 def _draft_setup(drafter, tokens, *, P: int, S: int):
     B = tokens.shape[0]
@@ -187,26 +231,36 @@ class Chained:
 
 
 # ---- calls and costs ---------------------------------------------------------------------------
+PIECES = ("target_1", "verify", "draft", "iteration")
+
+
 class PassCalls(NamedTuple):
-    """Zero-argument timed calls; each runs ``steps`` iterations of its piece."""
-    target_1: Callable[[], Any]
-    verify: Callable[[], Any]
+    """Zero-argument timed calls; each runs ``steps`` iterations of its piece (None: a
+    piece not asked for, or no drafter)."""
+    target_1: Callable[[], Any] | None
+    verify: Callable[[], Any] | None
     draft: Callable[[], Any] | None
     steps: int
     k: int
+    iteration: Callable[[], Any] | None = None
 
 
 def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
                temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, steps: int = 4,
-               seed: int = 0) -> PassCalls:
+               seed: int = 0, pieces=("target_1", "verify", "draft")) -> PassCalls:
     """Compiled calls timing one iteration's pieces for ``target`` (a `Model`, with the
     layer loop and layout of the run) and ``drafter`` (None: no draft work) at the run's
-    batch, cache slots and K. Compiles here (one warm call each), so timing excludes it.
-    Passes run at context S/2 (XLA's attention reads all S slots whatever the context;
-    the CPU attention kernel reads up to the position: see the module docstring)."""
+    batch, cache slots and K: the ``pieces`` asked for, of `PIECES` ("draft" and
+    "iteration" need a drafter). Compiles here (one warm call each), so timing excludes
+    it. Passes run at context S/2 (XLA's attention reads all S slots whatever the
+    context; the CPU attention kernel reads up to the position: see the module
+    docstring)."""
     for name, v in (("batch", batch), ("cache_len", cache_len), ("k", k), ("steps", steps)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
+    pieces = tuple(pieces)
+    if not pieces or any(p not in PIECES for p in pieces):
+        raise InvalidArgument(f"pieces must be a non-empty selection of {PIECES}, got {pieces!r}")
     cfg = target.cfg
     S, K = int(cache_len), int(k)
     ctx = S // 2
@@ -221,20 +275,26 @@ def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
     cache = cache._replace(length=length - 1)
     key = jax.random.PRNGKey(seed)
     copy = lambda tree: jax.tree_util.tree_map(jnp.copy, tree)   # each call owns its state
-    calls = [Chained(_target_1_program, (copy(tokens), copy(cache)), target.params, sp, length, key,
-                     cfg=cfg, steps=steps),
-             Chained(_verify_program, (copy(tokens), copy(cache)), target.params, sp, length,
-                     key, cfg=cfg, k=K, steps=steps)]
-    if drafter is not None:
-        dstate = _draft_setup(drafter, tokens, P=ctx - 1, S=S)
-        calls.append(Chained(_draft_program, (copy(tokens), dstate), drafter, sp, length, key,
-                             k=K, steps=steps))
-    else:
-        calls.append(None)
-    for c in calls:
-        if c is not None:
-            jax.block_until_ready(c())
-    return PassCalls(*calls, steps=int(steps), k=K)
+    draft_state = lambda: _draft_setup(drafter, tokens, P=ctx - 1, S=S)
+    build = {
+        "target_1": lambda: Chained(_target_1_program, (copy(tokens), copy(cache)),
+                                    target.params, sp, length, key, cfg=cfg, steps=steps),
+        "verify": lambda: Chained(_verify_program, (copy(tokens), copy(cache)), target.params,
+                                  sp, length, key, cfg=cfg, k=K, steps=steps),
+        "draft": lambda: Chained(_draft_program, (copy(tokens), draft_state()), drafter, sp,
+                                 length, key, k=K, steps=steps),
+        "iteration": lambda: Chained(_iteration_program,
+                                     (copy(tokens), copy(cache), draft_state()), target.params,
+                                     drafter, sp, length, key, cfg=cfg, k=K, steps=steps),
+    }
+    calls = {}
+    for piece in pieces:
+        if piece in ("draft", "iteration") and drafter is None:
+            continue
+        calls[piece] = build[piece]()
+        jax.block_until_ready(calls[piece]())
+    return PassCalls(calls.get("target_1"), calls.get("verify"), calls.get("draft"),
+                     steps=int(steps), k=K, iteration=calls.get("iteration"))
 
 
 @dataclass(frozen=True)

@@ -248,20 +248,20 @@ def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
     # (a, K 2): five runs, L0 first -> 3 + 2; (a, K 4): one; (b, K 2): one
     assert [blk.runs for blk in got] == [(0, 3, 6), (2, 4), (1,), (5,)]
     assert got[0].keys == (("ar", a), ("spec", 0), ("spec", 3), ("spec", 6), ("target_1",),
-                           ("verify", 2), ("draft", "L0", 2))
-    assert got[1].keys[-3:] == (("target_1",), ("verify", 2), ("draft", "L8", 2))
+                           ("verify", 2), ("iteration", "L0", 2))
+    assert got[1].keys[-3:] == (("target_1",), ("verify", 2), ("iteration", "L8", 2))
     assert got[3].keys[0] == ("ar", b)
     # every run in exactly one block; one run a block gives the one-baseline-per-run design
     assert sorted(i for blk in got for i in blk.runs) == list(range(7))
     assert [blk.runs for blk in blocks(group, 1)] == [(0,), (3,), (6,), (2,), (4,), (1,), (5,)]
     mixed = blocks(group, 6)[0]
-    assert mixed.runs == (0, 3, 6, 2, 4) and mixed.keys[-2:] == (("draft", "L0", 2),
-                                                                 ("draft", "L8", 2))
+    assert mixed.runs == (0, 3, 6, 2, 4) and mixed.keys[-2:] == (("iteration", "L0", 2),
+                                                                 ("iteration", "L8", 2))
 
 
 def test_each_run_reads_its_own_call_and_the_block_shared_ones():
     """A run's roles come from its block: the shared baseline and t_target(1),
-    t_verify(K+1), its own loop and its own cost key's draft step; its measured speedup
+    t_verify(K+1), its own loop and its own cost key's iteration program; its measured speedup
     is the baseline's loop time over its own."""
     from specsim.experiment.inrun import Group, SpecRun, _run_times, blocks, measured_statistic
 
@@ -279,7 +279,7 @@ def test_each_run_reads_its_own_call_and_the_block_shared_ones():
         assert t["spec"][0, 0] == where[("spec", i)]
         assert t["target_1"][0, 0] == where[("target_1",)]
         assert t["verify"][0, 0] == where[("verify", 2)]
-        assert t["draft"][0, 1] == 2 * where[("draft", run.cost_key, 2)]
+        assert t["iteration"][0, 1] == 2 * where[("iteration", run.cost_key, 2)]
         m = {role: v[:, 0] for role, v in t.items()}
         np.testing.assert_allclose(measured_statistic(m), where[("ar", rows)]
                                    / where[("spec", i)])

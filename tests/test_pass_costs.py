@@ -125,6 +125,41 @@ def test_free_drafter_and_bad_arguments(tiny):
         pass_costs.pass_calls(tiny, None, batch=0, cache_len=S, k=K)
 
 
+def test_iteration_is_the_loop_body(tiny):
+    """The iteration program runs propose, the target pass over the last token and the
+    drafts, and greedy acceptance in the loop's order: its first iteration accepts the
+    leading drafts that equal the target's argmax (oracle: the drafter's own proposal
+    and the model's forward at the same state), and it donates all three states."""
+    from specsim.drafters.base import Context
+    from specsim.sampling import SamplingParams
+
+    drafter = layer_skip_drafter(tiny, [0])
+    c = pass_costs.pass_calls(tiny, drafter, batch=B, cache_len=S, k=K, steps=1,
+                              pieces=("iteration",))
+    assert c.target_1 is None and c.verify is None and c.draft is None
+    call = c.iteration
+    tokens, cache, dstate = jax.tree_util.tree_map(jnp.copy, call.state)
+    length = call.args[3]
+    sp = SamplingParams.make(0.0, 0, 1.0, vocab_size=tiny.cfg.vocab_size)
+    key = jax.random.split(call.args[4], 4)[1]
+    _, draft = drafter.propose(dstate, Context(tokens, length), K, key, sp)
+    last = jnp.take_along_axis(tokens, (length - 1)[:, None], axis=1)
+    logits, _ = forward(tiny.params, tiny.cfg, jnp.concatenate([last, draft.tokens], 1), cache)
+    same = np.asarray(jnp.argmax(logits[:, :K], -1) == draft.tokens)
+    want = np.cumprod(same, axis=1).sum(axis=1)
+    stats = call()
+    np.testing.assert_array_equal(np.asarray(stats.accepted)[0], want)
+    np.testing.assert_array_equal(np.asarray(stats.drafted)[0], K)
+    before = call.state[1].k.unsafe_buffer_pointer()
+    call()
+    assert call.state[1].k.unsafe_buffer_pointer() == before
+    with pytest.raises(ValueError, match="pieces"):
+        pass_costs.pass_calls(tiny, drafter, batch=1, cache_len=S, k=K, pieces=("loop",))
+    none = pass_costs.pass_calls(tiny, None, batch=1, cache_len=S, k=K, steps=1,
+                                 pieces=("verify", "iteration"))
+    assert none.iteration is None and none.verify is not None
+
+
 def test_prediction_is_the_closed_form():
     E, k, t1, tv, td, r = 3.1, 4, 0.030, 0.041, 0.002, 0.0015
     got = pass_costs.predict_speedup(E, k, t1, tv, td, residual=r)

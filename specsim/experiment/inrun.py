@@ -29,7 +29,7 @@ from specsim.experiment.state import DemoState
 from specsim.experiment.timing import acceptance_fields
 
 CLOCKS = ("wall", "cpu")
-ROLES = ("ar", "spec", "target_1", "verify", "draft")
+ROLES = ("ar", "spec", "target_1", "verify", "iteration")
 """What a run's prediction and measurement read, per round: the baseline's and the
 run's loop times, and the three pass programs."""
 
@@ -69,7 +69,7 @@ class Block:
     """One unit of the paired rounds: ``runs`` (indices into the group's runs, one set of
     rows and one K) and ``keys``, its calls in the order a round runs them: the shared
     baseline ("ar", rows), each run ("spec", i), then t_target(1), t_verify(K+1) and one
-    draft step per cost key of its runs."""
+    iteration program (K drafts and the verify, `pass_costs`) per cost key of its runs."""
     runs: tuple[int, ...]
     keys: tuple[tuple, ...]
 
@@ -77,7 +77,7 @@ class Block:
 def blocks(group: Group, runs_per_baseline: int) -> list[Block]:
     """The group's runs in blocks of one set of rows and one K, at most
     ``runs_per_baseline`` runs each (a larger set split evenly, runs of one cost key kept
-    together, so a block times as few draft programs as it can)."""
+    together, so a block times as few iteration programs as it can)."""
     by_cell: dict[tuple, list[int]] = {}
     for i, run in enumerate(group.runs):
         by_cell.setdefault((run.rows, run.k), []).append(i)
@@ -87,7 +87,7 @@ def blocks(group: Group, runs_per_baseline: int) -> list[Block]:
         n = math.ceil(len(idx) / runs_per_baseline)
         for part in np.array_split(np.asarray(idx), n):
             part = tuple(int(i) for i in part)
-            drafts = dict.fromkeys(("draft", group.runs[i].cost_key, k) for i in part)
+            drafts = dict.fromkeys(("iteration", group.runs[i].cost_key, k) for i in part)
             out.append(Block(part, (("ar", rows), *(("spec", i) for i in part),
                                     ("target_1",), ("verify", k), *drafts)))
     return out
@@ -114,7 +114,7 @@ def _staged(target, run: SpecRun | None, rows, group: Group, seed: int, max_new:
 def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
     """Every call of one group's rounds, compiled (a warm-up call of the fewest tokens
     that compile the same programs, `decode.warmup_tokens`): ("ar", rows) and ("spec",
-    i) as `decode.StagedCall`, ("target_1",), ("verify", K), ("draft", cost_key, K)."""
+    i) as `decode.StagedCall`, ("target_1",), ("verify", K), ("iteration", cost_key, K)."""
     from specsim import decode, pass_costs
 
     target, seed = state.target, state.settings.seed
@@ -127,14 +127,19 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
                                              group.max_new_tokens)
         _block(_staged(target, run, run.rows, group, seed, warm)())
         jobs[("spec", i)] = _staged(target, run, run.rows, group, seed, group.max_new_tokens)
-        if ("draft", run.cost_key, run.k) not in jobs:
+        if ("iteration", run.cost_key, run.k) not in jobs:
+            need = [piece for piece, key in (("target_1", ("target_1",)),
+                                             ("verify", ("verify", run.k))) if key not in jobs]
             calls = pass_costs.pass_calls(target, run.drafter, batch=group.batch,
                                           cache_len=group.cache_len, k=run.k,
                                           temperature=group.temperature,
-                                          steps=state.settings.pass_steps, seed=seed)
-            jobs.setdefault(("target_1",), calls.target_1)
-            jobs.setdefault(("verify", run.k), calls.verify)
-            jobs[("draft", run.cost_key, run.k)] = calls.draft
+                                          steps=state.settings.pass_steps, seed=seed,
+                                          pieces=(*need, "iteration"))
+            if calls.target_1 is not None:
+                jobs[("target_1",)] = calls.target_1
+            if calls.verify is not None:
+                jobs[("verify", run.k)] = calls.verify
+            jobs[("iteration", run.cost_key, run.k)] = calls.iteration
     return jobs
 
 
@@ -169,7 +174,7 @@ def _run_roles(group: Group, block: Block, i: int) -> dict[str, int]:
     idx = {key: j for j, key in enumerate(block.keys)}
     return {"ar": idx[("ar", run.rows)], "spec": idx[("spec", i)],
             "target_1": idx[("target_1",)], "verify": idx[("verify", run.k)],
-            "draft": idx[("draft", run.cost_key, run.k)]}
+            "iteration": idx[("iteration", run.cost_key, run.k)]}
 
 
 def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
@@ -281,8 +286,11 @@ def _set_alpha_columns(run: SpecRun, row: dict, n: int, batch: int) -> dict:
 
 
 def _pass_times(m: dict, run: SpecRun, steps: int) -> tuple:
-    """(t_target_1, t_verify, t_draft) per pass from role medians (floats or arrays)."""
-    return m["target_1"] / steps, m["verify"] / steps, m["draft"] / (steps * run.k)
+    """(t_target_1, t_verify, t_draft) per pass from role medians (floats or arrays):
+    t_draft = (iteration − t_verify) / K, the draft cost the loop pays between its
+    target passes (`pass_costs`), 0 where the two programs' difference is below 0."""
+    tv = m["verify"] / steps
+    return m["target_1"] / steps, tv, np.maximum(m["iteration"] / steps - tv, 0.0) / run.k
 
 
 def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: int) -> dict:
