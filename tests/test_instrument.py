@@ -227,3 +227,26 @@ def test_prior_costs_the_instrument_draft_with_its_small_head(tiny):
     assert _draft_time(state, row, tm, 1, 64, True) == 2 * 4 * D ** 2 + 16 * D
     row[schema.DRAFT_LAYERS] = 0
     assert _draft_time(state, row, tm, 1, 64, True) == 0.0
+
+
+def test_prior_costs_the_feature_head_by_the_bytes_it_reads(tiny):
+    """A feature-head draft step costs the target step's fitted time times the bytes it
+    reads (its cell and head rows, fp32) over the bytes of a target pass (the roofline's
+    count at the same context); n-gram lookup stays free."""
+    from types import SimpleNamespace
+
+    from specsim import roofline, schema
+    from specsim.experiment.prior import _draft_time
+
+    tm = lambda cfg, tokens, b, S: 0.01                      # a 10 ms target step
+    cell = {"w": np.zeros((3, 5), np.float32), "b": np.zeros(5, np.float32)}
+    head = np.zeros((7, tiny.cfg.d_model), np.float32)
+    state = SimpleNamespace(target=tiny, drafters={
+        "fh": SimpleNamespace(drafter=SimpleNamespace(cell=cell, head=head))})
+    row = {schema.DRAFTER_KIND: "feature-head", schema.DRAFTER: "fh"}
+    want = 0.01 * 4 * (15 + 5 + 7 * tiny.cfg.d_model) / roofline.forward_cost(
+        tiny.cfg, 1, 1, 64).bytes
+    assert _draft_time(state, row, tm, 1, 64, True) == pytest.approx(want, rel=1e-12)
+    state.drafters["ng"] = SimpleNamespace(drafter=object(), cost_model=None)
+    row = {schema.DRAFTER_KIND: "ngram", schema.DRAFTER: "ng"}
+    assert _draft_time(state, row, tm, 1, 64, True) == 0.0

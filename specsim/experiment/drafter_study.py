@@ -155,14 +155,24 @@ def _pass_bytes(cfg, context: int, *, weight_bits=None, group_size=None, head_vo
     return float(roofline.forward_cost(cfg, 1, 1, context, **kw).bytes)
 
 
+def feature_head_step_bytes(drafter) -> float:
+    """Weight bytes one feature-head draft step reads: its cell and its head rows (fp32)."""
+    import jax
+    n = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(drafter.cell))
+    return 4.0 * (n + drafter.head.size)
+
+
+def target_step_bytes(target_cfg, context: int) -> float:
+    """Bytes one target pass over one token reads at ``context`` (the roofline's count)."""
+    return _pass_bytes(target_cfg, context)
+
+
 def bytes_ratios(d: StudyDrafter, target_cfg, context: int) -> dict[str, float]:
     """{c_bytes, c_bytes_materialised}: the draft's one-token pass bytes over the
     target's (NaN for a drafter without a model; the second adds the fp32 copies of the
     dequantised matrices, written then read, that XLA:CPU makes)."""
-    if d.kind == "feature-head":        # the cell and the head rows, fp32, per draft step
-        import jax
-        n = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(d.drafter.cell))
-        c = 4.0 * (n + d.drafter.head.size) / _pass_bytes(target_cfg, context)
+    if d.kind == "feature-head":
+        c = feature_head_step_bytes(d.drafter) / _pass_bytes(target_cfg, context)
         return {S.C_BYTES: c, S.C_BYTES_MATERIALISED: c}
     if d.cfg is None:
         return {S.C_BYTES: math.nan, S.C_BYTES_MATERIALISED: math.nan}

@@ -13,8 +13,10 @@ batch row ends it:
 
 The draft step costs the same fitted roofline at the shapes of what it runs: the
 instrument's L target layers and its 16-row head (`drafters.instrument.cost_config`), a
-draft model's config (its own forward fit where no pass sweep ran); n-gram lookup and the feature head are counted free (their step is host
-work or one small head, which the in-run decomposition measures)."""
+draft model's config (its own forward fit where no pass sweep ran); the feature head's
+step is the target step's fitted time scaled by the bytes it reads (its cell and head
+rows against the target's pass); n-gram lookup is counted free (host-free table work
+inside the loop)."""
 
 from __future__ import annotations
 
@@ -129,6 +131,13 @@ def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) ->
             return 0.0
         return tm(cost_config(state.target.cfg, layers, head=False), 1, b, S)
     setup = state.drafters.get(row[schema.DRAFTER])
+    if row[schema.DRAFTER_KIND] == "feature-head" and setup is not None:
+        # one small cell and a restricted head: the target step's time scaled by bytes
+        from specsim.experiment.drafter_study import (feature_head_step_bytes,
+                                                      target_step_bytes)
+        cfg = state.target.cfg
+        return (tm(cfg, 1, b, S) * feature_head_step_bytes(setup.drafter)
+                / target_step_bytes(cfg, S))
     if setup is None or setup.cost_model is None:
         return 0.0
     if pass_fitted:          # the machine's pass roofline, at the draft model's shapes
