@@ -250,3 +250,37 @@ def test_prior_costs_the_feature_head_by_the_bytes_it_reads(tiny):
     state.drafters["ng"] = SimpleNamespace(drafter=object(), cost_model=None)
     row = {schema.DRAFTER_KIND: "ngram", schema.DRAFTER: "ng"}
     assert _draft_time(state, row, tm, 1, 64, True) == 0.0
+
+
+def test_quasi_draws_realise_the_set_rates(tiny, prompts, reference):
+    """draws="quasi": the run is still exactly the target's greedy output (checked in
+    `_run`); in every row the proposals whose leading j drafts are correct number
+    n · α_1⋯α_j within 2.5 (a golden-ratio sequence's discrepancy; pseudo-random draws
+    stray by about √n); the draws are uniform and their shifts differ between rows."""
+    alphas = (0.8, 0.6, 0.4)
+    d, stats = _run(tiny, prompts, reference, alphas=alphas, draws="quasi")
+    reach = np.cumprod(alphas)
+    acc, act = np.asarray(stats.accepted), np.asarray(stats.active)
+    for b in range(acc.shape[1]):
+        a = acc[:, b][act[:, b]]
+        for j in range(K):
+            assert abs((a > j).sum() - a.size * reach[j]) <= 2.5, (b, j, a.size)
+    B, n = len(prompts), 2000
+    state = d.init_state(jnp.zeros((B, 8), jnp.int32), jnp.full((B,), 8, jnp.int32), 96)
+    draws = []
+    for i in range(n):
+        u, shift = d._uniforms(state, K, jax.random.PRNGKey(i))
+        state = state._replace(shift=shift, it=state.it + jnp.uint32(1))
+        draws.append(np.asarray(u[:, 0]))
+    u = np.stack(draws)                                                    # [n, B]
+    assert u.min() >= 0.0 and u.max() < 1.0 and not np.allclose(u[:, 0], u[:, 1])
+    for q in (0.1, 0.37, 0.5, 0.93):
+        np.testing.assert_allclose((u < q).mean(axis=0), q, atol=0.003)
+
+
+def test_bad_draws_are_clear_errors(tiny, prompts, reference):
+    kw = dict(k_max=K, reference=reference, alpha=0.5)
+    with pytest.raises(ValueError, match="draws must be one of"):
+        instrument_drafter(tiny, prompts, MAX_NEW, draws="sobol", **kw)
+    with pytest.raises(ValueError, match="Markov"):
+        instrument_drafter(tiny, prompts, MAX_NEW, rho=0.3, draws="quasi", **kw)

@@ -46,7 +46,10 @@ def draft_layers(target, cost: float) -> int:
 def instrument_group(state: DemoState, batch: int, alphas, ks, costs,
                      max_new_tokens: int | None = None) -> inrun.Group:
     """The runs of the instrument over ``alphas`` × ``ks`` × ``costs`` at ``batch``, each
-    row ``max_new_tokens`` long (default ``settings.max_new_tokens``)."""
+    row ``max_new_tokens`` long (default ``settings.max_new_tokens``). At batch 1 its
+    accept/reject states are quasi-random, so a run of a few dozen iterations realises
+    the set α (`instrument_drafter`'s ``draws``); at batch > 1 they stay independent,
+    as the slowest-row theory takes them."""
     from specsim.drafters import instrument_drafter, reference_tokens
 
     s, target = state.settings, state.target
@@ -60,7 +63,8 @@ def instrument_group(state: DemoState, batch: int, alphas, ks, costs,
         layers = draft_layers(target, cost)
         for a in alphas:
             d = instrument_drafter(target, [list(r) for r in rows], n, k_max=k_max,
-                                   alpha=float(a), layers=layers, reference=ref)
+                                   alpha=float(a), layers=layers, reference=ref,
+                                   draws="quasi" if batch == 1 else "random")
             runs += [inrun.SpecRun(name=d.name, drafter_kind="instrument", drafter=d, k=int(k),
                                    kind=kind, rows=rows, cost_key=f"L{layers}",
                                    acceptance=("iid", float(a)),
