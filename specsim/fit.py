@@ -388,6 +388,33 @@ def fit_sweep(df, cfg=None, *, kind: str = "max", holdout: float = 0.25, seed: i
                         seed=seed, max_peak_flops=max_peak_flops, max_bandwidth=max_bandwidth)
 
 
+def fit_sweep_best(df, cfg=None, *, holdout: float = 0.25, seed: int = 0, **kw
+                   ) -> tuple[RooflineFit | None, dict[str, RooflineFit | ValueError]]:
+    """Each roofline form of `KINDS` fitted with ``holdout`` of the points held out; the
+    form with the lowest held-out MAPE is then refitted on every point, since a form
+    chosen on held-out points should not also lose them (its ``mape_heldout``,
+    ``n_heldout`` and ``heldout_index`` stay those of the selection). → (that fit, or
+    None when no form could be fitted; kind -> the held-out fit or the ValueError that
+    stopped it)."""
+    from dataclasses import replace
+
+    tried: dict[str, RooflineFit | ValueError] = {}
+    for kind in KINDS:
+        try:
+            tried[kind] = fit_sweep(df, cfg, kind=kind, holdout=holdout, seed=seed, **kw)
+        except ValueError as e:         # too few points for a held-out set
+            tried[kind] = e
+    fitted = [f for f in tried.values() if isinstance(f, RooflineFit)]
+    if not fitted:
+        return None, tried
+    best = min(fitted, key=lambda f: f.mape_heldout)
+    if best.n_heldout == 0:
+        return best, tried
+    full = fit_sweep(df, cfg, kind=best.kind, holdout=0.0, seed=seed, **kw)
+    return replace(full, mape_heldout=best.mape_heldout, n_heldout=best.n_heldout,
+                   heldout_index=best.heldout_index, holdout=best.holdout), tried
+
+
 # ---- (alpha, c) from a speedup curve ---------------------------------------------------
 def speedup_model(alpha, k, c):
     """The closed form `fit_speedup` inverts: `specsim.analytic.speedup` (Leviathan et al.

@@ -273,3 +273,20 @@ def test_the_roofline_part_caps_its_fits_at_the_measured_ceilings():
     assert free.bandwidth > 0.9 * W
     assert capped.bandwidth <= 0.5 * W * (1 + 1e-9) and "bandwidth" in capped.at_bound
     assert capped.peak_flops <= 2 * P * (1 + 1e-9)
+
+
+def test_best_form_is_refitted_on_every_point():
+    """`fit_sweep_best` chooses the form by held-out error and refits it on all points:
+    the returned fit trains on every point and keeps the selection's held-out error."""
+    flops, bytes_, t = _synthetic(m=12, noise=0.03, seed=4)
+    df = pd.DataFrame({"flops": flops, "bytes": bytes_, "time_s": t})
+    best, tried = fit.fit_sweep_best(df, holdout=0.25, seed=1)
+    chosen = min(tried.values(), key=lambda f: f.mape_heldout)
+    assert best.kind == chosen.kind and best.n_train == 12 and chosen.n_train == 9
+    assert best.mape_heldout == chosen.mape_heldout and best.n_heldout == 3
+    assert best.heldout_index == chosen.heldout_index
+    full = fit.fit_sweep(df, kind=chosen.kind, holdout=0.0, seed=1)
+    assert best.bandwidth == full.bandwidth and best.t0 == full.t0
+    # too few points for any held-out fit: no fit, each form's error kept
+    none, errors = fit.fit_sweep_best(df.iloc[:3], holdout=0.25)
+    assert none is None and all(isinstance(e, ValueError) for e in errors.values())

@@ -94,15 +94,14 @@ def sweep(state: DemoState) -> pd.DataFrame:
 
 def fit(state: DemoState, df: pd.DataFrame, ceilings=None):
     """Both roofline forms fitted to the pass sweep (FLOPs and bytes of a forward over
-    the same shapes); the one with the lower held-out error."""
+    the same shapes); the one with the lower held-out error, refitted on every point
+    (`fit.fit_sweep_best`)."""
     from specsim import fit as fitting
 
     bounds = fitting.ceiling_bounds(ceilings) if ceilings is not None else {}
-    fits = []
-    for kind in fitting.KINDS:
-        try:
-            fits.append(fitting.fit_sweep(df, state.target.cfg, kind=kind, holdout=0.25,
-                                          seed=state.settings.seed, **bounds))
-        except ValueError as e:         # too few points for a held-out set: say so
-            state.log(f"    pass sweep ({kind}): not fitted ({e})")
-    return min(fits, key=lambda f: f.mape_heldout) if fits else None
+    best, tried = fitting.fit_sweep_best(df, state.target.cfg, holdout=0.25,
+                                         seed=state.settings.seed, **bounds)
+    for kind, f in tried.items():
+        if isinstance(f, ValueError):   # too few points for a held-out set: say so
+            state.log(f"    pass sweep ({kind}): not fitted ({f})")
+    return best
