@@ -216,3 +216,7 @@ def test_a_report_without_a_finite_prediction_says_why_instead_of_failing():
     assert report.fidelity_headline({"mape_pct": 4.21, "max_abs_error_pct": 6.9,
                                      "coverage_pct": 91.7, "n_runs": 12}) == (
         "MAPE 4.2%, worst 6.9%, coverage 92% over 12 speculative runs")
+    assert report.fidelity_headline({"mape_pct": 4.21, "max_abs_error_pct": 6.9,
+                                     "coverage_pct": 91.7, "agreement_pct": 100.0,
+                                     "n_runs": 12}) == (
+        "MAPE 4.2%, worst 6.9%, coverage 92%, agreement 100% over 12 speculative runs")

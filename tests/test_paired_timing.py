@@ -333,3 +333,22 @@ def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
     state = DemoState(settings=DemoSettings(parts=("roofline",)), target=target, drafters={},
                       prompts={"code": [0] * 50}, cache_len=128, environment={})
     assert pass_sweep.plan(state) == {}
+
+
+def test_score_counts_coverage_and_agreement_by_hand():
+    """Coverage: the prediction inside the measured interval; agreement: 0 inside the
+    error's interval (the in-run prediction only). Four runs worked by hand."""
+    from specsim.experiment.decomposition import score
+
+    d = pd.DataFrame({S.PREDICTED_SPEEDUP: [2.0, 2.0, 2.0, 2.0],
+                      S.MEASURED_SPEEDUP: [2.0, 1.9, 2.1, 1.5],
+                      S.MEASURED_CI_LO: [1.95, 1.85, 2.05, 1.4],
+                      S.MEASURED_CI_HI: [2.05, 1.95, 2.15, 1.6],
+                      S.ERR_TOTAL_CI_LO: [-1.0, -0.5, -9.0, 20.0],
+                      S.ERR_TOTAL_CI_HI: [1.0, 10.0, -0.1, 35.0]})
+    sc = score(d)
+    assert sc["coverage_pct"] == 25.0 and sc["agreement_pct"] == 50.0 and sc["n_runs"] == 4
+    assert sc["mape_pct"] == pytest.approx(100 * (0 + 0.1 / 1.9 + 0.1 / 2.1 + 0.5 / 1.5) / 4,
+                                           abs=1e-3)
+    d[S.PRED_PRIOR] = d[S.PREDICTED_SPEEDUP]
+    assert score(d, S.PRED_PRIOR)["agreement_pct"] is None

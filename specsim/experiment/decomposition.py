@@ -96,10 +96,13 @@ def acceptance_variants(row: dict, stats, k: int) -> dict[str, float]:
 
 
 def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_SPEEDUP) -> dict:
-    """``{"mape_pct", "max_abs_error_pct", "coverage_pct", "n_runs"}`` of prediction
-    ``pred`` against ``meas`` over the rows of ``d`` with both finite: relative error
-    |predicted − measured| / measured in per cent, and the share of runs whose
-    prediction lies inside the measured speedup's 95% interval (None without one)."""
+    """``{"mape_pct", "max_abs_error_pct", "coverage_pct", "agreement_pct", "n_runs"}``
+    of prediction ``pred`` against ``meas`` over the rows of ``d`` with both finite:
+    relative error |predicted − measured| / measured in per cent; coverage, the share of
+    runs whose prediction lies inside the measured speedup's 95% interval; and, for the
+    in-run prediction, agreement, the share whose error's 95% interval (both sides
+    resampled over the same paired rounds, so the pass programs' timing noise counts as
+    well as the run's) holds 0 (None where the intervals are missing)."""
     from specsim.experiment.intervals import coverage
 
     d = d[np.isfinite(d[pred]) & np.isfinite(d[meas])] if len(d) else d
@@ -108,9 +111,13 @@ def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_S
     if len(d) and meas == schema.MEASURED_SPEEDUP and schema.MEASURED_CI_LO in d:
         c = coverage(d[pred], d[schema.MEASURED_CI_LO], d[schema.MEASURED_CI_HI])
         cov = round(100 * c, 1) if np.isfinite(c) else None
+    agree = None
+    if len(d) and pred == schema.PREDICTED_SPEEDUP and schema.ERR_TOTAL_CI_LO in d:
+        a = coverage(np.zeros(len(d)), d[schema.ERR_TOTAL_CI_LO], d[schema.ERR_TOTAL_CI_HI])
+        agree = round(100 * a, 1) if np.isfinite(a) else None
     return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
             "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
-            "coverage_pct": cov, "n_runs": int(len(d))}
+            "coverage_pct": cov, "agreement_pct": agree, "n_runs": int(len(d))}
 
 
 def fidelity_summary(runs) -> dict:

@@ -21,7 +21,8 @@ def mape_table(result_or_runs) -> pd.DataFrame:
     """The report's one table of prediction errors: per prediction (`PREDICTION_LABELS`)
     and scope (all runs, each drafter kind, each batch), its runs, MAPE, worst error and
     coverage (the share of runs whose prediction lies inside the measured 95%
-    interval), from `fidelity_summary`. Empty without in-run runs."""
+    interval) and, for the in-run prediction, agreement (the share whose error's 95%
+    interval holds 0), from `fidelity_summary`. Empty without in-run runs."""
     runs = as_runs(result_or_runs)
     if not has_inrun(runs):
         return pd.DataFrame()
@@ -32,7 +33,8 @@ def mape_table(result_or_runs) -> pd.DataFrame:
         if sc and sc.get("n_runs"):
             rows.append({"prediction": label, "runs": scope, "n": sc["n_runs"],
                          "MAPE %": sc["mape_pct"], "worst %": sc["max_abs_error_pct"],
-                         "coverage %": sc.get("coverage_pct")})
+                         "coverage %": sc.get("coverage_pct"),
+                         "agreement %": sc.get("agreement_pct")})
 
     if "prior" in f:
         add(PREDICTION_LABELS["prior"], "all", f["prior"])
@@ -46,7 +48,8 @@ def mape_table(result_or_runs) -> pd.DataFrame:
     for k, v in f.get("by_clock", {}).items():
         add(PREDICTION_LABELS["inrun"], f"{k} clock", v)
     add(PREDICTION_LABELS["given"], "all", f.get("given_acceptance"))
-    return pd.DataFrame(rows).astype({"coverage %": float}) if rows else pd.DataFrame()
+    return (pd.DataFrame(rows).astype({"coverage %": float, "agreement %": float}) if rows
+            else pd.DataFrame())
 
 
 def mape_lines(result) -> list[str]:
@@ -54,7 +57,9 @@ def mape_lines(result) -> list[str]:
     if t.empty:
         return []
     return ["", "Prediction against measurement (relative error of the speedup; coverage: "
-            "runs whose prediction lies in the measured speedup's 95% interval). The "
+            "runs whose prediction lies in the measured speedup's 95% interval; agreement: "
+            "runs whose error's 95% interval, the pass programs' timing noise included, "
+            "holds 0). The "
             "prediction before the run is the one to use; the in-run prediction is its "
             "decomposition, which says which term missed (section *Predicted against "
             "measured, in-run costs*):", "", markdown_table(t, ".1f")]
@@ -129,7 +134,8 @@ def decomposition_summary(result_or_runs) -> pd.DataFrame:
 
 
 def fidelity_headline(f: dict, bold: bool = False) -> str:
-    """"MAPE x%, worst y%, coverage z% over n speculative runs" of a `fidelity_summary`
+    """"MAPE x%, worst y%, coverage z%, agreement a% over n speculative runs" of a
+    `fidelity_summary`
     (or of its ``prior`` part), or why it is not scored (no run with a finite measured
     and predicted speedup)."""
     b = "**" if bold else ""
@@ -138,7 +144,8 @@ def fidelity_headline(f: dict, bold: bool = False) -> str:
                 f"finite predicted speedup{b} (a measured speedup is NaN where the run's decode "
                 "time, its time less the prefill, was not positive: runs too short for this "
                 "machine's timer; raise --max-new-tokens)")
-    cov = f.get("coverage_pct")
+    cov, agree = f.get("coverage_pct"), f.get("agreement_pct")
     cov = f", coverage {cov:.0f}%" if cov is not None else ""
+    cov += f", agreement {agree:.0f}%" if agree is not None else ""
     return (f"{b}MAPE {f['mape_pct']:.1f}%, worst {f['max_abs_error_pct']:.1f}%{cov} over "
             f"{f['n_runs']} speculative runs{b}")
