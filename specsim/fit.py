@@ -399,17 +399,17 @@ def fit_sweep_best(df, cfg=None, *, holdout: float = 0.25, seed: int = 0, **kw
     from dataclasses import replace
 
     tried: dict[str, RooflineFit | ValueError] = {}
-    for kind in KINDS:
-        try:
-            tried[kind] = fit_sweep(df, cfg, kind=kind, holdout=holdout, seed=seed, **kw)
-        except ValueError as e:         # too few points for a held-out set
-            tried[kind] = e
+    with warnings.catch_warnings():     # a poor candidate warns only if it is chosen
+        warnings.simplefilter("ignore", PoorFitWarning)
+        for kind in KINDS:
+            try:
+                tried[kind] = fit_sweep(df, cfg, kind=kind, holdout=holdout, seed=seed, **kw)
+            except ValueError as e:     # too few points for a held-out set
+                tried[kind] = e
     fitted = [f for f in tried.values() if isinstance(f, RooflineFit)]
     if not fitted:
         return None, tried
     best = min(fitted, key=lambda f: f.mape_heldout)
-    if best.n_heldout == 0:
-        return best, tried
     full = fit_sweep(df, cfg, kind=best.kind, holdout=0.0, seed=seed, **kw)
     return replace(full, mape_heldout=best.mape_heldout, n_heldout=best.n_heldout,
                    heldout_index=best.heldout_index, holdout=best.holdout), tried
