@@ -35,7 +35,8 @@ needs_kernel = pytest.mark.skipif(not HAS_COMPILER, reason="no C++ compiler to b
 
 def _w_hat64(qw: QuantizedWeight) -> np.ndarray:
     """ŵ in float64 from the stored bytes: nibbles unpacked with NumPy (low nibble row 2i,
-    high nibble row 2i+1, two's complement), each group's rows times its scales."""
+    high nibble row 2i+1, two's complement), each group's rows times its scales, plus its
+    offsets where the format has them."""
     v = np.asarray(qw.values)
     if qw.bits == 4:
         u = v.view(np.uint8).astype(np.int64)
@@ -45,18 +46,27 @@ def _w_hat64(qw: QuantizedWeight) -> np.ndarray:
         q[..., 0::2, :], q[..., 1::2, :] = lo, hi
     else:
         q = v.astype(np.int64)
-    return q * np.repeat(np.asarray(qw.scales, np.float64), qw.group_size, axis=-2)
+    w = q * np.repeat(np.asarray(qw.scales, np.float64), qw.group_size, axis=-2)
+    if qw.offsets is not None:
+        w = w + np.repeat(np.asarray(qw.offsets, np.float64), qw.group_size, axis=-2)
+    return w
 
 
 @needs_kernel
-@pytest.mark.parametrize("bits, group_size, K, N", [
-    (4, 32, 576, 960), (4, 64, 1536, 576), (4, 2, 40, 37), (4, 8, 48, 16), (4, 6, 30, 5),
-    (8, 32, 576, 960), (8, 5, 40, 19), (8, 12, 48, 33), (8, 1, 16, 18)])
+@pytest.mark.parametrize("bits, group_size, K, N, asym", [
+    (4, 32, 576, 960, False), (4, 64, 1536, 576, False), (4, 2, 40, 37, False),
+    (4, 8, 48, 16, False), (4, 6, 30, 5, False), (8, 32, 576, 960, False),
+    (8, 5, 40, 19, False), (8, 12, 48, 33, False), (8, 1, 16, 18, False),
+    (4, 32, 576, 960, True), (4, 6, 30, 5, True), (8, 5, 40, 19, True),
+    (8, None, 48, 33, True)])
 @pytest.mark.parametrize("M", [1, 3, 6, 8])
-def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, M):
+def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, asym, M):
+    """Symmetric and asymmetric (offsets) formats, every row count up to a register
+    block and past it, stacked layers read in place (and clamped)."""
     rng = np.random.default_rng(bits * 1000 + K + N + M)
     x = rng.standard_normal((M, K)).astype(np.float32)
-    qw = quantize_weight(rng.standard_t(3, (3, K, N)).astype(np.float32), bits, group_size)
+    w = rng.standard_t(3, (3, K, N)).astype(np.float32) + (0.7 if asym else 0.0)
+    qw = quantize_weight(w, bits, group_size, asymmetric=asym)
     w_hat = _w_hat64(qw)
     f = jax.jit(kernels.small_matmul_quantized)
     for layer in (0, 2, -1, 7):                     # out of range clamps, as w[i] under jit
@@ -65,15 +75,19 @@ def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, M):
         assert got.shape == (M, N) and got.dtype == np.float32
         scale = np.abs(x).max() * np.abs(w_hat).max()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=4e-7 * K * scale)
+        # the error is the float rounding of a sum, far below the format's own step
+        assert np.abs(got - want).max() < 1e-3 * np.abs(want).max()
 
 
 @needs_kernel
-@pytest.mark.parametrize("bits, group_size", [(4, 32), (4, 4), (8, 16), (8, 5)])
-def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size):
+@pytest.mark.parametrize("bits, group_size, asym", [
+    (4, 32, False), (4, 4, False), (8, 16, False), (8, 5, False), (4, 32, True), (8, 5, True)])
+def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size, asym):
     """What makes a verify pass agree with a decode step bit for bit."""
     rng = np.random.default_rng(bits + group_size)
     x = rng.standard_normal((11, 160)).astype(np.float32)
-    qw = quantize_weight(rng.standard_normal((2, 160, 88)).astype(np.float32), bits, group_size)
+    qw = quantize_weight(rng.standard_normal((2, 160, 88)).astype(np.float32), bits, group_size,
+                         asymmetric=asym)
     f = jax.jit(lambda x: kernels.small_matmul_quantized(x, qw, 1))
     full = np.asarray(f(x))
     for m in (1, 2, 5, 6, 7, 8):
@@ -123,19 +137,24 @@ def test_two_dimensional_weights_leading_axes_and_per_column_int8():
 
 
 @needs_kernel
-@pytest.mark.parametrize("bits, group_size", [(4, 8), (8, 4)])
-def test_derivatives_and_vmap_follow_the_dequantised_product(bits, group_size):
+@pytest.mark.parametrize("bits, group_size, asym", [(4, 8, False), (8, 4, False), (4, 8, True)])
+def test_derivatives_and_vmap_follow_the_dequantised_product(bits, group_size, asym):
     rng = np.random.default_rng(6)
-    qw = quantize_weight(rng.standard_normal((2, 32, 24)).astype(np.float32), bits, group_size)
+    qw = quantize_weight(rng.standard_normal((2, 32, 24)).astype(np.float32), bits, group_size,
+                         asymmetric=asym)
     x = jnp.asarray(rng.standard_normal((3, 32)).astype(np.float32))
 
     def loss(mm):
-        return lambda x, s: jnp.sum(jnp.sin(mm(x, QuantizedWeight(qw.values, s, bits,
-                                                                   group_size))))
+        return lambda x, s, o: jnp.sum(jnp.sin(mm(x, QuantizedWeight(qw.values, s, bits,
+                                                                      group_size, o))))
+    args = (x, qw.scales, qw.offsets)
     ours = jax.grad(loss(lambda x, q: kernels.small_matmul_quantized(x, q, 1)),
-                    argnums=(0, 1))(x, qw.scales)
-    plain = jax.grad(loss(lambda x, q: x @ dequantize(q)[1]), argnums=(0, 1))(x, qw.scales)
+                    argnums=(0, 1, 2))(*args)
+    plain = jax.grad(loss(lambda x, q: x @ dequantize(q)[1]), argnums=(0, 1, 2))(*args)
     for a, b in zip(ours, plain):
+        if b is None:                                  # no offsets: nothing to differentiate
+            assert a is None
+            continue
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
     xs = jnp.stack([x, 2 * x])
     got = jax.vmap(lambda x: kernels.small_matmul_quantized(x, qw, 0))(xs)
@@ -160,6 +179,10 @@ def test_bad_group_sizes_and_shapes_are_clear_errors():
         (QuantizedWeight(q8.values.astype(jnp.int32), q8.scales, 8, 8), r"qw.values must be int8"),
         (QuantizedWeight(q8.values[None, None], q8.scales[None, None], 8, 8), r"qw.values"),
         (jnp.ones((32, 24)), r"qw must be a QuantizedWeight"),
+        (QuantizedWeight(q4.values, q4.scales, 4, 8, q4.scales[:2]), r"qw.offsets must be None "
+                                                                     r"or float32 like"),
+        (QuantizedWeight(q4.values, q4.scales, 4, 8, q4.scales.astype(jnp.bfloat16)),
+         r"qw.offsets must be None or float32"),
     ]
     for qw, match in bad:
         assert not kernels.takes_quantized(qw)
@@ -186,11 +209,12 @@ def _lowered(params, cfg, toks):
 # architecture's matrices (Qwen2's QKV bias, GPT-2's biased fused matrices) under one of
 # them: a full grid (12 cases) repeats the same paths
 @needs_kernel
-@pytest.mark.parametrize("base, loop, bits", [
-    (TINY_LLAMA, "scan", 4), (TINY_LLAMA, "unroll", 8), (TINY_QWEN2, "scan", 8),
-    (TINY_GPT2, "unroll", 4)],
+@pytest.mark.parametrize("base, loop, bits, asym", [
+    (TINY_LLAMA, "scan", 4, False), (TINY_LLAMA, "unroll", 8, False),
+    (TINY_QWEN2, "scan", 8, False), (TINY_GPT2, "unroll", 4, False),
+    (TINY_QWEN2, "scan", 4, True)],
     ids=lambda v: getattr(v, "name", str(v)))
-def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits):
+def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits, asym):
     """Every layer matrix and the quantised head read by the grouped kernel under "auto"
     (no dequantising XLA dot left), none under "xla"; logits equal to fp32 rounding, at a
     decode step (1 row) and a verify width (2 x 3 rows)."""
@@ -200,7 +224,8 @@ def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits)
         for mm in ("xla", "auto"):
             cfg = base.replace(layer_loop=loop, matmul=mm)
             params = tr.arrange_layers(quantize_params(
-                tr.init_params(jax.random.PRNGKey(0), cfg), cfg, bits, group_size, head=True),
+                tr.init_params(jax.random.PRNGKey(0), cfg), cfg, bits, group_size, head=True,
+                asymmetric=asym),
                 cfg)
             toks = jnp.asarray(np.arange(5, 5 + shape[0] * shape[1]).reshape(shape), jnp.int32)
             outs[mm], texts[mm] = _lowered(params, cfg, toks)
@@ -221,8 +246,8 @@ def test_load_int4_and_the_int4_self_draft_run_the_kernel():
 
 
 @needs_kernel
-@pytest.mark.parametrize("k", [2, 4])
-def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k):
+@pytest.mark.parametrize("k, asym", [(2, False), (4, False), (3, True)])
+def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k, asym):
     """The target fp32 (its weights scaled for peaked distributions), the draft its int4
     self in groups of 4 by the kernel: drafts are rejected (α < 1), yet the output is the
     target's greedy output token for token."""
@@ -233,7 +258,7 @@ def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k):
     target = models.Model(cfg, params)
     prompts = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
     ref = generate_autoregressive(target, prompts, 24)
-    drafter = quantized_self_drafter(target, bits=4, group_size=4)
+    drafter = quantized_self_drafter(target, bits=4, group_size=4, asymmetric=asym)
     res = generate_speculative(target, drafter, prompts, 24, k)
     assert res.tokens == ref.tokens
     assert 0 < res.stats.alpha_per_proposal < 1
@@ -251,8 +276,9 @@ _NO_COMPILER = textwrap.dedent("""
     outs = []
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        for bits in (4, 8):
-            qp = tr.arrange_layers(quantize_params(params, cfg, bits, 4, head=True), cfg)
+        for bits, asym in ((4, False), (8, False), (4, True)):
+            qp = tr.arrange_layers(quantize_params(params, cfg, bits, 4, head=True,
+                                                   asymmetric=asym), cfg)
             out, _ = jax.jit(lambda p, t, c: tr.forward(p, cfg, t, c))(
                 qp, jnp.ones((1, 2), jnp.int32), tr.init_cache(cfg, 1, 16))
             dense = tr.arrange_layers(dequantize_params(qp), cfg)

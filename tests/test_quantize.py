@@ -57,6 +57,53 @@ def test_dequantize_error_within_half_a_step(bits, group_size, shape):
     assert qw.shape == shape
 
 
+@pytest.mark.parametrize("bits, group_size, shape", [
+    (4, 32, (64, 40)), (4, 6, (3, 36, 24)), (8, None, (48, 72)), (8, 12, (48, 72))])
+def test_asymmetric_error_within_half_a_step_over_the_groups_range(bits, group_size, shape):
+    """Offsets: 2^bits levels from each group's minimum to its maximum, both reached;
+    |w - ŵ| <= scale/2 with scale = (max - min)/(2^bits - 1), computed here."""
+    rng = np.random.default_rng(bits + len(shape))
+    w = (rng.standard_t(3, size=shape) + 2.0).astype(np.float32)     # off-centre groups
+    w[..., :group_size or shape[-2], 1] = 0.5                         # a constant group
+    qw = quantize_weight(w, bits, group_size, asymmetric=True)
+    g = shape[-2] if group_size is None else group_size
+    groups = w.astype(np.float64).reshape(*shape[:-2], shape[-2] // g, g, shape[-1])
+    lo, hi = groups.min(-2), groups.max(-2)
+    scale = np.where(hi > lo, (hi - lo) / (2 ** bits - 1), 1.0)
+    np.testing.assert_allclose(np.asarray(qw.scales), scale, rtol=2 * EPS32)
+    assert qw.offsets.shape == qw.scales.shape and qw.offsets.dtype == jnp.float32
+    per_elem = np.repeat(scale, g, axis=-2)
+    w_hat = np.asarray(dequantize(qw), np.float64)
+    err = np.abs(w - w_hat)
+    assert np.all(err <= per_elem / 2 + 4 * EPS32 * (np.abs(w_hat) + per_elem)), err.max()
+    assert (err / per_elem).max() > 0.4
+    # each non-constant group's minimum and maximum come back (to fp32 rounding)
+    hat = w_hat.reshape(groups.shape)
+    tol = 4 * EPS32 * (np.abs(groups).max(-2) + scale)
+    assert np.all(np.abs(hat.min(-2) - lo) <= tol) and np.all(np.abs(hat.max(-2) - hi) <= tol)
+    assert qw.nbytes == qw.values.nbytes + 2 * qw.scales.nbytes
+
+
+def test_evenly_spaced_levels_come_back_exactly():
+    """Weights already in a file's 4-bit format (llama.cpp's Q4_1: w = d*q + m, q in 0..15,
+    d and m fp16, groups of 32 inputs) come back bit for bit from asymmetric int4 in
+    groups of 32; its Q8_0 (w = d*q, |q| <= 127 with 127 reached) from symmetric int8 in
+    groups of 32. Symmetric int4 cannot hold 16 levels off zero."""
+    rng = np.random.default_rng(3)
+    d = rng.uniform(1e-3, 0.05, (4, 24)).astype(np.float16).astype(np.float32)
+    m = rng.uniform(-0.4, 0.0, (4, 24)).astype(np.float16).astype(np.float32)
+    q = rng.integers(0, 16, (4, 32, 24))
+    q[:, 0], q[:, 1] = 0, 15                                          # both ends reached
+    w = (d[:, None] * q + m[:, None]).astype(np.float32).reshape(128, 24)
+    np.testing.assert_array_equal(np.asarray(dequantize(quantize_weight(w, 4, 32,
+                                                                        asymmetric=True))), w)
+    assert np.abs(np.asarray(dequantize(quantize_weight(w, 4, 32))) - w).max() > 1e-3
+    q8 = rng.integers(-127, 128, (4, 32, 24))
+    q8[:, 0] = 127
+    w8 = (d[:, None] * q8).astype(np.float32).reshape(128, 24)
+    np.testing.assert_array_equal(np.asarray(dequantize(quantize_weight(w8, 8, 32))), w8)
+
+
 def test_quantized_weight_is_a_pytree_with_static_format():
     qw = quantize_weight(np.ones((4, 6), np.float32), 4, 2)
     leaves, treedef = jax.tree_util.tree_flatten(qw)
@@ -76,13 +123,16 @@ def _logits(params, cfg, tokens):
 # Each family and each format once (not every pair: the formats' code is the same for
 # every family, whose own paths are the weights it has): per-column int8 and grouped int4
 # on Llama (untied head, quantised in one), a quantised tied head with Qwen2's QKV bias,
-# and GPT-2's biased fused matrices in int4.
-@pytest.mark.parametrize("cfg, bits, group_size, head", [
-    (TINY_LLAMA, 8, None, False), (TINY_LLAMA, 4, 2, True), (TINY_QWEN2, 8, 4, True),
-    (TINY_GPT2, 4, 4, False)], ids=lambda v: getattr(v, "name", str(v)))
-def test_quantized_forward_equals_dense_forward_of_dequantized(cfg, bits, group_size, head):
+# and GPT-2's biased fused matrices in int4; with offsets, GPT-2's fused matrices and a
+# head in its own format.
+@pytest.mark.parametrize("cfg, bits, group_size, head, asym", [
+    (TINY_LLAMA, 8, None, False, False), (TINY_LLAMA, 4, 2, True, False),
+    (TINY_QWEN2, 8, 4, True, False), (TINY_GPT2, 4, 4, False, False),
+    (TINY_GPT2, 4, 4, (8, 4, False), True)], ids=lambda v: getattr(v, "name", str(v)))
+def test_quantized_forward_equals_dense_forward_of_dequantized(cfg, bits, group_size, head,
+                                                               asym):
     params = init_params(jax.random.PRNGKey(3), cfg)
-    qp = quantize_params(params, cfg, bits, group_size, head=head)
+    qp = quantize_params(params, cfg, bits, group_size, head=head, asymmetric=asym)
     dense = dequantize_params(qp)                                     # plain arrays again
     assert not any(isinstance(x, QuantizedWeight) for x in
                    jax.tree_util.tree_leaves(dense, is_leaf=lambda x: isinstance(x, QuantizedWeight)))
@@ -156,6 +206,11 @@ def test_roofline_weight_bytes_equal_the_stored_bytes(cfg, kw):
     (lambda: models.load("tiny-gpt2", quantize="int4", group_size=5), "group_size must be even"),
     (lambda: quantize_weight(np.ones((4, 4)), 3), "bits must be 4 or 8"),
     (lambda: quantize_weight(np.ones((4, 4)), 4), "group_size is required for bits=4"),
+    (lambda: quantize_weight(np.ones((4, 4)), 8, asymmetric=1), "asymmetric must be True or"),
+    (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=4,
+                                    head=(8, 4)), r"head must be a bool or \(bits, group_size"),
+    (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=4,
+                                    head=(8, 7, False)), "group_size 7 must divide"),
     (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=16), "bits must be 4 or 8"),
     (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=32),
      "group_size 32 must divide"),
@@ -182,7 +237,8 @@ def target():
 # draft between them)
 @pytest.mark.parametrize("kw, k", [
     (dict(bits=8), 2), (dict(bits=4, group_size=4), 5),
-    (dict(bits=4, group_size=12, layers=[0, 2], head=True), 2)], ids=str)
+    (dict(bits=4, group_size=12, layers=[0, 2], head=True), 2),
+    (dict(bits=4, group_size=4, asymmetric=True, head=(8, 4, False)), 3)], ids=str)
 def test_greedy_speculative_with_quantized_self_draft_equals_target(target, kw, k):
     ref = generate_autoregressive(target, PROMPTS_3, MAX_NEW)
     drafter = quantized_self_drafter(target, **kw)
@@ -247,13 +303,18 @@ def test_int8_smollm2_logits_close_to_fp32():
     assert diff.max() < 3.0 and diff.mean() < 0.32 and agree.mean() > 0.95
 
 
-@pytest.mark.parametrize("bits, group_size", [(8, None), (8, 6), (4, 4), (4, 12)])
+@pytest.mark.parametrize("bits, group_size, asymmetric", [
+    (8, None, False), (8, 6, False), (4, 4, False), (4, 12, False), (8, None, True),
+    (4, 4, True)])
 @pytest.mark.parametrize("lead", [(5,), (2, 3)])
-def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, group_size, lead):
+def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, group_size,
+                                                                         asymmetric, lead):
     # scales on the per-group partial products (int4, grouped int8) or on the output
-    # (int8 per channel): the same sum as x @ ŵ up to fp32 rounding
+    # (int8 per channel), offsets times the groups' sums of x: the same sum as x @ ŵ up
+    # to fp32 rounding
     rng = np.random.default_rng(7)
-    qw = quantize_weight(rng.standard_normal((24, 10)).astype(np.float32), bits, group_size)
+    qw = quantize_weight(rng.standard_normal((24, 10)).astype(np.float32) + 0.5, bits,
+                         group_size, asymmetric=asymmetric)
     x = jnp.asarray(rng.standard_normal((*lead, 24)), jnp.float32)
     ref = np.asarray(x, np.float64) @ np.asarray(dequantize(qw), np.float64)
     got = np.asarray(quantized_matmul(x, qw))

@@ -1,20 +1,23 @@
 // Small-M matmul over weight-only quantised weights in groups, for XLA:CPU, called through
 // the XLA FFI (`specsim.models.kernels.small_matmul_quantized`):
-//   y[M, N] = x[M, K] @ ŵ[l],   ŵ[k, n] = q[l][k, n] * scales[l][k / g, n]
+//   y[M, N] = x[M, K] @ ŵ[l],   ŵ[k, n] = q[l][k, n] * scales[l][k / g, n] (+ offsets[l][k / g, n])
 // in the layout of `specsim.models.quantize`: bits 8: q int8 [L, K, N]; bits 4: q packed two
 // values per byte along K, [L, K/2, N] (row 2i in the low nibble of byte row i, row 2i+1 in
-// the high nibble, two's complement); scales fp32 [L, K/g, N], g = K / (K/g) (even for 4 bits).
+// the high nibble, two's complement); scales fp32 [L, K/g, N], g = K / (K/g) (even for 4 bits);
+// offsets (asymmetric formats only) fp32 like scales.
 //
 // Why: a decode step reads every weight once, so a 4-bit weight read as 4 bits costs an
 // eighth of its fp32 bytes. Each 16-column block of a byte row is loaded once for all M rows
 // and unpacked and converted to fp32 in registers; each row sums a group's products in
 // registers and multiplies the sum by the group's scales, y = Σ_g (x_g @ q_g) * scale_g (as
 // `specsim.models.quantize.quantized_matmul` does with XLA's dots), so the scales cost one
-// multiply-add per group, not one multiply per weight. A row's sums run in one fixed order
+// multiply-add per group, not one multiply per weight; offsets one more, Σ_g (Σ x_g) * offset_g,
+// with each row's group sums of x formed once per call. A row's sums run in one fixed order
 // whatever M, the threads or the panels (panels hold whole groups; the columns past the last
 // whole block of 16 are always the same), so a verify pass agrees with a decode step bit
 // for bit. Panels of about 32 KB and the prefetch follow small_matmul.cc's part_nn.
 #include <string>
+#include <vector>
 
 #include "matmul_common.h"
 
@@ -52,15 +55,18 @@ inline float value(const int8_t* q, int64_t N, int64_t k, int64_t c) {
 // (x[0:R, group] @ q[group, c:c+16]) * scales[group, c:c+16]. In a group, the even and the
 // odd rows are summed apart (two chains of multiply-adds, so that one row does not wait on
 // the latency of one chain), added, and multiplied into the sum with the group's scales.
-template <int R, int BITS>
-inline void block(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
-                  int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+template <int R, int BITS, bool OFFS>
+inline void block(const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
+                  const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1,
+                  float* y, bool first) {
   v8 a0[R], a1[R];
   for (int m = 0; m < R; ++m) {
     if (first) { a0[m] = splat(0.f); a1[m] = splat(0.f); }
     else { a0[m] = load8(y + m * N + c); a1[m] = load8(y + m * N + c + 8); }
   }
+  const int64_t G = K / g;
   const float* sp = s + (k0 / g) * N + c;
+  const float* op = OFFS ? off + (k0 / g) * N + c : nullptr;
   for (int64_t k = k0; k < k1; k += g, sp += N) {
     v8 e0[R], e1[R], o0[R], o1[R];
     for (int m = 0; m < R; ++m) e0[m] = e1[m] = o0[m] = o1[m] = splat(0.f);
@@ -102,6 +108,15 @@ inline void block(const float* x, int64_t K, const int8_t* q, const float* s, in
       a0[m] = fma8(e0[m] + o0[m], s0, a0[m]);
       a1[m] = fma8(e1[m] + o1[m], s1, a1[m]);
     }
+    if (OFFS) {
+      v8 f0 = load8(op), f1 = load8(op + 8);
+      for (int m = 0; m < R; ++m) {
+        v8 t = splat(xs[m * G + k / g]);
+        a0[m] = fma8(t, f0, a0[m]);
+        a1[m] = fma8(t, f1, a1[m]);
+      }
+      op += N;
+    }
   }
   for (int m = 0; m < R; ++m) { store8(y + m * N + c, a0[m]); store8(y + m * N + c + 8, a1[m]); }
 }
@@ -110,13 +125,16 @@ inline void block(const float* x, int64_t K, const int8_t* q, const float* s, in
 // The same sums with one 16-float vector per row: an int4 value becomes a float by a
 // 16-entry table lookup on its nibble (vpermps reads the low 4 bits of each index lane),
 // fewer instructions per weight than the 8-float path; the same operations lane by lane.
-template <int R, int BITS>
-inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
-                    int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+template <int R, int BITS, bool OFFS>
+inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
+                    const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1,
+                    float* y, bool first) {
   const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
   __m512 a[R];
   for (int m = 0; m < R; ++m) a[m] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + m * N + c);
+  const int64_t G = K / g;
   const float* sp = s + (k0 / g) * N + c;
+  const float* op = OFFS ? off + (k0 / g) * N + c : nullptr;
   for (int64_t k = k0; k < k1; k += g, sp += N) {
     __m512 e[R], o[R];
     for (int m = 0; m < R; ++m) e[m] = o[m] = _mm512_setzero_ps();
@@ -153,6 +171,11 @@ inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, 
     }
     __m512 sc = _mm512_loadu_ps(sp);
     for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_add_ps(e[m], o[m]), sc, a[m]);
+    if (OFFS) {
+      __m512 f = _mm512_loadu_ps(op);
+      for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(xs[m * G + k / g]), f, a[m]);
+      op += N;
+    }
   }
   for (int m = 0; m < R; ++m) _mm512_storeu_ps(y + m * N + c, a[m]);
 }
@@ -161,17 +184,20 @@ inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, 
 #define BLOCK block
 #endif
 
-template <int BITS>
-void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, int64_t N,
-          int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first) {
+template <int BITS, bool OFFS>
+void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
+          const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1, float* y,
+          bool first) {
+#define SPECSIM_ROWS(r) BLOCK<r, BITS, OFFS>(x, K, q, s, off, xs, N, g, c, k0, k1, y, first)
   switch (R) {
-    case 1: BLOCK<1, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
-    case 2: BLOCK<2, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
-    case 3: BLOCK<3, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
-    case 4: BLOCK<4, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
-    case 5: BLOCK<5, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
-    default: BLOCK<6, BITS>(x, K, q, s, N, g, c, k0, k1, y, first); break;
+    case 1: SPECSIM_ROWS(1); break;
+    case 2: SPECSIM_ROWS(2); break;
+    case 3: SPECSIM_ROWS(3); break;
+    case 4: SPECSIM_ROWS(4); break;
+    case 5: SPECSIM_ROWS(5); break;
+    default: SPECSIM_ROWS(6); break;
   }
+#undef SPECSIM_ROWS
 }
 
 // A prefetch cursor over rows [r, end) of a row-major array, `bytes` bytes of each row
@@ -189,11 +215,13 @@ struct Stream {
 };
 
 // Columns [c0, c1) of y, in panels of about 32 KB of packed weights (this part's columns),
-// each consumed block by block while the next panel's weights and scales are prefetched in
-// address order (as small_matmul.cc's part_nn does).
-template <int BITS>
-void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s, int64_t N,
-          int64_t g, int64_t c0, int64_t c1, float* y) {
+// each consumed block by block while the next panel's weights, scales and offsets are
+// prefetched in address order (as small_matmul.cc's part_nn does). xs [M, K/g]: each row's
+// group sums of x (offsets only).
+template <int BITS, bool OFFS>
+void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s, const float* off,
+          const float* xs, int64_t N, int64_t g, int64_t c0, int64_t c1, float* y) {
+  const int64_t G = K / g;
   constexpr int64_t per = BITS == 4 ? 2 : 1;     // weight rows per byte row
   int64_t cols = c1 - c0;
   int64_t cb_end = c0 + (cols / kBlock) * kBlock;
@@ -205,6 +233,8 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
     Stream wq{reinterpret_cast<const char*>(q + c0), N, cols, k1 / per, k2 / per};
     Stream ws{reinterpret_cast<const char*>(s + c0), N * 4, cols * 4, k1 / g,
               k2 > k1 ? (k2 - 1) / g + 1 : k1 / g};
+    Stream wo = ws;
+    if (OFFS) wo.base = reinterpret_cast<const char*>(off + c0);
     int64_t blocks = std::max<int64_t>(1, cols / kBlock);
     int64_t wq_lines = ((wq.end - wq.r) * cols + kLine - 1) / kLine;
     int64_t ws_lines = ((ws.end - ws.r) * cols * 4 + kLine - 1) / kLine;
@@ -212,10 +242,12 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
     for (int64_t c = c0; c < cb_end; c += kBlock) {
       for (int64_t m = 0; m < M; m += kMaxRows) {
         int R = (int)std::min<int64_t>(kMaxRows, M - m);
-        rows<BITS>(R, x + m * K, K, q, s, N, g, c, k0, k1, y + m * N, first);
+        rows<BITS, OFFS>(R, x + m * K, K, q, s, off, xs + (OFFS ? m * G : 0), N, g, c, k0, k1,
+                         y + m * N, first);
       }
       wq.ahead(wq_per);
       ws.ahead(ws_per);
+      if (OFFS) wo.ahead(ws_per);
     }
     for (int64_t c = cb_end; c < c1; ++c)        // columns past the last whole block
       for (int64_t m = 0; m < M; ++m) {
@@ -227,6 +259,7 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
             if (j & 1) o += p; else e += p;
           }
           acc += (e + o) * s[(k / g) * N + c];
+          if (OFFS) acc += xs[m * G + k / g] * off[(k / g) * N + c];
         }
         y[m * N + c] = acc;
       }
@@ -240,11 +273,13 @@ ffi::Error bad(const std::string& what) {
 }  // namespace
 
 // x [M, K] f32; q [L, K, N] s8 (bits 8) or [L, K/2, N] (bits 4, packed); scales [L, K/g, N]
-// f32; layer s32 (clamped to [0, L)); y [M, N] = x @ (q[l] * scales[l] per group of g rows).
+// f32; offsets f32 like scales, read only when has_offsets is 1 (else any buffer); layer s32
+// (clamped to [0, L)); y [M, N] = x @ (q[l] * scales[l] (+ offsets[l]) per group of g rows).
 static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
                                      ffi::Buffer<ffi::S8> q, ffi::Buffer<ffi::F32> scales,
-                                     ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y,
-                                     int32_t bits) {
+                                     ffi::Buffer<ffi::F32> offsets, ffi::Buffer<ffi::S32> layer,
+                                     ffi::ResultBuffer<ffi::F32> y, int32_t bits,
+                                     int32_t has_offsets) {
   auto xd = x.dimensions(), qd = q.dimensions(), sd = scales.dimensions();
   if (bits != 4 && bits != 8) return bad("bits must be 4 or 8");
   if (xd.size() != 2 || qd.size() != 3 || sd.size() != 3)
@@ -254,19 +289,46 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
   if (qd[1] * per != K) return bad("q's rows do not match x's contraction size");
   if (sd[0] != L || sd[2] != N) return bad("scales must be [L, K/g, N] like q");
   if (G < 1 || K % G) return bad("the number of groups must divide K");
+  bool offs = has_offsets != 0;
+  if (offs) {
+    auto od = offsets.dimensions();
+    if (od.size() != 3 || od[0] != L || od[1] != G || od[2] != N)
+      return bad("offsets must be [L, K/g, N] like scales");
+  }
   int64_t g = K / G;
   if (bits == 4 && g % 2) return bad("the group size must be even for 4 bits");
   int64_t l = clamp_layer(layer.typed_data()[0], L);
   const float* xp = x.typed_data();
   const int8_t* ql = q.typed_data() + l * (K / per) * N;
   const float* sl = scales.typed_data() + l * G * N;
+  const float* ol = offs ? offsets.typed_data() + l * G * N : nullptr;
   float* yp = y->typed_data();
+  // each row's group sums of x, in one fixed order (a row's result never depends on M)
+  std::vector<float> sums(offs ? M * G : 0);
+  for (int64_t m = 0; offs && m < M; ++m)
+    for (int64_t i = 0; i < G; ++i) {
+      float t = 0.f;
+      for (int64_t j = 0; j < g; ++j) t += xp[m * K + i * g + j];
+      sums[m * G + i] = t;
+    }
+  const float* xs = sums.data();
   run_column_parts(pool, N, [=](int64_t c0, int64_t c1) {
-    if (bits == 4) part<4>(xp, M, K, ql, sl, N, g, c0, c1, yp);
-    else part<8>(xp, M, K, ql, sl, N, g, c0, c1, yp);
+    if (bits == 4 && offs) part<4, true>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
+    else if (bits == 4) part<4, false>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
+    else if (offs) part<8, true>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
+    else part<8, false>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
   });
   return ffi::Error::Success();
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmulGrouped, SmallMatmulGrouped,
-                              quantized_matmul_binding().Attr<int32_t>("bits"));
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S8>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int32_t>("bits")
+                                  .Attr<int32_t>("has_offsets"));

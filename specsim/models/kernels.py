@@ -20,7 +20,8 @@ they are, and splits the columns over XLA's intra-op thread pool (``SPECSIM_KERN
 caps the threads per call, a positive integer, anything else ignored; 1: the calling
 thread alone). int8 weights with one scale per output column are read as int8 bytes;
 int4 (two per byte) and grouped int8 weights (``grouped_matmul.cc``) as their packed
-bytes, unpacked in registers, each group's sum times its scales. Row m's result does not
+bytes, unpacked in registers, each group's sum times its scales (plus, for asymmetric
+formats, the row's group sum of x times the group's offsets). Row m's result does not
 depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
 
 Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
@@ -308,13 +309,14 @@ def takes_quantized(qw) -> bool:
 
 
 def _per_column_int8(qw) -> bool:
-    return qw.bits == 8 and qw.group_size == qw.shape[-2]
+    return qw.bits == 8 and qw.group_size == qw.shape[-2] and qw.offsets is None
 
 
 def _check_quantized(qw) -> None:
     """InvalidArgument naming what is wrong unless ``qw`` is a `QuantizedWeight` the
     kernels take: int8 values [..., Din/(8/bits), Dout], fp32 scales [..., Din/g, Dout],
-    bits 8 or 4, g (``group_size``) dividing Din, even for 4 bits."""
+    bits 8 or 4, g (``group_size``) dividing Din, even for 4 bits; offsets None or fp32
+    like scales."""
     from specsim.models.quantize import BITS, QuantizedWeight
     if not isinstance(qw, QuantizedWeight):
         raise InvalidArgument(f"qw must be a QuantizedWeight, got {type(qw).__name__}")
@@ -335,6 +337,12 @@ def _check_quantized(qw) -> None:
         raise InvalidArgument(f"qw.scales must be [..., Din/group_size, Dout] = {list(want)} "
                               f"for values {values.shape} and group_size {g}, got "
                               f"{tuple(scales.shape)}")
+    offsets = qw.offsets
+    if offsets is not None and (tuple(offsets.shape) != want
+                                or jnp.dtype(offsets.dtype) != jnp.float32):
+        raise InvalidArgument(f"qw.offsets must be None or float32 like qw.scales "
+                              f"{list(want)}, got {jnp.dtype(offsets.dtype).name} "
+                              f"{tuple(offsets.shape)}")
 
 
 def _call_int8(x2, q3, s3, layer):
@@ -375,29 +383,35 @@ def small_matmul_int8(x, qw, layer=None):
     return y.reshape(*lead, y.shape[-1])
 
 
-def _call_grouped(x2, q3, s3, layer, bits: int):
+def _call_grouped(x2, q3, s3, o3, layer, bits: int):
+    """o3: the offsets, or None (the scales stand in for the buffer, unread)."""
+    has = o3 is not None
     return jax.ffi.ffi_call(TARGET_GROUPED, jax.ShapeDtypeStruct((x2.shape[0], q3.shape[2]),
                                                                  jnp.float32),
-                            vmap_method="sequential")(x2, q3, s3, layer, bits=np.int32(bits))
+                            vmap_method="sequential")(x2, q3, s3, o3 if has else s3, layer,
+                                                      bits=np.int32(bits),
+                                                      has_offsets=np.int32(has))
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(4,))
-def _matmul_grouped(x2, q3, s3, layer, bits):
-    return _call_grouped(x2, q3, s3, layer, bits)
+@partial(jax.custom_jvp, nondiff_argnums=(5,))
+def _matmul_grouped(x2, q3, s3, o3, layer, bits):
+    return _call_grouped(x2, q3, s3, o3, layer, bits)
 
 
 @_matmul_grouped.defjvp
 def _matmul_grouped_jvp(bits, primals, tangents):
-    """Derivatives by XLA's dots, in x and in the scales (the integer values have none):
-    y is linear in each, y = x @ ŵ = Σ_g (x_g @ q_g) * scale_g."""
+    """Derivatives by XLA's dots, in x, the scales and the offsets (the integer values
+    have none): y = x @ ŵ = Σ_g (x_g @ q_g) * scale_g (+ (Σ x_g) * offset_g) is linear in
+    x and in (scales, offsets) together."""
     from specsim.models.quantize import QuantizedWeight, dequantize, quantized_matmul
-    x2, q3, s3, layer = primals
-    dx, _, ds, _ = tangents
-    y = _matmul_grouped(x2, q3, s3, layer, bits)
+    x2, q3, s3, o3, layer = primals
+    dx, _, ds, do, _ = tangents
+    y = _matmul_grouped(x2, q3, s3, o3, layer, bits)
     g = x2.shape[1] // s3.shape[1]
     ql = q3[layer]
-    return y, (dx @ dequantize(QuantizedWeight(ql, s3[layer], bits, g))
-               + quantized_matmul(x2, QuantizedWeight(ql, ds[layer], bits, g)))
+    at = (lambda a: None if a is None else a[layer])                   # noqa: E731
+    return y, (dx @ dequantize(QuantizedWeight(ql, s3[layer], bits, g, at(o3)))
+               + quantized_matmul(x2, QuantizedWeight(ql, ds[layer], bits, g, at(do))))
 
 
 def small_matmul_quantized(x, qw, layer=None):
@@ -405,17 +419,20 @@ def small_matmul_quantized(x, qw, layer=None):
     `specsim.models.quantize` (`takes_quantized`), read as its stored bytes by the kernel
     (an error where `available` is False). int8 with one scale per output column:
     `small_matmul_int8`. In groups (int4 packed two per byte, grouped int8):
-    y = Σ_g (x_g @ q_g) * scale_g, the values unpacked in registers (``grouped_matmul.cc``).
+    y = Σ_g (x_g @ q_g) * scale_g (+ (Σ x_g) * offset_g), the values unpacked in registers
+    (``grouped_matmul.cc``).
     ``qw``: values [K or K/2, N] (scales [K/g, N]), or stacked [L, ...] with ``layer``
     (clamped to [0, L) as ``w[layer]`` under jit)."""
     _require_kernel()
     _check_quantized(qw)
     if _per_column_int8(qw):
         return small_matmul_int8(x, qw, layer)
-    (q, sc), layer = _stacked((jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32)),
-                              layer, "qw.values")
+    arrays = (jnp.asarray(qw.values), jnp.asarray(qw.scales, jnp.float32))
+    if qw.offsets is not None:
+        arrays += (jnp.asarray(qw.offsets),)
+    (q, sc, *off), layer = _stacked(arrays, layer, "qw.values")
     x2, lead = _rows(jnp.asarray(x), qw.shape[-2], "qw's input dimension")
-    y = _matmul_grouped(x2, q, sc, layer, qw.bits)
+    y = _matmul_grouped(x2, q, sc, off[0] if off else None, layer, qw.bits)
     return y.reshape(*lead, y.shape[-1])
 
 

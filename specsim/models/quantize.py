@@ -16,6 +16,18 @@ tree map see two arrays per matrix). Symmetric quantisation, per group g of
     q[i, j]     = round(w[i, j] / scale[g, j])      in [-qmax, qmax], never clipped
     ŵ[i, j]     = q[i, j] * scale[g, j]             |w - ŵ| <= scale / 2
 
+With ``asymmetric=True`` each group also has an fp32 offset, and the 2^bits levels span
+the group's range rather than ±max|w| (llama.cpp's Q4_1 format, "scale and min")::
+
+    scale[g, j]  = (max_i∈g w[i, j] - min_i∈g w[i, j]) / (2^bits - 1)
+    offset[g, j] = min_i∈g w[i, j] + 2^(bits-1) * scale[g, j]
+    q[i, j]      = round((w[i, j] - offset[g, j]) / scale[g, j])   in [-2^(bits-1), 2^(bits-1) - 1]
+    ŵ[i, j]      = q[i, j] * scale[g, j] + offset[g, j]
+
+Weights that are already 16 evenly spaced levels per group of 32 (a model read from a
+Q4_1 GGUF, as the embedded SmolLM2 is) come back exactly, up to the fp32 rounding of the
+scale and offset; symmetric int4 cannot represent them (15 levels centred on zero).
+
 int8 uses one group of all Din rows (one scale per output channel) unless
 ``group_size`` is given. int4 values are packed two per byte along the input
 dimension (rows 2i and 2i+1 in the low and high nibble of byte i), so ``values`` is
@@ -53,7 +65,7 @@ from specsim.errors import InvalidArgument
 
 __all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "quantize_weight", "dequantize",
            "quantize_params", "dequantize_params", "is_quantized", "quantized_matmul",
-           "check_quantize_args", "param_bytes"]
+           "check_quantize_args", "param_bytes", "concat_columns", "split_columns"]
 
 BITS = (4, 8)
 QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "w_proj",
@@ -64,18 +76,21 @@ QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "
 @dataclass(frozen=True)
 class QuantizedWeight:
     """A weight-only quantised matrix. values: int8 [..., Din, Dout] (bits=8) or packed
-    [..., Din/2, Dout] (bits=4); scales: fp32 [..., Din/group_size, Dout]."""
+    [..., Din/2, Dout] (bits=4); scales: fp32 [..., Din/group_size, Dout]; offsets: None
+    (symmetric) or fp32 like scales (asymmetric: ŵ = q * scale + offset)."""
     values: Any
     scales: Any
     bits: int
     group_size: int
+    offsets: Any = None
 
     def tree_flatten(self):
-        return (self.values, self.scales), (self.bits, self.group_size)
+        return (self.values, self.scales, self.offsets), (self.bits, self.group_size)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
+        values, scales, offsets = children
+        return cls(values, scales, *aux, offsets)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -85,7 +100,8 @@ class QuantizedWeight:
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.nbytes) + int(self.scales.nbytes)
+        return (int(self.values.nbytes) + int(self.scales.nbytes)
+                + (0 if self.offsets is None else int(self.offsets.nbytes)))
 
 
 def is_quantized(x) -> bool:
@@ -129,10 +145,11 @@ def check_quantize_args(bits, group_size, in_dims=()) -> int | None:
     return int(group_size)
 
 
-def quantize_weight(w, bits: int = 8, group_size: int | None = None) -> QuantizedWeight:
-    """Quantise one matrix w [..., Din, Dout] (see the module docstring). The arithmetic
-    runs in float64 on the host, so the only rounding beyond the format's is the fp32
-    product of `dequantize`."""
+def quantize_weight(w, bits: int = 8, group_size: int | None = None, *,
+                    asymmetric: bool = False) -> QuantizedWeight:
+    """Quantise one matrix w [..., Din, Dout] (see the module docstring; ``asymmetric``:
+    levels over each group's range, with offsets). The arithmetic runs in float64 on the
+    host, so the only rounding beyond the format's is fp32's in `dequantize`."""
     if isinstance(w, QuantizedWeight):
         w = dequantize(w)
     arr = np.asarray(w, np.float64)
@@ -140,13 +157,27 @@ def quantize_weight(w, bits: int = 8, group_size: int | None = None) -> Quantize
         raise InvalidArgument(f"w must be a matrix [..., Din, Dout], got shape {arr.shape}")
     din, dout = arr.shape[-2:]
     g = check_quantize_args(bits, group_size, (din,)) or din
-    qmax = 2 ** (bits - 1) - 1
+    if not isinstance(asymmetric, bool):
+        raise InvalidArgument(f"asymmetric must be True or False, got {asymmetric!r}")
+    half = 2 ** (bits - 1)
     grouped = arr.reshape(*arr.shape[:-2], din // g, g, dout)         # [..., Din/g, g, Dout]
-    scale = np.abs(grouped).max(axis=-2) / qmax                        # [..., Din/g, Dout]
-    scale = np.where(scale > 0, scale, 1.0)                            # an all-zero group
-    q = np.rint(grouped / scale[..., None, :]).reshape(arr.shape).astype(np.int8)
+    if asymmetric:
+        lo, hi = grouped.min(axis=-2), grouped.max(axis=-2)            # [..., Din/g, Dout]
+        scale = (hi - lo) / (2 * half - 1)
+        scale = np.where(scale > 0, scale, 1.0)                        # a constant group
+        offset = np.where(hi > lo, lo + half * scale, lo)
+        # the scale and offset as the kernel reads them (fp32), so q rounds against those
+        scale, offset = scale.astype(np.float32), offset.astype(np.float32)
+        q = np.rint((grouped - offset[..., None, :]) / scale[..., None, :])
+        q = np.clip(q, -half, half - 1)
+    else:
+        scale = np.abs(grouped).max(axis=-2) / (half - 1)               # [..., Din/g, Dout]
+        scale = np.where(scale > 0, scale, 1.0)                        # an all-zero group
+        q, offset = np.rint(grouped / scale[..., None, :]), None
+    q = q.reshape(arr.shape).astype(np.int8)
     values = _pack_int4(q) if bits == 4 else q
-    return QuantizedWeight(jnp.asarray(values), jnp.asarray(scale, jnp.float32), bits, g)
+    return QuantizedWeight(jnp.asarray(values), jnp.asarray(scale, jnp.float32), bits, g,
+                           None if offset is None else jnp.asarray(offset, jnp.float32))
 
 
 def _grouped_values(qw: QuantizedWeight, dtype):
@@ -157,9 +188,31 @@ def _grouped_values(qw: QuantizedWeight, dtype):
 
 
 def dequantize(qw: QuantizedWeight, dtype=jnp.float32):
-    """The dense matrix ŵ = q * scale, [..., Din, Dout] in ``dtype``."""
+    """The dense matrix ŵ = q * scale (+ offset), [..., Din, Dout] in ``dtype``."""
     grouped = _grouped_values(qw, jnp.float32) * qw.scales[..., None, :]
+    if qw.offsets is not None:
+        grouped = grouped + qw.offsets[..., None, :]
     return grouped.reshape(qw.shape).astype(dtype)
+
+
+def concat_columns(parts) -> QuantizedWeight | None:
+    """Quantised matrices side by side along Dout (their columns are independent), or
+    None when their formats differ (bits, groups, offsets or not)."""
+    if len({(p.bits, p.group_size, p.offsets is None) for p in parts}) != 1:
+        return None
+    cat = lambda xs: jnp.concatenate(xs, -1)                           # noqa: E731
+    p0 = parts[0]
+    return QuantizedWeight(cat([p.values for p in parts]), cat([p.scales for p in parts]),
+                           p0.bits, p0.group_size,
+                           None if p0.offsets is None else cat([p.offsets for p in parts]))
+
+
+def split_columns(qw: QuantizedWeight, cuts) -> list[QuantizedWeight]:
+    """``qw`` cut along Dout at ``cuts`` (column indices), as `jnp.split` does."""
+    split = lambda a: jnp.split(a, cuts, -1)                           # noqa: E731
+    offs = [None] * (len(cuts) + 1) if qw.offsets is None else split(qw.offsets)
+    return [QuantizedWeight(v, sc, qw.bits, qw.group_size, o)
+            for v, sc, o in zip(split(qw.values), split(qw.scales), offs)]
 
 
 def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
@@ -171,16 +224,21 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
     each dot: handing `lax.dot_general` the int8 operand with an fp32 accumulator, or
     int8 x int8 -> int32, lowers to the same convert + dot (see docs/studies/int8.md)."""
     out_type = preferred_element_type or x.dtype
-    if qw.group_size == qw.shape[-2] and qw.bits == 8:
-        y = jnp.matmul(x, qw.values.astype(x.dtype), preferred_element_type=out_type)
-        return y * qw.scales[0].astype(out_type)                      # [..., Dout]
     if qw.values.ndim != 2:                                           # stacked: dense path
         return jnp.matmul(x, dequantize(qw, x.dtype), preferred_element_type=out_type)
-    q = _grouped_values(qw, x.dtype)                                  # [G, g, Dout]
-    G, g = q.shape[0], q.shape[1]
-    xg = x.reshape(*x.shape[:-1], G, g)                               # [..., G, g]
-    part = jnp.einsum("...Gg,Ggo->...Go", xg, q, preferred_element_type=out_type)
-    return jnp.einsum("...Go,Go->...o", part, qw.scales.astype(out_type))
+    G = qw.scales.shape[0]
+    xg = x.reshape(*x.shape[:-1], G, qw.group_size)                   # [..., G, g]
+    if G == 1 and qw.bits == 8:
+        y = jnp.matmul(x, qw.values.astype(x.dtype), preferred_element_type=out_type)
+        y = y * qw.scales[0].astype(out_type)                         # [..., Dout]
+    else:
+        q = _grouped_values(qw, x.dtype)                              # [G, g, Dout]
+        part = jnp.einsum("...Gg,Ggo->...Go", xg, q, preferred_element_type=out_type)
+        y = jnp.einsum("...Go,Go->...o", part, qw.scales.astype(out_type))
+    if qw.offsets is None:
+        return y
+    return y + jnp.einsum("...G,Go->...o", jnp.sum(xg, -1).astype(out_type),   # Σ_g (Σx_g) o_g
+                          qw.offsets.astype(out_type))
 
 
 def _in_dims(cfg) -> tuple[int, ...]:
@@ -189,26 +247,35 @@ def _in_dims(cfg) -> tuple[int, ...]:
 
 
 def quantize_params(params: dict, cfg, bits: int = 8, group_size: int | None = None, *,
-                    head: bool = False) -> dict:
+                    head: bool | tuple = False, asymmetric: bool = False) -> dict:
     """``params`` with every layer's `QUANTIZED_NAMES` matrices (and, with ``head``, the
     output head) quantised to ``bits`` in groups of ``group_size`` input rows (None: per
-    output channel, int8 only). Works on stacked and per-layer layouts; leaves that are
-    already quantised are re-quantised from their dequantised values."""
+    output channel, int8 only), with offsets where ``asymmetric``. ``head``: False (dense),
+    True (as the layers), or its own format (bits, group_size, asymmetric). Works on
+    stacked and per-layer layouts; leaves that are already quantised are re-quantised
+    from their dequantised values."""
     check_quantize_args(bits, group_size, _in_dims(cfg))
+    head_format = (bits, group_size, asymmetric) if head is True else head
+    if head_format:
+        if not isinstance(head_format, tuple) or len(head_format) != 3:
+            raise InvalidArgument(f"head must be a bool or (bits, group_size, asymmetric), "
+                                  f"got {head!r}")
+        check_quantize_args(*head_format[:2], (cfg.d_model,))
 
     def layer(lp: dict) -> dict:
-        return {k: quantize_weight(v, bits, group_size) if k in QUANTIZED_NAMES else v
-                for k, v in lp.items()}
+        return {k: quantize_weight(v, bits, group_size, asymmetric=asymmetric)
+                if k in QUANTIZED_NAMES else v for k, v in lp.items()}
 
     layers = params["layers"]
     out = dict(params)
     out["layers"] = (tuple(layer(lp) for lp in layers) if isinstance(layers, (tuple, list))
                      else layer(layers))
-    if head:
+    if head_format:
         dense = params.get("lm_head")
         if dense is None:                                             # tied: quantise embed.T
             dense = np.asarray(params["embed"]).T
-        out["lm_head"] = quantize_weight(dense, bits, group_size)
+        hb, hg, ha = head_format
+        out["lm_head"] = quantize_weight(dense, hb, hg, asymmetric=ha)
     return out
 
 

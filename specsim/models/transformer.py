@@ -72,7 +72,8 @@ import numpy as np
 from specsim.errors import ConfigError, InvalidArgument
 from specsim.models import compiler, kernels
 from specsim.models.config import ModelConfig
-from specsim.models.quantize import QuantizedWeight, is_quantized, quantized_matmul
+from specsim.models.quantize import (QuantizedWeight, concat_columns, is_quantized,
+                                     quantized_matmul, split_columns)
 from specsim.validation import positive_int
 
 
@@ -205,11 +206,7 @@ def _concat_columns(parts):
     """Matrices (or biases) [..., Dout_i] side by side along the last axis; quantised
     ones (same bits and groups: their columns are independent) value- and scale-wise."""
     if all(isinstance(p, QuantizedWeight) for p in parts):
-        if len({(p.bits, p.group_size) for p in parts}) != 1:
-            return None
-        return QuantizedWeight(jnp.concatenate([p.values for p in parts], -1),
-                               jnp.concatenate([p.scales for p in parts], -1),
-                               parts[0].bits, parts[0].group_size)
+        return concat_columns(parts)
     if any(isinstance(p, QuantizedWeight) for p in parts):
         return None
     return jnp.concatenate(parts, -1)
@@ -218,8 +215,7 @@ def _concat_columns(parts):
 def _split_columns(x, sizes):
     cuts = np.cumsum(sizes)[:-1].tolist()
     if isinstance(x, QuantizedWeight):
-        return [QuantizedWeight(v, sc, x.bits, x.group_size) for v, sc in
-                zip(jnp.split(x.values, cuts, -1), jnp.split(x.scales, cuts, -1))]
+        return split_columns(x, cuts)
     return jnp.split(x, cuts, -1)
 
 
