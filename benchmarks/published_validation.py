@@ -1,17 +1,27 @@
 """Write docs/studies/published-speedups.md: the iteration cost model against the published
-GPU/TPU speedups, leave-one-source-out (`specsim.published.validation_page`)."""
+GPU/TPU speedups, leave-one-source-out (`specsim.published.validation_page`), and the same
+model on this CPU's measured ceilings against the default demo's reference run
+(`specsim.experiment.ceiling_prediction.ceiling_section`, from ``data/demo-cpu``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from specsim.published import validation_page
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "studies" / "published-speedups.md"
+DEMO = ROOT / "data" / "demo-cpu"
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "studies" / "published-speedups.md"
+
+def page_text(demo: Path = DEMO) -> str:
+    """The study page: the published set's validation and the demo folder's section."""
+    from specsim.experiment.ceiling_prediction import ceiling_section
+    from specsim.published import validation_page
+
+    return validation_page(extra_sections=[ceiling_section(demo)])
 
 
 def main() -> None:
-    text = validation_page()
+    text = page_text()
     tmp = PAGE.with_suffix(".md.tmp")
     tmp.write_text(text)
     tmp.replace(PAGE)

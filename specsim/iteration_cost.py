@@ -12,6 +12,9 @@ nodes of a tree with its root) and tau the mean tokens an iteration yields. Each
     t_pass(n) = max(roofline(n), L * layer_floor) + all_reduce(n)
     roofline(n) = max(FLOPs / (peak * FLOPS_EFFICIENCY), bytes / (bandwidth * BANDWIDTH_EFFICIENCY))
 
+``CeilingUse`` says how an engine uses the ceilings: the efficiencies above and the max
+for GPU and TPU engines (`DATASHEET_USE`); fitted efficiencies and a sum (compute and
+memory do not overlap) for specsim's CPU loop (`specsim.experiment.ceiling_prediction`).
 FLOPs and bytes are `specsim.roofline.forward_cost`'s (weights, KV cache, logits; no
 intermediates: a GPU kernel keeps them on chip), split over ``tp`` devices with the
 output head vocabulary-parallel as vLLM, SGLang and TensorRT-LLM shard it, plus two
@@ -51,7 +54,7 @@ from specsim.validation import choice, positive_int
 __all__ = ["ENGINE_CLASSES", "DRAFTER_KINDS", "FREE_DRAFTERS", "EngineOverheads",
            "PRIOR_OVERHEADS", "BANDWIDTH_EFFICIENCY", "FLOPS_EFFICIENCY",
            "ALLREDUCE_LATENCY", "EAGLE3_DRAFT_VOCAB", "MEDUSA_HEADS", "MOE_FLOOR_FACTOR",
-           "expected_experts", "PassCost",
+           "expected_experts", "CeilingUse", "DATASHEET_USE", "PassCost", "dense_pass_cost",
            "pass_cost", "DrafterSpec", "IterationTerms", "iteration_terms",
            "speedup_from_terms", "IterationBreakdown", "breakdown", "engine_class"]
 
@@ -83,6 +86,29 @@ MEDUSA_HEADS = 5
 # token permutation, two grouped GEMMs, un-permutation besides attention): its share of
 # the launch floor (a prior).
 MOE_FLOOR_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class CeilingUse:
+    """How an engine's passes use a chip's ceilings: the fractions of its peak FLOP/s and
+    bandwidth they reach, and whether compute and memory traffic overlap (a GPU kernel
+    streams weights while its tensor cores work: a pass costs the larger of the two) or
+    add (``overlap`` False: a CPU core loads, then computes)."""
+    flops_efficiency: float = FLOPS_EFFICIENCY
+    bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
+    overlap: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("flops_efficiency", "bandwidth_efficiency"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise InvalidArgument(f"{name} must be a finite number > 0, got {v!r}")
+        if not isinstance(self.overlap, bool):
+            raise InvalidArgument(f"overlap must be True or False, got {self.overlap!r}")
+
+
+# Datasheet ceilings as GPU and TPU engines use them (the priors above).
+DATASHEET_USE = CeilingUse()
 
 
 @dataclass(frozen=True)
@@ -153,25 +179,54 @@ def expected_experts(n_experts: int, experts_per_token: int, n_tokens) -> np.nda
 class PassCost:
     """One pass on one device of a tensor-parallel group: FLOPs and bytes, the roofline
     seconds they take at the efficient ceilings, the all-reduce seconds, and the layers
-    the launch floor multiplies (MOE_FLOOR_FACTOR per mixture-of-experts layer)."""
+    the launch floor multiplies (MOE_FLOOR_FACTOR per mixture-of-experts layer);
+    ``overlap``: the roofline is the larger of compute and memory seconds, else their sum
+    (`CeilingUse`)."""
     flops: float
     bytes: float
     compute_s: float
     memory_s: float
     allreduce_s: float
     layers: float
+    overlap: bool = True
 
     @property
     def roofline_s(self) -> float:
-        return max(self.compute_s, self.memory_s)
+        if self.overlap:
+            return max(self.compute_s, self.memory_s)
+        return self.compute_s + self.memory_s
 
 
-def _ceilings(hw: Hardware, dtype: str) -> tuple[float, float]:
+def _ceilings(hw: Hardware, dtype: str, use: CeilingUse) -> tuple[float, float]:
     try:
         peak = hw.peak(dtype)
     except ValueError:
         peak = hw.peak("bfloat16") if "bfloat16" in hw.dtypes else max(v for _, v in hw.peak_flops)
-    return peak * FLOPS_EFFICIENCY, hw.bandwidth * BANDWIDTH_EFFICIENCY
+    return peak * use.flops_efficiency, hw.bandwidth * use.bandwidth_efficiency
+
+
+def _timed(hw: Hardware, dtype: str, use: CeilingUse, *, flops: float, nbytes: float,
+           allreduce_s: float = 0.0, layers: float = 1) -> PassCost:
+    peak, bw = _ceilings(hw, dtype, use)
+    return PassCost(flops=float(flops), bytes=float(nbytes), compute_s=float(flops / peak),
+                    memory_s=float(nbytes / bw), allreduce_s=float(allreduce_s),
+                    layers=layers, overlap=use.overlap)
+
+
+def dense_pass_cost(n_params: float, hw: Hardware, *, n_tokens: int, batch: int = 1,
+                    logits: int = 0, tp: int = 1, dtype: str = "bfloat16",
+                    use: CeilingUse = DATASHEET_USE) -> PassCost:
+    """A pass of ``n_params`` dense weights (a head, a small cell) over ``n_tokens``
+    tokens of each of ``batch`` rows: 2 FLOPs a weight a token, the weights read once at
+    ``dtype`` and ``logits`` fp32 scores a token written, split over ``tp`` devices."""
+    P = float(n_params)
+    if not (math.isfinite(P) and P > 0):
+        raise InvalidArgument(f"n_params must be a finite number > 0, got {n_params!r}")
+    N = positive_int("batch", batch) * positive_int("n_tokens", n_tokens)
+    p = positive_int("tp", tp)
+    dt = _storage_dtype(dtype)
+    return _timed(hw, dt, use, flops=2.0 * N * P / p,
+                  nbytes=(P * dtype_bytes(dt) + 4.0 * N * int(logits)) / p)
 
 
 def _storage_dtype(dtype: str) -> str:
@@ -180,10 +235,12 @@ def _storage_dtype(dtype: str) -> str:
 
 
 def pass_cost(shape: ModelShape, hw: Hardware, *, n_tokens: int, batch: int = 1,
-              context: int = 512, tp: int = 1, dtype: str | None = None) -> PassCost:
+              context: int = 512, tp: int = 1, dtype: str | None = None,
+              use: CeilingUse = DATASHEET_USE) -> PassCost:
     """Cost of one forward pass of ``shape`` over ``n_tokens`` new tokens for each of
     ``batch`` rows with ``context`` tokens cached, on one of ``tp`` tensor-parallel
-    ``hw`` chips (see the module docstring for what is counted)."""
+    ``hw`` chips whose ceilings the engine uses as ``use`` says (see the module
+    docstring for what is counted)."""
     n = positive_int("n_tokens", n_tokens)
     B = positive_int("batch", batch)
     p = positive_int("tp", tp)
@@ -212,16 +269,11 @@ def pass_cost(shape: ModelShape, hw: Hardware, *, n_tokens: int, batch: int = 1,
         attn = shape.attention_params()
         flops += shape.n_layers * 2.0 * B * n * attn + shape.n_layers * 4.0 * B * shape.n_heads * n * S * shape.head_dim
         nbytes += shape.n_layers * (attn * w + 2.0 * B * S * shape.n_kv_heads * shape.head_dim * w)
-    flops, nbytes = flops / p, nbytes / p
-    peak, bw = _ceilings(hw, dt)
-    compute_s = flops / peak
-    memory_s = nbytes / bw
     ar = 0.0
     if p > 1:
         ar = allreduce_time(hw, as_roofline_config(shape), B, n, p, dt, latency=ALLREDUCE_LATENCY)
-    return PassCost(flops=float(flops), bytes=float(nbytes), compute_s=float(compute_s),
-                    memory_s=float(memory_s), allreduce_s=float(ar),
-                    layers=shape.n_layers * (MOE_FLOOR_FACTOR if shape.is_moe else 1.0))
+    return _timed(hw, dt, use, flops=flops / p, nbytes=nbytes / p, allreduce_s=ar,
+                  layers=shape.n_layers * (MOE_FLOOR_FACTOR if shape.is_moe else 1.0))
 
 
 # ---- the drafter ----------------------------------------------------------------------
@@ -249,44 +301,29 @@ class DrafterSpec:
                                   f"{self.width}")
 
 
-def _head_cost(shape: ModelShape, hw: Hardware, *, heads: int, n_tokens: int, batch: int,
-               tp: int, dtype: str) -> PassCost:
-    """``heads`` Medusa/Hydra heads: a residual block (D x D) and an output head (D x V)
-    each, over ``n_tokens`` tokens a row."""
-    dt = _storage_dtype(dtype)
-    w = dtype_bytes(dt)
-    per_head = shape.d_model * shape.d_model + shape.d_model * shape.vocab_size
-    N = batch * n_tokens
-    flops = heads * 2.0 * N * per_head / tp
-    nbytes = (heads * per_head * w + heads * 4.0 * N * shape.vocab_size) / tp
-    peak, bw = _ceilings(hw, dt)
-    return PassCost(flops=flops, bytes=nbytes, compute_s=flops / peak, memory_s=nbytes / bw,
-                    allreduce_s=0.0, layers=1)
-
-
 def draft_call_cost(drafter: DrafterSpec, target: ModelShape, hw: Hardware, *, batch: int,
-                    context: int, tp: int, dtype: str) -> PassCost | None:
-    """One sequential drafter call; None for a free drafter."""
+                    context: int, tp: int, dtype: str,
+                    use: CeilingUse = DATASHEET_USE) -> PassCost | None:
+    """One sequential drafter call; None for a free drafter. Medusa/Hydra heads: a
+    residual block (D x D) and an output head (D x V) each (`dense_pass_cost`)."""
     if drafter.kind in FREE_DRAFTERS or drafter.calls == 0:
         return None
     if drafter.kind == "draft_model":
         return pass_cost(get_shape(drafter.draft_model), hw, n_tokens=drafter.width,
-                         batch=batch, context=context, tp=tp, dtype=dtype)
+                         batch=batch, context=context, tp=tp, dtype=dtype, use=use)
     if drafter.kind == "eagle":
         head = eagle_head_shape(target, fused_inputs=drafter.fused_inputs,
                                 draft_vocab=drafter.draft_vocab)
         c = pass_cost(head, hw, n_tokens=drafter.width, batch=batch, context=context, tp=tp,
-                      dtype=dtype)
+                      dtype=dtype, use=use)
         dt = _storage_dtype(dtype)
         fc = drafter.fused_inputs * target.d_model * target.d_model
-        flops = c.flops + 2.0 * batch * drafter.width * fc / tp
-        nbytes = c.bytes + fc * dtype_bytes(dt) / tp
-        peak, bw = _ceilings(hw, dt)
-        return PassCost(flops=flops, bytes=nbytes, compute_s=flops / peak,
-                        memory_s=nbytes / bw, allreduce_s=c.allreduce_s, layers=1)
+        return _timed(hw, dt, use, flops=c.flops + 2.0 * batch * drafter.width * fc / tp,
+                      nbytes=c.bytes + fc * dtype_bytes(dt) / tp, allreduce_s=c.allreduce_s)
     heads = MEDUSA_HEADS if drafter.kind == "medusa" else 1
-    return _head_cost(target, hw, heads=heads, n_tokens=drafter.width, batch=batch, tp=tp,
-                      dtype=dtype)
+    per_head = target.d_model * target.d_model + target.d_model * target.vocab_size
+    return dense_pass_cost(heads * per_head, hw, n_tokens=drafter.width, batch=batch,
+                           logits=heads * target.vocab_size, tp=tp, dtype=dtype, use=use)
 
 
 # ---- one iteration ----------------------------------------------------------------------
@@ -302,16 +339,18 @@ class IterationTerms:
 
 
 def iteration_terms(target, hw, drafter: DrafterSpec, *, verify_tokens: int, batch: int = 1,
-                    context: int = 512, tp: int = 1, dtype: str | None = None) -> IterationTerms:
+                    context: int = 512, tp: int = 1, dtype: str | None = None,
+                    use: CeilingUse = DATASHEET_USE) -> IterationTerms:
     """`IterationTerms` for ``target`` (preset name or shape) on ``hw`` (a `Hardware` or a
-    row name of the datasheet table) verifying ``verify_tokens`` tokens a row."""
+    row name of the datasheet table) verifying ``verify_tokens`` tokens a row, its
+    ceilings used as ``use`` says."""
     shape = get_shape(target)
     hw = hw if isinstance(hw, Hardware) else load_hardware(hw)
     dt = dtype or shape.dtype
-    plain = pass_cost(shape, hw, n_tokens=1, batch=batch, context=context, tp=tp, dtype=dt)
-    verify = pass_cost(shape, hw, n_tokens=verify_tokens, batch=batch, context=context,
-                       tp=tp, dtype=dt)
-    draft = draft_call_cost(drafter, shape, hw, batch=batch, context=context, tp=tp, dtype=dt)
+    kw = dict(batch=batch, context=context, tp=tp, dtype=dt, use=use)
+    plain = pass_cost(shape, hw, n_tokens=1, **kw)
+    verify = pass_cost(shape, hw, n_tokens=verify_tokens, **kw)
+    draft = draft_call_cost(drafter, shape, hw, **kw)
     calls = 0 if draft is None else drafter.calls
     return IterationTerms(plain=plain, verify=verify, draft=draft, draft_calls=calls)
 

@@ -1,0 +1,146 @@
+"""The iteration cost model on measured CPU ceilings (`specsim.experiment.ceiling_prediction`):
+the hardware row, the CPU loop's fit to a pass sweep, and a synthetic demo folder whose
+speedups are computed by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim.errors import InvalidArgument
+from specsim.experiment import ceiling_prediction as cp
+from specsim.iteration_cost import PRIOR_OVERHEADS, CeilingUse, pass_cost
+from specsim.presets import get_shape
+
+TARGET = get_shape("smollm2-135m")
+PEAK, BW = 200e9, 20e9
+EF, EB, STEP = 0.5, 0.4, 0.002          # the synthetic machine's CPU loop
+
+
+def _ceilings(rows=((PEAK, BW),)):
+    return pd.DataFrame([dict(device="cpu:0", platform="cpu", dtype="float32",
+                              matmul_flops_per_s=p, copy_bytes_per_s=b) for p, b in rows])
+
+
+def _bare(n, b, S):
+    c = pass_cost(TARGET, cp.hardware_from_ceilings(_ceilings()), n_tokens=n, batch=b,
+                  context=S, use=CeilingUse(1.0, 1.0, overlap=False))
+    return c.compute_s, c.memory_s
+
+
+def _t(n, b, S):
+    """The synthetic loop's pass seconds, by hand: step + FLOPs/(peak ef) + bytes/(bw eb)."""
+    compute, memory = _bare(n, b, S)
+    return STEP + compute / EF + memory / EB
+
+
+def _sweep(clock="wall", factor=1.0):
+    pts = [(1, 1), (2, 1), (3, 1), (5, 1), (9, 1), (1, 4), (5, 4), (1, 16), (5, 16)]
+    return pd.DataFrame([dict(model="smollm2-135m passes", n_tokens=n, batch=b, context=32,
+                              time_s=_t(n, b, 32) * factor, clock=clock) for n, b in pts])
+
+
+def test_hardware_from_ceilings_takes_the_medians():
+    hw = cp.hardware_from_ceilings(_ceilings([(100e9, 10e9), (300e9, 30e9), (200e9, 50e9)]))
+    assert hw.peak("float32") == pytest.approx(200e9) and hw.bandwidth == pytest.approx(30e9)
+    assert hw.kind == "cpu"
+    with pytest.raises(InvalidArgument, match="copy_bytes_per_s"):
+        cp.hardware_from_ceilings(_ceilings().drop(columns="copy_bytes_per_s"))
+    with pytest.raises(InvalidArgument, match="finite positive"):
+        cp.hardware_from_ceilings(_ceilings([(0.0, 1e9)]))
+
+
+@pytest.mark.parametrize("clock,factor", [("wall", 1.0), ("cpu", 1.9)])
+def test_the_cpu_loop_fit_recovers_a_known_loop(clock, factor):
+    """Times on the cpu clock are divided by its CPU-over-wall factor before the fit."""
+    e = cp.fit_cpu_loop(cp.hardware_from_ceilings(_ceilings()), _sweep(clock, factor),
+                        cpu_over_wall=factor)
+    assert e.use.flops_efficiency == pytest.approx(EF, rel=1e-4)
+    assert e.use.bandwidth_efficiency == pytest.approx(EB, rel=1e-4)
+    assert e.overheads.step == pytest.approx(STEP, rel=1e-3)
+    assert not e.use.overlap and e.overheads.layer_floor == 0.0
+    assert e.overheads.iteration == PRIOR_OVERHEADS["xla"].iteration
+    assert e.sweep_points == 9 and e.sweep_mape < 1e-4
+    with pytest.raises(InvalidArgument, match="clock"):
+        cp.clock_factor("sundial", 1.0)
+
+
+def _folder(tmp_path):
+    _ceilings().to_csv(tmp_path / "ceilings.csv", index=False)
+    _sweep().to_csv(tmp_path / "pass_sweep.csv", index=False)
+    base = dict(temperature=0.0, kind="code", new_tokens=3, cache_len=64, clock="wall",
+                cpu_over_wall=1.0, alpha_set=math.nan, draft_layers=math.nan)
+    runs = [dict(base, drafter="autoregressive", drafter_kind="autoregressive", k=0, batch=1,
+                 measured_speedup=math.nan),
+            dict(base, drafter="instrument:a0.5:L0", drafter_kind="instrument", k=2, batch=1,
+                 alpha_set=0.5, draft_layers=0, measured_speedup=1.0),
+            dict(base, drafter="ngram-3", drafter_kind="ngram", k=2, batch=1,
+                 measured_speedup=1.5, E_effective=2.0),
+            dict(base, drafter="layer-skip:6/30", drafter_kind="layer-skip", k=2, batch=1,
+                 measured_speedup=0.5)]
+    pd.DataFrame(runs).to_csv(tmp_path / "runs.csv", index=False)
+    cal = [dict(drafter=d, kind="code", temperature=0.0, position=j + 1, alpha=a, count=10,
+                prompts=2) for d in ("ngram-3", "layer-skip:6/30")
+           for j, a in enumerate((0.8, 0.3))]
+    pd.DataFrame(cal).to_csv(tmp_path / "acceptance_prior.csv", index=False)
+    return tmp_path
+
+
+def test_a_synthetic_folder_by_hand(tmp_path):
+    """Two new tokens after the first (new_tokens 3) at batch 1: one iteration when the
+    first draft is accepted (α_1), else two, so τ = 2 / (2 - α_1). The speedup is
+    τ t(1) / (t(K+1) + iteration + K (draft pass + draft call)) with the synthetic loop's
+    t(n) = step + compute / ef + memory / eb."""
+    pred, engine, hw = cp.predict_runs(_folder(tmp_path))
+    assert list(pred["drafter"]) == ["instrument:a0.5:L0", "ngram-3", "layer-skip:6/30"]
+    S = 32                                    # half the cache
+    it = PRIOR_OVERHEADS["xla"].iteration
+    call = PRIOR_OVERHEADS["xla"].draft_call
+    t1, t3 = _t(1, 1, S), _t(3, 1, S)
+    # the layer-skip draft: its 6 kept layers, the target's head, no step of its own
+    skip = pass_cost(dataclasses.replace(TARGET, n_layers=6), hw, n_tokens=1, batch=1,
+                     context=S, use=CeilingUse(1.0, 1.0, overlap=False))
+    t_skip = skip.compute_s / EF + skip.memory_s / EB
+    want = {"instrument:a0.5:L0": (2 / 1.5) * t1 / (t3 + it),
+            "ngram-3": (2 / 1.2) * t1 / (t3 + it),
+            "layer-skip:6/30": (2 / 1.2) * t1 / (t3 + it + 2 * (t_skip + call))}
+    for r in pred.itertuples():
+        assert r.predicted == pytest.approx(want[r.drafter], rel=2e-3), r.drafter
+    ng = pred.set_index("drafter").loc["ngram-3"]
+    assert ng["tau"] == pytest.approx(2 / 1.2)
+    assert ng["error"] == pytest.approx(want["ngram-3"] / 1.5 - 1, rel=2e-3)
+    # the diagnostic with the run's own τ (2.0) uses the same costs
+    assert ng["predicted_run_tau"] == pytest.approx(2.0 * t1 / (t3 + it), rel=2e-3)
+    assert pred.set_index("drafter")["alpha_source"].tolist() == ["set", "calibration",
+                                                                  "calibration"]
+
+
+def test_score_by_hand():
+    pred = pd.DataFrame(dict(drafter_kind=["ngram", "ngram", "feature-head"],
+                             batch=[1, 4, 1], measured=[2.0, 1.0, 1.0],
+                             predicted=[2.2, 0.7, 1.05]))
+    s = cp.score(pred).set_index("group")
+    assert s.loc["all runs", "mape"] == pytest.approx((0.1 + 0.3 + 0.05) / 3)
+    assert s.loc["all runs", "mean_signed"] == pytest.approx((0.1 - 0.3 + 0.05) / 3)
+    assert s.loc["all runs", "worst"] == pytest.approx(-0.3)
+    assert s.loc["drafter ngram", "rows"] == 2 and s.loc["batch 4", "mape"] == pytest.approx(0.3)
+    assert s.loc["all runs but the feature head", "within_10"] == pytest.approx(0.5)
+
+
+def test_drafter_names_are_checked(tmp_path):
+    hw = cp.hardware_from_ceilings(_ceilings())
+    e = cp.fit_cpu_loop(hw, _sweep())
+    row = dict(drafter="layer-skip:all", drafter_kind="layer-skip", batch=1)
+    with pytest.raises(InvalidArgument, match="layer-skip:<kept>/<of>"):
+        cp.draft_call(row, TARGET, hw, e, context=32)
+    with pytest.raises(InvalidArgument, match="drafter kind"):
+        cp.draft_call(dict(row, drafter_kind="oracle"), TARGET, hw, e, context=32)
+    with pytest.raises(InvalidArgument, match="no runs.csv"):
+        cp.predict_runs(tmp_path)
+    assert np.isfinite(cp.draft_call(dict(row, drafter="feature-head:64",
+                                          drafter_kind="feature-head"),
+                                     TARGET, hw, e, context=32).memory_s)
