@@ -79,6 +79,65 @@ def test_greedy_medusa_tree_equals_autoregressive(target):
     assert st.accepted[st.active].max() >= 1
 
 
+def test_dynamic_medusa_tree_equals_autoregressive_and_keeps_the_best_paths(target):
+    """EAGLE-2's rule over the heads: greedy output equals autoregressive decoding at
+    batch 1 and 4; the kept nodes are, per row, the N best paths by the sum of the heads'
+    log-probabilities among k at depth 1 and k² below the k best of each depth (a NumPy
+    oracle); one draft pass per iteration."""
+    from specsim.drafters.dynamic_tree import dynamic_tree_drafter
+
+    cfg = target.cfg
+    heads = (_heads(cfg.d_model, 3, seed=2, scale=1.0), np.arange(cfg.vocab_size))
+    d = dynamic_tree_drafter(medusa_drafter(target, heads), 3, 3, 7)
+    for prompts in (PROMPTS_4[2:3], PROMPTS_4):
+        ref = generate_autoregressive(target, prompts, 20)
+        res = generate_tree(target, d, prompts, 20)
+        assert res.tokens == ref.tokens
+    assert res.draft_passes == res.n_iterations + 1
+    z = np.asarray(jax.random.normal(jax.random.PRNGKey(5), (2, cfg.d_model)), np.float32)
+    _, draft = d.propose_tree(jnp.asarray(z), Context(jnp.zeros((2, 4), jnp.int32),
+                                                      jnp.asarray([2, 2])),
+                              jax.random.PRNGKey(0), SamplingParams.make(0.0))
+    lp = np.asarray(jax.nn.log_softmax(medusa_logits(heads[0], _rows(target, heads[1]),
+                                                     jnp.asarray(z)), -1), np.float64)
+    for row in range(2):
+        order = np.argsort(-lp[row], axis=1)                                   # [K, V]
+        cands = [((order[0, i],), lp[row, 0, order[0, i]]) for i in range(3)]
+        front = cands
+        for dep in (1, 2):
+            kids = [(p + (order[dep, i],), s + lp[row, dep, order[dep, i]])
+                    for p, s in front for i in range(3)]
+            cands += kids
+            front = sorted(kids, key=lambda c: -c[1])[:3]
+        best = sorted(cands, key=lambda c: (-c[1], len(c[0])))[:7]
+        parents, toks = np.asarray(draft.parents[row]), np.asarray(draft.tokens[row])
+        paths = []
+        for j in range(7):
+            path, q = [int(toks[j])], int(parents[j])
+            while q >= 0:
+                path.insert(0, int(toks[q]))
+                q = int(parents[q])
+            paths.append(tuple(path))
+        assert sorted(paths) == sorted(tuple(int(t) for t in p) for p, _ in best)
+
+
+def _rows(target, head_ids):
+    """The target's output rows for ``head_ids`` (tied embedding or lm_head)."""
+    cfg = target.cfg
+    E = target.params["embed"] if cfg.tie_embeddings else jnp.asarray(target.params["lm_head"]).T
+    return E[jnp.asarray(head_ids)]
+
+
+def test_a_dynamic_medusa_tree_no_deeper_than_the_heads(target):
+    from specsim.drafters.dynamic_tree import dynamic_tree_drafter
+
+    d = medusa_drafter(target, (_heads(target.cfg.d_model, 2), np.arange(40)))
+    with pytest.raises(InvalidArgument, match=r"^depth must be at most the Medusa heads' K = 2"):
+        dynamic_tree_drafter(d, 2, 3, 4)
+    with pytest.raises(InvalidArgument, match=r"^n_nodes must be at most"):
+        dynamic_tree_drafter(d, 2, 2, 7)
+
+
 def test_sampled_medusa_tree_is_exact_in_distribution():
     V = 12
     cfg = ModelConfig(name="chi-target", arch="llama", vocab_size=V, d_model=16, n_layers=2,

@@ -252,12 +252,13 @@ def test_greedy_tree_equals_autoregressive(target, drafters, reference, name, tr
         assert st.accepted[a].mean() < tree.max_depth
 
 
-@pytest.mark.parametrize("name, top_k, depth, n_nodes, batch", [
-    ("layer-skip", 3, 3, 10, 4), ("feature-head", 3, 4, 12, 1)])
+@pytest.mark.parametrize("name, top_k, depth, n_nodes, batch, expand", [
+    ("layer-skip", 3, 3, 10, 4, None), ("feature-head", 3, 4, 12, 1, None),
+    ("feature-head", 3, 3, 12, 4, 12)])
 def test_greedy_dynamic_tree_equals_autoregressive(target, drafters, reference, name, top_k,
-                                                   depth, n_nodes, batch):
+                                                   depth, n_nodes, batch, expand):
     prompts = PROMPTS_1 if batch == 1 else PROMPTS_4
-    d = dynamic_tree_drafter(drafters[name], top_k, depth, n_nodes)
+    d = dynamic_tree_drafter(drafters[name], top_k, depth, n_nodes, expand=expand)
     res = generate_tree(target, d, prompts, MAX_NEW)
     assert res.tokens == reference[batch].tokens
     st = res.stats
@@ -265,11 +266,14 @@ def test_greedy_dynamic_tree_equals_autoregressive(target, drafters, reference, 
     assert 0 < st.accepted[st.active].mean() < depth
 
 
-def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters):
+@pytest.mark.parametrize("expand, depths", [(None, [1] * 3 + [2] * 9 + [3] * 9),
+                                            (5, [1] * 3 + [2] * 9 + [3] * 15)])
+def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters, expand, depths):
     """The device's rerank keeps, per row, the nodes `specsim.trees.select_best_nodes`
     (the host's EAGLE-2 rule) keeps from the same candidates and path scores, as a tree
-    with the same parents; rows grow different trees."""
-    d = dynamic_tree_drafter(drafters["feature-head"], 3, 3, 7)
+    with the same parents; rows grow different trees. With ``expand`` 5 the 5 best of
+    depth 2's 9 candidates go on (3 · 5 at depth 3)."""
+    d = dynamic_tree_drafter(drafters["feature-head"], 3, 3, 7, expand=expand)
     prompts = jnp.asarray([[4, 8, 15, 16], [2, 9, 2, 9]], jnp.int32)
     ctx = Context(prompts, jnp.asarray([4, 4]))
     state = d.init_state(prompts, jnp.asarray([4, 4]), 32)
@@ -277,7 +281,11 @@ def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters):
                       jnp.zeros(2, jnp.int32), jnp.ones(2, bool))
     _, draft = d.propose_tree(state, ctx, jax.random.PRNGKey(1), SamplingParams.make(0.0))
     _, tok, score, parent, _, depth = d.candidates(state, ctx)
-    assert depth.tolist() == [1] * 3 + [2] * 9 + [3] * 9
+    assert depth.tolist() == depths and d.n_candidates == len(depths)
+    if expand:             # depth 3's parents: the 5 best depth-2 candidates by score
+        for b in range(2):
+            best = np.argsort(-np.asarray(score[b, 3:12]))[:5] + 3
+            assert np.unique(np.asarray(parent[b, 12:])).tolist() == sorted(best.tolist())
     kept_trees = []
     for b in range(2):
         pool = TokenTree.from_parents(np.asarray(parent[b]))
@@ -365,6 +373,10 @@ def test_bad_inputs_raise_before_compiling(target, drafters):
             generate_tree(**(ok | change))
     with pytest.raises(InvalidArgument, match="parents"):
         TokenTree.from_parents([0, -1])
+    with pytest.raises(InvalidArgument, match=r"^expand must be at least top_k = 2"):
+        dynamic_tree_drafter(drafters["feature-head"], 2, 3, 4, expand=1)
+    with pytest.raises(InvalidArgument, match=r"^expand must be .* equal to it for a draft"):
+        dynamic_tree_drafter(drafters["small"], 2, 3, 4, expand=3)
     for args, match in [((drafters["small"], 2, 3, 11), "n_nodes"),
                         ((drafters["small"], 0, 3, 4), "top_k"),
                         ((drafters["small"], 2, 0, 4), "depth"),

@@ -19,6 +19,7 @@ from specsim.drafters.tree import as_tree_drafter
 from specsim.errors import InvalidArgument
 from specsim.experiment.parts import PARTS, resolve
 from specsim.experiment.parts import trees as part
+from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_costs import tree_pass_calls
 from specsim.report.trees import goal_lines, trees_section
 from specsim.models import Model
@@ -127,11 +128,18 @@ def test_trees_is_an_opt_in_part():
     assert [p.name for p in resolve(["trees"])] == ["trees"]
 
 
-def test_the_part_end_to_end_on_a_tiny_target(tiny):
+def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
+    from specsim.drafters.medusa import medusa_drafter
     from specsim.experiment.pipeline import prepare
     from specsim.experiment.settings import DemoSettings
 
     target, head = tiny
+    D = target.cfg.d_model
+    k1, k2 = jax.random.split(jax.random.PRNGKey(7))
+    heads = {"w": 0.3 * jax.random.normal(k1, (part.DEPTH, D, D)) / np.sqrt(D),
+             "b": 0.1 * jax.random.normal(k2, (part.DEPTH, D))}
+    monkeypatch.setattr(tt, "medusa_drafter_of", lambda state, tree: medusa_drafter(
+        state.target, (heads, np.arange(target.cfg.vocab_size)), tree=tree))
     lines = []
     settings = DemoSettings(parts=("trees",), quick=True, drafters=("ngram",), repeats=2,
                             max_rounds=2, pass_steps=2, bootstrap_draws=50)
@@ -167,8 +175,45 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny):
         rows = set(r["pays_on"].split()) if isinstance(r["pays_on"], str) else set()
         assert rows <= set(roofline.hardware_names())
     assert set(hw["hardware"]) == set(roofline.hardware_names())
+    # tokens per iteration per head: the feature head's chain and static trees are the
+    # part's own runs; each tree's ratio is over its own head's chain
+    tokens = state.tables[part.TREE_TOKENS]
+    dyn = [tt.dynamic_label(n) for n in tt.DYNAMIC_SIZES]
+    for kind in part.KINDS:
+        got = tokens[tokens["kind"] == kind]
+        assert list(got[got["head"] == tt.FEATURE_HEAD]["tree"]) == \
+            list(runs[runs["kind"] == kind]["tree"]) + dyn
+        assert list(got[got["head"] == tt.MEDUSA]["tree"]) == [part.CHAIN] + dyn
+        same = runs[runs["kind"] == kind].set_index("tree")["tokens_per_iteration"]
+        mine = got[got["head"] == tt.FEATURE_HEAD].set_index("tree")["tokens_per_iteration"]
+        np.testing.assert_allclose(mine[same.index], same)
+        for h in (tt.FEATURE_HEAD, tt.MEDUSA):
+            g = got[got["head"] == h].set_index("tree")
+            np.testing.assert_allclose(g["tokens_per_iteration_vs_chain"],
+                                       g["tokens_per_iteration"] / g.loc[part.CHAIN,
+                                                                         "tokens_per_iteration"])
+    assert (tokens["tokens_per_iteration"] >= 1).all()
+    assert (tokens["tokens_per_iteration"] <= part.DEPTH + 1).all()
     text = "\n".join(trees_section(type("R", (), {"tables": state.tables})()))
     assert "## Token trees" in text and "tokens per iteration are" in text
+    assert f"- {tt.MEDUSA}, code: {dyn[-1]} gives" in text
+
+
+def test_ratio_interval_pools_prompts_and_resamples_them():
+    # by hand: tree 30/10 = 3.0 and chain 24/12 = 2.0 tokens per iteration → 1.5
+    tree = (np.array([12, 18]), np.array([4, 6]))
+    chain = (np.array([10, 14]), np.array([5, 7]))
+    iv = tt.ratio_interval(tree, chain)
+    assert iv.value == pytest.approx(1.5)
+    assert iv.lo == pytest.approx(1.5) and iv.hi == pytest.approx(1.5)  # equal per-prompt ratios
+    uneven = tt.ratio_interval((np.array([12, 30]), np.array([4, 6])), chain)
+    assert uneven.value == pytest.approx((42 / 10) / 2.0)
+    assert uneven.lo < 1.5 * 1.01 and uneven.hi > 2.5 * 0.99      # per prompt: 1.5 and 2.5
+    assert tt.prompt_totals([np.array([3, 0, -1]), np.array([[1], [4]])])[0].tolist() == [5, 7]
+    with pytest.raises(InvalidArgument, match="^tree and chain must give"):
+        tt.ratio_interval(tree, (chain[0][:1], chain[1][:1]))
+    with pytest.raises(InvalidArgument, match="at least one iteration"):
+        tt.ratio_interval((tree[0], np.array([4, 0])), chain)
 
 
 def test_goal_lines_say_whether_the_tree_reaches_the_goal():

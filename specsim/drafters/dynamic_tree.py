@@ -4,10 +4,13 @@ tree every iteration from the drafter's probabilities.
 With top-k k, depth D and a budget of N nodes, per row:
 
 1. the root's k most probable tokens are depth 1; all k are expanded;
-2. at each depth d < D, the k expanded nodes propose their k most probable children
+2. at each depth d < D, the expanded nodes propose their k most probable children
    (k² candidates at depth d + 1), scored by the path's log-probability under the
-   drafter (the sum of its log q along the path); the k best of them are expanded next;
-3. of all candidates (k + (D − 1)k²), the N with the best path scores form the tree
+   drafter (the sum of its log q along the path); the k best of them are expanded next
+   (EAGLE-2's rule; ``expand`` > k expands that many, e.g. N: then the kept set is the
+   N best paths whose every token is among its parent's k best);
+3. of all P candidates (k + (D − 1)k² with ``expand`` = k), the N with the best path
+   scores form the tree
    (`specsim.trees.select_best_nodes` is the same rule on the host). A child's score is
    below its parent's, so the kept set contains every kept node's parent.
 
@@ -19,8 +22,10 @@ stays exact at any temperature (`specsim.decode.tree_verify`). The tree arrives 
 
 Expanding uses the draft model with the tree mask (its expanded nodes written at slots
 root + 1 + e, e = 0 .. k(D − 1) − 1, each attending to the context and its expanded
-ancestors) or the feature head's cell from each node's parent's state.
-Shapes: B batch, N nodes, k top-k, D depth, P = k + (D − 1)k² candidates.
+ancestors), the feature head's cell from each node's parent's state, or Medusa's heads
+(`specsim.drafters.medusa`: head d's top-k below every node of depth d − 1, scored by its
+log-probabilities, all heads in one step: the children depend on the depth only).
+Shapes: B batch, N nodes, k top-k, D depth, P candidates (`n_candidates`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 
 from specsim.drafters.base import Context, gather_last
 from specsim.drafters.feature_head import FeatureHeadDrafter, cell
+from specsim.drafters.medusa import MedusaDrafter, medusa_logits
 from specsim.drafters.model import ModelDrafter
 from specsim.drafters.tree import OverChainDrafter, TreeDraft, move_path
 from specsim.errors import InvalidArgument
@@ -51,11 +57,11 @@ its parent even where the drafter gave it probability 1 (the kept set stays a tr
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["base"],
-         meta_fields=["top_k", "depth", "n_nodes", "name"])
+         meta_fields=["top_k", "depth", "n_nodes", "name", "expand"])
 @dataclass(frozen=True)
 class DynamicTreeDrafter(OverChainDrafter):
-    """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter` or a
-    `FeatureHeadDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept (see the
+    """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter`, a `FeatureHeadDrafter`
+    or a `MedusaDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept (see the
     module). State: the base's, and for a draft model the expanded slot of each kept
     node (for `commit_tree`)."""
     base: Any
@@ -63,6 +69,7 @@ class DynamicTreeDrafter(OverChainDrafter):
     depth: int
     n_nodes: int
     name: str = "dynamic-tree"
+    expand: int = 0                  # nodes expanded per depth; 0: top_k (EAGLE-2's)
 
     tree = None                      # no static tree: one per row, every iteration
 
@@ -77,6 +84,20 @@ class DynamicTreeDrafter(OverChainDrafter):
         return self.top_k * (self.depth - 1) if self._model else 0
 
     @property
+    def frontier_widths(self) -> tuple[int, ...]:
+        """Nodes expanded at depths 1 .. depth − 1: all k of depth 1, then the best
+        ``expand`` (default k) of the candidates below them."""
+        widths = [self.top_k]
+        for _ in range(self.depth - 2):
+            widths.append(min(self.expand or self.top_k, widths[-1] * self.top_k))
+        return tuple(widths[:max(self.depth - 1, 0)])
+
+    @property
+    def n_candidates(self) -> int:
+        """P: the k children of the root and k below every expanded node."""
+        return self.top_k * (1 + sum(self.frontier_widths))
+
+    @property
     def max_depth(self) -> int:
         return self.depth
 
@@ -88,8 +109,12 @@ class DynamicTreeDrafter(OverChainDrafter):
     def _model(self) -> bool:
         return isinstance(self.base, ModelDrafter)
 
+    @property
+    def _medusa(self) -> bool:
+        return isinstance(self.base, MedusaDrafter)
+
     def passes_per_iteration(self) -> int:
-        return self.depth
+        return 1 if self._medusa else self.depth
 
     def init_state(self, prompts, prompt_lens, cache_len: int):
         state = self.base.init_state(prompts, prompt_lens, cache_len)
@@ -107,6 +132,9 @@ class DynamicTreeDrafter(OverChainDrafter):
             logits, cache = forward(self.base.params, self.base.cfg, two, cache)
             E = self.top_k * max(self.depth - 1, 1)
             return (cache, jnp.zeros((two.shape[0], self.top_k, E), bool)), logits[:, -1], None
+        if self._medusa:                 # every head's logits: children depend on depth only
+            lg = medusa_logits(self.base.params, self.base.head, state)          # [B, K, Vh]
+            return lg, lg[:, 0], self.base.head_ids
         fh = self.base
         z = cell(fh.cell, fh.embed, state, gather_last(context.tokens, context.length, 1),
                  fh.eps)
@@ -132,9 +160,11 @@ class DynamicTreeDrafter(OverChainDrafter):
             h, cache = forward_masked(self.base.params, self.base.cfg, tokens, cache, slots,
                                       positions, mask)
             return (cache, rows), project(self.base.params, self.base.cfg, h)
+        if self._medusa:                 # head d + 1's candidates below every frontier node
+            return ex, jnp.broadcast_to(ex[:, d:d + 1], tokens.shape + ex.shape[-1:])
         fh = self.base
         z_parent = ex if parent_pos is None else jnp.take_along_axis(ex, parent_pos[:, :, None], 1)
-        z = cell(fh.cell, fh.embed, jnp.broadcast_to(z_parent, (B, k, z_parent.shape[-1])),
+        z = cell(fh.cell, fh.embed, jnp.broadcast_to(z_parent, tokens.shape + z_parent.shape[-1:]),
                  tokens, fh.eps)
         return z, jnp.einsum("bkd,vd->bkv", z, fh.head)
 
@@ -146,6 +176,7 @@ class DynamicTreeDrafter(OverChainDrafter):
         expanded), depths int32 [P])."""
         k, D = self.top_k, self.depth
         B = context.length.shape[0]
+        rows = jnp.arange(B)[:, None]
         base_slot = state[0].length + 1 if self._model else None
         ex, root_logits, ids = self._start(state, context)
 
@@ -157,29 +188,31 @@ class DynamicTreeDrafter(OverChainDrafter):
         s1, tok1 = best_k(root_logits)                                        # [B, k]
         pool_tok, pool_score, pool_parent = [tok1], [s1], [jnp.full((B, k), -1, jnp.int32)]
         depth_of = [np.ones(k, np.int32)]
-        slot = jnp.full((B, k + (D - 1) * k * k), -1, jnp.int32)
+        widths = self.frontier_widths
+        slot = jnp.full((B, self.n_candidates), -1, jnp.int32)
         if D > 1:
             slot = slot.at[:, :k].set(jnp.arange(k, dtype=jnp.int32)[None])
         front_tok, front_score, front_pool, front_parent = tok1, s1, jnp.broadcast_to(
             jnp.arange(k, dtype=jnp.int32), (B, k)), None
         offset = k
         for d in range(1, D):
+            f = widths[d - 1]                                                 # expanded nodes
             ex, logits = self._expand(ex, d, front_tok, front_parent, base_slot)
-            v, tok = best_k(logits)                                           # [B, k, k]
-            cand_tok = tok.reshape(B, k * k)
-            cand_score = (front_score[:, :, None] + v).reshape(B, k * k)
+            v, tok = best_k(logits)                                           # [B, f, k]
+            cand_tok = tok.reshape(B, f * k)
+            cand_score = (front_score[:, :, None] + v).reshape(B, f * k)
             pool_tok.append(cand_tok)
             pool_score.append(cand_score)
             pool_parent.append(jnp.repeat(front_pool, k, axis=1))
-            depth_of.append(np.full(k * k, d + 1, np.int32))
-            if d < D - 1:                     # EAGLE-2's expansion: the k best go on
-                _, f = jax.lax.top_k(cand_score, k)                           # [B, k]
-                rows = jnp.arange(B)[:, None]
-                slot = slot.at[rows, offset + f].set(d * k + jnp.arange(k, dtype=jnp.int32)[None])
-                front_tok = jnp.take_along_axis(cand_tok, f, 1)
-                front_score = jnp.take_along_axis(cand_score, f, 1)
-                front_pool, front_parent = offset + f, f // k
-            offset += k * k
+            depth_of.append(np.full(f * k, d + 1, np.int32))
+            if d < D - 1:                     # EAGLE-2's expansion: the best go on
+                _, nxt = jax.lax.top_k(cand_score, widths[d])                 # [B, f']
+                slot = slot.at[rows, offset + nxt].set(
+                    d * k + jnp.arange(widths[d], dtype=jnp.int32)[None])
+                front_tok = jnp.take_along_axis(cand_tok, nxt, 1)
+                front_score = jnp.take_along_axis(cand_score, nxt, 1)
+                front_pool, front_parent = offset + nxt, nxt // k
+            offset += f * k
         return (ex, jnp.concatenate(pool_tok, 1), jnp.concatenate(pool_score, 1),
                 jnp.concatenate(pool_parent, 1), slot, np.concatenate(depth_of))
 
@@ -211,20 +244,32 @@ class DynamicTreeDrafter(OverChainDrafter):
 
 
 def dynamic_tree_drafter(drafter, top_k: int, depth: int, n_nodes: int,
-                         name: str | None = None) -> DynamicTreeDrafter:
+                         name: str | None = None, expand: int | None = None
+                         ) -> DynamicTreeDrafter:
     """EAGLE-2's dynamic tree over a draft model (`ModelDrafter`: small model,
-    layer-skip, quantised self-draft) or the feature head: ``top_k`` children per
-    expanded node and expanded nodes per depth, ``depth`` levels, the ``n_nodes`` best
-    of the k + (depth − 1)k² candidates kept."""
+    layer-skip, quantised self-draft), the feature head or Medusa heads (``depth`` at
+    most their K): ``top_k`` children per expanded node, ``expand`` (default top_k;
+    at least top_k; a draft model expands top_k only) nodes expanded per depth,
+    ``depth`` levels, the ``n_nodes`` best of the candidates kept."""
     top_k, depth = positive_int("top_k", top_k), positive_int("depth", depth)
     n_nodes = positive_int("n_nodes", n_nodes)
-    pool = top_k + (depth - 1) * top_k * top_k
+    expand = top_k if expand is None else positive_int("expand", expand)
+    if expand < top_k or (type(drafter) is ModelDrafter and expand != top_k):
+        raise InvalidArgument(f"expand must be at least top_k = {top_k}, and equal to it for "
+                              f"a draft model (got {expand})")
+    pool = DynamicTreeDrafter(None, top_k, depth, n_nodes, expand=expand).n_candidates
     if n_nodes > pool:
-        raise InvalidArgument(f"n_nodes must be at most the candidates top_k + (depth − 1)"
-                              f"·top_k² = {pool} (got {n_nodes})")
-    if type(drafter) is not ModelDrafter and not isinstance(drafter, FeatureHeadDrafter):
+        raise InvalidArgument(f"n_nodes must be at most the candidates, {pool} for top_k "
+                              f"{top_k}, depth {depth} and expand {expand} (got {n_nodes})")
+    if type(drafter) is not ModelDrafter and not isinstance(drafter, (FeatureHeadDrafter,
+                                                                      MedusaDrafter)):
         name = getattr(drafter, "name", drafter)
-        raise InvalidArgument(f"drafter must be a draft model (ModelDrafter) or the feature "
-                              f"head for a dynamic tree (got {name!r})")
+        raise InvalidArgument(f"drafter must be a draft model (ModelDrafter), the feature "
+                              f"head or Medusa heads for a dynamic tree (got {name!r})")
+    if isinstance(drafter, MedusaDrafter) and depth > drafter.heads:
+        raise InvalidArgument(f"depth must be at most the Medusa heads' K = {drafter.heads} "
+                              f"(got {depth})")
+    label = f"-e{expand}" if expand != top_k else ""
     return DynamicTreeDrafter(drafter, top_k, depth, n_nodes,
-                              name or f"{drafter.name}:dynamic-k{top_k}-d{depth}-n{n_nodes}")
+                              name or f"{drafter.name}:dynamic-k{top_k}{label}-d{depth}-n{n_nodes}",
+                              expand)

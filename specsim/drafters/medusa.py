@@ -80,6 +80,11 @@ class MedusaDrafter:
     def tree_unflatten(cls, aux, children):
         return cls(*children, *aux)
 
+    @property
+    def heads(self) -> int:
+        """K: the deepest a tree of these heads goes."""
+        return int(self.params["w"].shape[0])
+
     def passes_per_iteration(self) -> int:
         return 1
 

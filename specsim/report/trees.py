@@ -9,13 +9,16 @@ import pandas as pd
 
 from specsim import schema as S
 from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_HARDWARE, TREE_PLAN,
-                                            TREE_RUNS, TOKENS_GOAL)
+                                            TREE_RUNS, TREE_TOKENS, TOKENS_GOAL)
 from specsim.report.tables import markdown_table
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
                "tokens_per_iteration_vs_chain", "timed_tokens_per_iteration",
                S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP,
                "pred_speedup_given_tokens", "speedup_vs_chain", S.ROUNDS]
+TOKEN_COLUMNS = ["head", S.KIND, "tree", "n_nodes", S.TOKENS_PER_ITERATION,
+                 "tokens_per_iteration_vs_chain", "vs_chain_ci_lo", "vs_chain_ci_hi", "prompts",
+                 "iterations"]
 HARDWARE_COLUMNS = ["hardware", "best_n", "depth", "widths", "expected_tokens", "speedup",
                     "best_chain_k", "best_chain_speedup", "width_gain", "break_even_n",
                     "limited_by"]
@@ -52,6 +55,22 @@ def goal_lines(plan: pd.DataFrame) -> list[str]:
             f"{TOKENS_GOAL:g}×)" for _, r in plan.iterrows()]
 
 
+def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
+    """Per head and kind, its tree with the most tokens per iteration over its chain's,
+    with the interval over prompts, against `TOKENS_GOAL`."""
+    out = []
+    ratio = "tokens_per_iteration_vs_chain"
+    trees = tokens[tokens[ratio].notna() & (tokens["n_nodes"] > DEPTH)]
+    for (head, kind), g in trees.groupby(["head", S.KIND], sort=False):
+        r = g.loc[g[ratio].idxmax()]
+        verdict = "reaches" if r[ratio] >= TOKENS_GOAL else "below"
+        out.append(f"- {head}, {kind}: {r['tree']} gives {r[ratio]:.2f}× the chain's"
+                   f" tokens per iteration (95% interval over {r['prompts']} "
+                   f"prompts {r['vs_chain_ci_lo']:.2f}-{r['vs_chain_ci_hi']:.2f}; {verdict} "
+                   f"{TOKENS_GOAL:g}×)")
+    return out
+
+
 def rank_lines(acceptance: pd.DataFrame) -> list[str]:
     """Per kind, how often the head's first candidates were the target's token at depth
     1: what width can add to tokens per iteration."""
@@ -77,11 +96,19 @@ def trees_section(result) -> list[str]:
              f"over paired rounds; predicted = E · t_target(1) / (t_draft + t_verify) "
              f"from the pass programs timed in the same rounds.", "",
              markdown_table(runs[[c for c in RUN_COLUMNS if c in runs]]), "",
-             "Tokens per iteration at equal depth:", "", *goal_lines(plan), "",
-             "What width can add: each rank is tried after the ranks above it failed "
-             "(`tree_acceptance`):", "",
-             *rank_lines(t.get(TREE_ACCEPTANCE, pd.DataFrame(columns=[S.KIND, "depth"]))), "",
-             "Planned against measured size:", "", *plan_lines(plan), ""]
+             "Tokens per iteration at equal depth:", "", *goal_lines(plan), ""]
+    tokens = t.get(TREE_TOKENS)
+    if tokens is not None and not tokens.empty:
+        lines += [f"Each head's trees against its own chain at depth {DEPTH} over "
+                  f"{int(tokens['prompts'].max())} prompts per kind (untimed; static: "
+                  f"Sequoia's tree for the head's probed rates; dynamic: EAGLE-2's rule over "
+                  f"the head's scores); the interval resamples prompts:", "",
+                  markdown_table(tokens[[c for c in TOKEN_COLUMNS if c in tokens]]), "",
+                  *best_tree_lines(tokens), ""]
+    lines += ["What width can add: each rank is tried after the ranks above it failed "
+              "(`tree_acceptance`):", "",
+              *rank_lines(t.get(TREE_ACCEPTANCE, pd.DataFrame(columns=[S.KIND, "depth"]))), "",
+              "Planned against measured size:", "", *plan_lines(plan), ""]
     if not hw.empty:
         lines += ["Per datasheet row (acceptance pooled over the kinds; the feature head's "
                   "draft pass at its byte ratio to the target's):", "",

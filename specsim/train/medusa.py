@@ -34,7 +34,7 @@ from specsim.train.feature_head import (initial_state, save_head, start_head_tra
 from specsim.train.loop import _optimizer, checkpoint_dir, settings_identity
 
 __all__ = ["MedusaConfig", "MedusaResult", "train_medusa", "head_agreement",
-           "default_medusa_path", "checkpoint_dir"]
+           "default_medusa_path", "find_medusa_heads", "checkpoint_dir"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,3 +147,15 @@ def default_medusa_path(target_name: str, cfg: MedusaConfig) -> Path:
     from specsim.environment import cache_root
     return cache_root() / "drafts" / (f"{target_name}-medusa-K{cfg.heads}-H{cfg.head_vocab}-"
                                       f"S{cfg.steps}-seed{cfg.seed}.npz")
+
+
+def find_medusa_heads(target_name: str) -> Path | None:
+    """The Medusa heads of ``target_name`` the demo uses: the default ones under the cache
+    (`default_medusa_path`) when trained, else the ones committed with the package
+    (``specsim/data/drafts/<target>-medusa.npz``); None when there are neither."""
+    from specsim.resources import data_path
+    default = default_medusa_path(target_name, MedusaConfig())
+    if default.is_file():
+        return default
+    committed = data_path("drafts", f"{target_name}-medusa.npz")
+    return committed if committed.is_file() else None

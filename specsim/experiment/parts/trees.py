@@ -1,21 +1,24 @@
-"""Part ``trees``: the feature head's token trees against its chain at equal drafting
-depth, on the real target, with the theory's plan beside the measurement (opt-in:
-``specsim demo --parts trees``).
+"""Part ``trees``: the feature head's and the Medusa heads' token trees against their
+chains at equal drafting depth, on the real target, with the theory's plan beside the
+measurement (opt-in: ``specsim demo --parts trees``).
 
 Steps: (1) untimed runs of a probe tree (ranks 0..`PROBE_WIDTH` − 1 below every node
 of the top-rank spine, down to `DEPTH`) on the first of `PROMPTS_PER_KIND` shipped
 prompts per kind of work give per-(depth, rank) acceptance rates
 (`specsim.trees.acceptance_counts`); (2) Sequoia's programme picks the E-optimal tree of
 depth <= `DEPTH` for each size in `SIZES`; (3) the chain of `DEPTH` and those trees run
-untimed on the other prompts; (4) paired interleaved rounds (`specsim.experiment.paired`)
+untimed on every prompt; (4) paired interleaved rounds (`specsim.experiment.paired`)
 time, per kind, one unit: the plain-decoding baseline, every tree loop on the first
 prompt (prefills untimed, `decode.StagedCall`), and the pieces of one iteration
 (`trees_costs`: the verify pass over root + nodes and the drafting of each tree; the
-autoregressive step); tokens per iteration and acceptance pool the timed and untimed
-runs; (5) `trees.plan_tree` with those measured pass times (verify linear between the
-widths measured, drafting a + b·w per level fitted to the trees' drafting times) picks
-the size the theory expects fastest on this CPU, against the measured best, and
-`trees.plan_per_hardware` says on which datasheet rows a tree pays.
+autoregressive step); tokens per iteration and acceptance pool the untimed runs;
+(5) `trees.plan_tree` with those measured pass times (verify linear between the widths
+measured, drafting a + b·w per level fitted to the trees' drafting times) picks the size
+the theory expects fastest on this CPU, against the measured best, and
+`trees.plan_per_hardware` says on which datasheet rows a tree pays; (6) each head's
+dynamic tree, and the Medusa heads' chain, run untimed on the same prompts
+(`trees_tokens`): tokens per iteration against the head's own chain, with an interval
+over prompts.
 
 Tables:
 
@@ -30,6 +33,8 @@ Tables:
   pooled over the kinds, the feature head's draft pass at its byte ratio to the target's.
 * ``tree_acceptance``: accepted and tried per (kind, depth, rank) (`acceptance_table`
   reads it back).
+* ``tree_tokens``: per (head, kind, tree): tokens per iteration, its ratio to the head's
+  chain with a 95% interval over prompts (`trees_tokens`).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ DEPTH = 4               # drafting depth of the chain and the deepest a tree goe
 PROBE_WIDTH = 4         # ranks the probe tree tries at every depth
 SIZES = (8, 16, 32)     # node budgets of the measured trees (the chain has DEPTH nodes)
 KINDS = ("code", "json")
-PROMPTS_PER_KIND = 2    # shipped prompts per kind whose runs give tokens per iteration
+PROMPTS_PER_KIND = 8    # shipped prompts per kind whose runs give tokens per iteration
 NEW_TOKENS = 40
 PROMPT_TOKENS = (65, 128)   # prompt lengths used: all pad to 128 slots, one program each
 PART_SECONDS = 240.0    # the part's timed rounds end by this long after it starts
@@ -60,6 +65,7 @@ TOKENS_GOAL = 1.3       # tokens per iteration a tree should reach over its chai
 
 TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
 TREE_ACCEPTANCE = "tree_acceptance"
+TREE_TOKENS = "tree_tokens"
 CHAIN, PROBE = "chain", "probe"
 
 
@@ -198,9 +204,12 @@ class Observed:
         self.accepted: list[np.ndarray] = []
         self.counts = np.zeros((2, DEPTH, PROBE_WIDTH), np.int64)
 
-    def add(self, tree: TokenTree, accepted, path_end) -> None:
+    def add(self, tree: TokenTree | None, accepted, path_end) -> None:
+        """One run's iterations; its acceptance counts when ``tree`` (the static tree
+        it ran) is given, none for a dynamic tree."""
         self.accepted.append(np.asarray(accepted))
-        self.counts += _counts(tree, np.asarray(path_end))
+        if tree is not None:
+            self.counts += _counts(tree, np.asarray(path_end))
 
     @property
     def tokens_per_iteration(self) -> float:
@@ -212,7 +221,9 @@ class Observed:
 def state_cache(state: DemoState) -> int:
     """Cache slots of every run: the padded prompt, the new tokens and the largest tree."""
     from specsim import decode
-    return decode.bucket(decode.bucket(PROMPT_TOKENS[1]) + NEW_TOKENS + max(SIZES) + 1)
+    from specsim.experiment.parts.trees_tokens import DYNAMIC_SIZES
+    return decode.bucket(decode.bucket(PROMPT_TOKENS[1]) + NEW_TOKENS
+                         + max(SIZES + DYNAMIC_SIZES) + 1)
 
 
 def _common(state: DemoState) -> dict:
@@ -221,16 +232,18 @@ def _common(state: DemoState) -> dict:
 
 def _untimed(state, head, trees, rows_of: dict, seen: dict, label=tree_label) -> None:
     """Run every tree on every prompt of ``rows_of`` (kind -> token-id lists), untimed;
-    add what each run shows to ``seen[(kind, label(tree))]``."""
+    add what each run shows to ``seen[(kind, label(tree))]``. A tree None runs the
+    tree drafter ``head``'s own (static, or dynamic: no acceptance counts)."""
     from specsim import decode
 
     for tree in trees:
+        shape = tree if tree is not None else getattr(head, "tree", None)
         for kind, rows in rows_of.items():
             for row in rows:
                 res = decode.generate_tree(state.target, head, [row], NEW_TOKENS, tree=tree,
                                            **_common(state))
                 seen.setdefault((kind, label(tree)), Observed()).add(
-                    tree, res.stats.accepted, res.stats.path_end)
+                    shape, res.stats.accepted, res.stats.path_end)
 
 
 def _timed_calls(state, head, trees, prompts):
@@ -438,7 +451,7 @@ def measure(state: DemoState, head) -> None:
     rates = acceptance_of(sum(o.counts for o in seen.values()))
     opt = optimal_trees(rates, max(sizes), max_depth=DEPTH)
     trees = [TokenTree.chain(DEPTH)] + [opt.trees[n - 1] for n in sizes]
-    _untimed(state, head, trees, {k: rows[1:] for k, rows in prompts.items()}, seen)
+    _untimed(state, head, trees, prompts, seen)
     state.log(f"    trees {[f'{tree_label(t)} {t.nodes_per_depth().tolist()}' for t in trees]}"
               f" on {list(prompts)}, {n_prompts} prompt(s) each; probe and untimed runs in "
               f"{time.perf_counter() - t_start:.0f} s")
@@ -454,14 +467,26 @@ def measure(state: DemoState, head) -> None:
             _, stats, _, _, path_end = last[u][("run",) + key]
             timed[key] = Observed()
             timed[key].add(tree, stats.accepted, path_end)
-            seen.setdefault(key, Observed()).add(tree, stats.accepted, path_end)
     runs = run_rows(state, trees, seen, timed, times, rounds, stopped, units)
     plan, hw = plan_rows(state, runs, seen, trees, head)
     state.tables[TREE_RUNS], state.tables[TREE_PLAN], state.tables[TREE_HARDWARE] = runs, plan, hw
     state.tables[TREE_ACCEPTANCE] = acceptance_rows(kind_counts(seen))
+    state.tables[TREE_TOKENS] = head_tokens(state, head, trees, seen, prompts)
     fmt = lambda x: f"{x:.3g}"                                             # noqa: E731
     for t in (runs, plan):
         state.log(t.to_string(index=False, float_format=fmt))
+
+
+def head_tokens(state: DemoState, head, trees, seen: dict, prompts: dict) -> pd.DataFrame:
+    """Step 6 of the module: the ``tree_tokens`` table (`trees_tokens`); the feature
+    head's chain and static ``trees`` reuse their runs in ``seen``."""
+    from specsim.experiment.parts import trees_tokens as tt
+
+    done = {(tt.FEATURE_HEAD, kind, tree_label(t)): (t.n_nodes, seen[(kind, tree_label(t))]
+                                                     .accepted)
+            for kind in prompts for t in trees}
+    setups = tt.head_setups(head, tt.medusa_drafter_of(state, TokenTree.chain(DEPTH)))
+    return tt.measure_tokens(state, setups, prompts, done)
 
 
 def run(state: DemoState) -> None:
@@ -470,7 +495,7 @@ def run(state: DemoState) -> None:
         state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
                   f"train-draft --kind feature-head --target {state.target.cfg.name}`; "
                   f"the trees part has nothing to measure")
-        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE):
+        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE, TREE_TOKENS):
             state.tables[name] = pd.DataFrame()
         return
     measure(state, head)
@@ -479,4 +504,5 @@ def run(state: DemoState) -> None:
 PART = Part(name="trees", summary="the feature head's token trees against its chain at "
             "equal depth: tokens per iteration, measured and planned speedup, width per "
             "hardware",
-            run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE))
+            run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE,
+                               TREE_TOKENS))
