@@ -163,10 +163,10 @@ def draft_call(row, target: ModelShape, hw: Hardware, engine: CpuLoopEngine, *,
     if kind == "ngram":
         return None
     if kind == "instrument":
-        layers = int(row.get(schema.DRAFT_LAYERS, 0) or 0)
-        if layers == 0:
+        layers = float(row.get(schema.DRAFT_LAYERS, 0.0))
+        if not layers > 0:                  # 0 or unrecorded: the instrument drafts free
             return None
-        return pass_cost(dataclasses.replace(target, n_layers=layers, vocab_size=SMALL_HEAD,
+        return pass_cost(dataclasses.replace(target, n_layers=int(layers), vocab_size=SMALL_HEAD,
                                              tie_embeddings=False), hw, **kw)
     tail = name.partition(":")[2]
     if kind == "layer-skip":                # "layer-skip:<kept>/<of>"
