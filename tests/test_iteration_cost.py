@@ -180,3 +180,34 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(InvalidArgument, match="batch"):
         ic.pass_cost(TOY, HW, n_tokens=1, batch=0)
     assert math.isfinite(ic.pass_cost(TOY, HW, n_tokens=64, context=8).memory_s)
+
+
+def test_an_engine_that_does_not_overlap_adds_compute_and_memory_at_its_efficiencies():
+    """`CeilingUse`: the toy pass at 50% of the peak and 25% of the bandwidth, compute and
+    memory seconds added (a CPU core) or the larger of them (the datasheet default)."""
+    use = ic.CeilingUse(flops_efficiency=0.5, bandwidth_efficiency=0.25, overlap=False)
+    c = ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32, use=use)
+    compute, memory = _toy_flops(3) / (1e14 * 0.5), _toy_bytes(3) / (1e12 * 0.25)
+    assert c.compute_s == pytest.approx(compute) and c.memory_s == pytest.approx(memory)
+    assert c.roofline_s == pytest.approx(compute + memory)
+    d = ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32)
+    assert d == ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32, use=ic.DATASHEET_USE)
+    assert d.roofline_s == pytest.approx(max(_toy_flops(3) / PEAK, _toy_bytes(3) / BW))
+    for bad in (dict(flops_efficiency=0.0), dict(bandwidth_efficiency=math.nan),
+                dict(overlap="no")):
+        with pytest.raises(InvalidArgument, match=next(iter(bad))):
+            ic.CeilingUse(**bad)
+
+
+def test_a_dense_pass_by_hand():
+    """1e6 fp32 weights over 2 tokens of 3 rows writing 10 logits a token, split over 2
+    devices: 2 FLOPs a weight a token; the weights once and the fp32 logits."""
+    hw = Hardware(name="cpu", peak_flops=(("float32", 1e11),), bandwidth=1e10)
+    use = ic.CeilingUse(flops_efficiency=0.5, bandwidth_efficiency=0.5, overlap=False)
+    c = ic.dense_pass_cost(1e6, hw, n_tokens=2, batch=3, logits=10, tp=2, dtype="float32",
+                           use=use)
+    assert c.flops == pytest.approx(2.0 * 6 * 1e6 / 2)
+    assert c.bytes == pytest.approx((4e6 + 4.0 * 6 * 10) / 2)
+    assert c.roofline_s == pytest.approx(6e6 / 5e10 + 2000120 / 5e9)
+    with pytest.raises(InvalidArgument, match="n_params"):
+        ic.dense_pass_cost(0, hw, n_tokens=1)
