@@ -319,7 +319,8 @@ def ceiling_section(folder) -> list[str]:
         "other than the feature head's with MAPE 15.6%, mean signed +4.3%, worst -57.0%: at "
         "batch 1 a pass stays memory-bound, so a verify of K + 1 tokens cost no more than a "
         "decode step (the free instrument drafts +4% to +27% at α 0.7 and 0.9), and at "
-        "batch 16 the verify turned compute-bound at far more than its measured cost; "
+        "batch 16 the plain step came out at a third of its swept time while the verify "
+        "turned compute-bound, five plain steps where the sweep has two; "
         "compute and memory added, the copy ceiling as reached and a fitted step a pass (a "
         "fixed cost the drafts do not pay) gave 22.7%; the form here, 11.8%.",
         "",
