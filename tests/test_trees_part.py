@@ -19,6 +19,7 @@ from specsim.drafters.tree import as_tree_drafter
 from specsim.errors import InvalidArgument
 from specsim.experiment.parts import PARTS, resolve
 from specsim.experiment.parts import trees as part
+from specsim.experiment.parts import trees_ranks as tr
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_costs import tree_pass_calls
 from specsim.report.trees import goal_lines, trees_section
@@ -197,6 +198,34 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     text = "\n".join(trees_section(type("R", (), {"tables": state.tables})()))
     assert "## Token trees" in text and "tokens per iteration are" in text
     assert f"- {tt.MEDUSA}, code: {dyn[-1]} gives" in text
+    # the ranks replayed along the greedy continuation give the loop's own chain
+    ceiling = state.tables[part.TREE_CEILING].set_index(["head", "kind"])
+    for (h, kind), r in ceiling.iterrows():
+        chain_row = tokens[(tokens["head"] == h) & (tokens["kind"] == kind)
+                           & (tokens["tree"] == part.CHAIN)]
+        assert r["chain_tokens_per_iteration"] == pytest.approx(
+            chain_row["tokens_per_iteration"].item())
+        assert r["chain_tokens_per_iteration"] <= r["ceiling_tokens_per_iteration"]
+    ranks = state.tables[part.TREE_RANKS]
+    assert len(ranks) == 2 * len(part.KINDS) * part.DEPTH
+    bins = ranks[["rank_0", "rank_1", "rank_2_3", "rank_4_7"]].sum(axis=1)
+    np.testing.assert_allclose(bins, ranks["below_8"])
+    assert "at most" in text and "tree_ranks" in text
+
+
+def test_ranks_and_replay_by_hand():
+    logits = np.array([[0.1, 0.9, 0.5, 0.5], [3.0, 1.0, 2.0, 0.0]])
+    # row 0: column 2 ties column 3 (the tie counts against it) below column 1 → rank 2;
+    # row 1: column 0 is the largest → 0; a token outside the head → RANK_OUTSIDE
+    assert tr.ranks_of(logits, [2, 0]).tolist() == [2, 0]
+    assert tr.ranks_of(logits, [-1, 3]).tolist() == [tr.RANK_OUTSIDE, 3]
+    paths = np.array([[0, 0, 1], [0, 5, 0], [2, 0, 0], [0, 0, 0], [9, 0, 0], [0, 1, 0],
+                      [1, 1, 1], [0, 0, 0]])
+    # chain: t=0 accepts 2 (→ t=3), t=3 accepts 3 (→ t=7), t=7 accepts 3: 3, 4, 4
+    assert tr.replay_tokens(paths, 1, 100).tolist() == [3, 4, 4]
+    # ranks < 3: t=0 3 (→ 4), t=4 0 (→ 5), t=5 3 (→ 9: past the end)
+    assert tr.replay_tokens(paths, 3, 100).tolist() == [4, 1, 4]
+    assert tr.replay_tokens(paths, 1, 4).tolist() == [3]         # 1 + 3 tokens: done
 
 
 def test_ratio_interval_pools_prompts_and_resamples_them():

@@ -8,8 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from specsim import schema as S
-from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_HARDWARE, TREE_PLAN,
-                                            TREE_RUNS, TREE_TOKENS, TOKENS_GOAL)
+from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_CEILING,
+                                            TREE_HARDWARE, TREE_PLAN, TREE_RANKS, TREE_RUNS,
+                                            TREE_TOKENS, TOKENS_GOAL)
+from specsim.experiment.parts.trees_ranks import CEILING_RANKS
 from specsim.report.tables import markdown_table
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
@@ -71,6 +73,15 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     return out
 
 
+def ceiling_lines(ceiling: pd.DataFrame) -> list[str]:
+    """Per head and kind: the most tokens per iteration over the chain's that any tree
+    of the head's top `CEILING_RANKS` candidates at every depth can reach."""
+    return [f"- {r['head']}, {r[S.KIND]}: chain {r['chain_tokens_per_iteration']:.2f}, every "
+            f"path of its top {CEILING_RANKS} ({int(r['ceiling_nodes'])} nodes) "
+            f"{r['ceiling_tokens_per_iteration']:.2f} tokens per iteration: at most "
+            f"{r['ceiling_vs_chain']:.2f}× the chain's" for _, r in ceiling.iterrows()]
+
+
 def rank_lines(acceptance: pd.DataFrame) -> list[str]:
     """Per kind, how often the head's first candidates were the target's token at depth
     1: what width can add to tokens per iteration."""
@@ -105,6 +116,15 @@ def trees_section(result) -> list[str]:
                   f"the head's scores); the interval resamples prompts:", "",
                   markdown_table(tokens[[c for c in TOKEN_COLUMNS if c in tokens]]), "",
                   *best_tree_lines(tokens), ""]
+    ranks, ceiling = t.get(TREE_RANKS), t.get(TREE_CEILING)
+    if ranks is not None and not ranks.empty:
+        lines += ["Where the target's greedy token sits among each head's candidates at "
+                  "each depth, along the target's own continuation of the same prompts "
+                  "(the share of positions per rank; `tree_ranks`): a tree's extra branches "
+                  "gain only where rank 0 is wrong and a lower rank right.", "",
+                  markdown_table(ranks), "",
+                  "What any tree of the head's top candidates can reach (greedy, replayed "
+                  "from the ranks; `tree_ceiling`):", "", *ceiling_lines(ceiling), ""]
     lines += ["What width can add: each rank is tried after the ranks above it failed "
               "(`tree_acceptance`):", "",
               *rank_lines(t.get(TREE_ACCEPTANCE, pd.DataFrame(columns=[S.KIND, "depth"]))), "",

@@ -18,7 +18,10 @@ the theory expects fastest on this CPU, against the measured best, and
 `trees.plan_per_hardware` says on which datasheet rows a tree pays; (6) each head's
 dynamic tree, and the Medusa heads' chain, run untimed on the same prompts
 (`trees_tokens`): tokens per iteration against the head's own chain, with an interval
-over prompts.
+over prompts; (7) each head's ranks of the target's tokens along its greedy
+continuation of the same prompts (`trees_ranks`): where the target's token sits among
+the head's candidates per depth, and the most tokens per iteration any tree of its top
+candidates can reach.
 
 Tables:
 
@@ -35,6 +38,9 @@ Tables:
   reads it back).
 * ``tree_tokens``: per (head, kind, tree): tokens per iteration, its ratio to the head's
   chain with a 95% interval over prompts (`trees_tokens`).
+* ``tree_ranks``, ``tree_ceiling``: per (head, kind, depth) the share of positions at
+  each rank; per (head, kind) the chain's and the ceiling tree's tokens per iteration
+  (`trees_ranks`).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ import pandas as pd
 
 from specsim import schema as S
 from specsim.experiment.part import Part
+from specsim.experiment.parts import trees_tokens as tt
+from specsim.experiment.parts.trees_ranks import rank_tables
 from specsim.experiment.state import DemoState
 from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
                            expected_tokens, optimal_trees, plan_per_hardware, plan_tree)
@@ -65,7 +73,7 @@ TOKENS_GOAL = 1.3       # tokens per iteration a tree should reach over its chai
 
 TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
 TREE_ACCEPTANCE = "tree_acceptance"
-TREE_TOKENS = "tree_tokens"
+TREE_TOKENS, TREE_RANKS, TREE_CEILING = "tree_tokens", "tree_ranks", "tree_ceiling"
 CHAIN, PROBE = "chain", "probe"
 
 
@@ -221,9 +229,8 @@ class Observed:
 def state_cache(state: DemoState) -> int:
     """Cache slots of every run: the padded prompt, the new tokens and the largest tree."""
     from specsim import decode
-    from specsim.experiment.parts.trees_tokens import DYNAMIC_SIZES
     return decode.bucket(decode.bucket(PROMPT_TOKENS[1]) + NEW_TOKENS
-                         + max(SIZES + DYNAMIC_SIZES) + 1)
+                         + max(SIZES + tt.DYNAMIC_SIZES) + 1)
 
 
 def _common(state: DemoState) -> dict:
@@ -471,22 +478,35 @@ def measure(state: DemoState, head) -> None:
     plan, hw = plan_rows(state, runs, seen, trees, head)
     state.tables[TREE_RUNS], state.tables[TREE_PLAN], state.tables[TREE_HARDWARE] = runs, plan, hw
     state.tables[TREE_ACCEPTANCE] = acceptance_rows(kind_counts(seen))
-    state.tables[TREE_TOKENS] = head_tokens(state, head, trees, seen, prompts)
+    medusa = tt.medusa_drafter_of(state, TokenTree.chain(DEPTH))
+    state.tables[TREE_TOKENS] = head_tokens(state, head, medusa, trees, seen, prompts)
+    heads = {tt.FEATURE_HEAD: head} | ({tt.MEDUSA: medusa} if medusa is not None else {})
+    state.tables[TREE_RANKS], state.tables[TREE_CEILING] = rank_tables(
+        heads, state.target, prompts, DEPTH, NEW_TOKENS)
     fmt = lambda x: f"{x:.3g}"                                             # noqa: E731
     for t in (runs, plan):
         state.log(t.to_string(index=False, float_format=fmt))
 
 
-def head_tokens(state: DemoState, head, trees, seen: dict, prompts: dict) -> pd.DataFrame:
-    """Step 6 of the module: the ``tree_tokens`` table (`trees_tokens`); the feature
-    head's chain and static ``trees`` reuse their runs in ``seen``."""
-    from specsim.experiment.parts import trees_tokens as tt
-
-    done = {(tt.FEATURE_HEAD, kind, tree_label(t)): (t.n_nodes, seen[(kind, tree_label(t))]
+def head_tokens(state: DemoState, head, medusa, trees, seen: dict, prompts: dict
+                ) -> pd.DataFrame:
+    """Step 6 of the module: the ``tree_tokens`` table (`trees_tokens`) of the feature
+    head ``head`` and the Medusa heads ``medusa`` (None: none), every setup run untimed
+    on every prompt; the feature head's chain and static ``trees`` reuse their runs in
+    ``seen``."""
+    runs = {(tt.FEATURE_HEAD, kind, tree_label(t)): (t.n_nodes, seen[(kind, tree_label(t))]
                                                      .accepted)
             for kind in prompts for t in trees}
-    setups = tt.head_setups(head, tt.medusa_drafter_of(state, TokenTree.chain(DEPTH)))
-    return tt.measure_tokens(state, setups, prompts, done)
+    for name, setups in tt.head_setups(head, medusa, DEPTH, CHAIN).items():
+        for label, drafter, tree in setups:
+            own: dict = {}
+            _untimed(state, drafter, [tree], prompts, own, label=lambda _, x=label: x)
+            n_nodes = tree.n_nodes if tree is not None else (
+                getattr(drafter, "n_nodes", None) or drafter.tree.n_nodes)
+            runs.update({(name, kind, label): (n_nodes, own[(kind, label)].accepted)
+                         for kind in prompts})
+        state.log(f"    {name}: {[x[0] for x in setups]} on {len(prompts)} kinds")
+    return tt.token_rows(runs, CHAIN, TOKENS_GOAL)
 
 
 def run(state: DemoState) -> None:
@@ -495,14 +515,14 @@ def run(state: DemoState) -> None:
         state.log(f"    no feature head of {state.target.cfg.name}: train one with `specsim "
                   f"train-draft --kind feature-head --target {state.target.cfg.name}`; "
                   f"the trees part has nothing to measure")
-        for name in (TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE, TREE_TOKENS):
+        for name in PART.produces:
             state.tables[name] = pd.DataFrame()
         return
     measure(state, head)
 
 
-PART = Part(name="trees", summary="the feature head's token trees against its chain at "
-            "equal depth: tokens per iteration, measured and planned speedup, width per "
-            "hardware",
+PART = Part(name="trees", summary="the feature head's and Medusa heads' token trees "
+            "against their chains at equal depth: tokens per iteration, measured and planned "
+            "speedup, width per hardware",
             run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE,
-                               TREE_TOKENS))
+                               TREE_TOKENS, TREE_RANKS, TREE_CEILING))

@@ -85,15 +85,15 @@ def medusa_drafter_of(state, tree: TokenTree):
     return None if path is None else medusa_drafter(state.target, path, tree=tree)
 
 
-def head_setups(feature_head, medusa) -> dict[str, list]:
+def head_setups(feature_head, medusa, depth: int, chain_label: str) -> dict[str, list]:
     """Head name → [(tree label, drafter, tree or None)] to run: the feature head's
     dynamic trees (its chain and static trees run in the part's own step), the Medusa
-    heads' chain and dynamic trees; a head that is None is left out."""
+    heads' chain (labelled ``chain_label``) and dynamic trees, all ``depth`` deep; a
+    head that is None is left out."""
     from specsim.drafters.dynamic_tree import dynamic_tree_drafter
-    from specsim.experiment.parts.trees import CHAIN, DEPTH
 
     def dynamic(head):
-        return [(dynamic_label(n), dynamic_tree_drafter(head, DYNAMIC_TOP_K, DEPTH, n,
+        return [(dynamic_label(n), dynamic_tree_drafter(head, DYNAMIC_TOP_K, depth, n,
                                                         expand=n), None)
                 for n in DYNAMIC_SIZES]
 
@@ -101,45 +101,23 @@ def head_setups(feature_head, medusa) -> dict[str, list]:
     if feature_head is not None:
         out[FEATURE_HEAD] = dynamic(feature_head)
     if medusa is not None:
-        out[MEDUSA] = [(CHAIN, dataclasses.replace(medusa, tree=TokenTree.chain(DEPTH)), None),
-                       *dynamic(medusa)]
+        out[MEDUSA] = [(chain_label, dataclasses.replace(medusa, tree=TokenTree.chain(depth)),
+                        None), *dynamic(medusa)]
     return out
 
 
-def token_rows(runs: dict) -> pd.DataFrame:
+def token_rows(runs: dict, chain_label: str, goal: float) -> pd.DataFrame:
     """The ``tree_tokens`` table from ``runs[(head, kind, label)] = (n_nodes, [accepted
-    per prompt])``: tokens per iteration, its ratio to the same head's chain on the same
-    prompts with the 95% interval, prompts and iterations."""
-    from specsim.experiment.parts.trees import CHAIN, DEPTH, TOKENS_GOAL
-
+    per prompt])`` (the chain's label ``chain_label``): tokens per iteration, its ratio
+    to the same head's chain on the same prompts with the 95% interval, whether it
+    reaches ``goal``, prompts and iterations."""
     rows = []
     for (head, kind, label), (n_nodes, accepted) in runs.items():
-        tree, chain = prompt_totals(accepted), prompt_totals(runs[(head, kind, CHAIN)][1])
-        iv = ratio_interval(tree, chain)
+        tree = prompt_totals(accepted)
+        iv = ratio_interval(tree, prompt_totals(runs[(head, kind, chain_label)][1]))
         rows.append({"head": head, S.KIND: kind, "tree": label, "n_nodes": n_nodes,
-                     "depth": DEPTH, S.TOKENS_PER_ITERATION: tree[0].sum() / tree[1].sum(),
+                     S.TOKENS_PER_ITERATION: tree[0].sum() / tree[1].sum(),
                      "tokens_per_iteration_vs_chain": iv.value, "vs_chain_ci_lo": iv.lo,
-                     "vs_chain_ci_hi": iv.hi, "reaches_goal": bool(iv.value >= TOKENS_GOAL),
+                     "vs_chain_ci_hi": iv.hi, "reaches_goal": bool(iv.value >= goal),
                      "prompts": len(accepted), "iterations": int(tree[1].sum())})
     return pd.DataFrame(rows)
-
-
-def measure_tokens(state, setups: dict, prompts: dict[str, list], done: dict | None = None
-                   ) -> pd.DataFrame:
-    """Run every setup of `head_setups` on every prompt of ``prompts`` (kind → token-id
-    lists), one prompt per call, untimed; with the runs in ``done`` (as `token_rows`
-    reads them) → the ``tree_tokens`` table."""
-    from specsim.experiment.parts.trees import _untimed
-
-    runs = dict(done or {})
-    for head, rows in setups.items():
-        for label, drafter, tree in rows:
-            seen: dict = {}
-            _untimed(state, drafter, [tree], prompts, seen, label=lambda _, label=label: label)
-            n_nodes = tree.n_nodes if tree is not None else (
-                getattr(drafter, "n_nodes", None) or drafter.tree.n_nodes)
-            for kind in prompts:
-                runs[(head, kind, label)] = (n_nodes, seen[(kind, label)].accepted)
-        state.log(f"    {head}: {[r[0] for r in rows]} on "
-                  f"{sum(map(len, prompts.values()))} prompts")
-    return token_rows(runs)
