@@ -205,7 +205,8 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
                            & (tokens["tree"] == part.CHAIN)]
         assert r["chain_tokens_per_iteration"] == pytest.approx(
             chain_row["tokens_per_iteration"].item())
-        assert r["chain_tokens_per_iteration"] <= r["ceiling_tokens_per_iteration"]
+        assert r["chain_tokens_per_iteration"] <= r["top8_tokens_per_iteration"] \
+            <= r["ceiling_tokens_per_iteration"]
     ranks = state.tables[part.TREE_RANKS]
     assert len(ranks) == 2 * len(part.KINDS) * part.DEPTH
     bins = ranks[["rank_0", "rank_1", "rank_2_3", "rank_4_7"]].sum(axis=1)

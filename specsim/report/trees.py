@@ -75,11 +75,12 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
 
 def ceiling_lines(ceiling: pd.DataFrame) -> list[str]:
     """Per head and kind: the most tokens per iteration over the chain's that any tree
-    of the head's top `CEILING_RANKS` candidates at every depth can reach."""
-    return [f"- {r['head']}, {r[S.KIND]}: chain {r['chain_tokens_per_iteration']:.2f}, every "
-            f"path of its top {CEILING_RANKS} ({int(r['ceiling_nodes'])} nodes) "
-            f"{r['ceiling_tokens_per_iteration']:.2f} tokens per iteration: at most "
-            f"{r['ceiling_vs_chain']:.2f}× the chain's" for _, r in ceiling.iterrows()]
+    whose nodes are among their parents' top 8, or top `CEILING_RANKS`, can reach."""
+    return [f"- {r['head']}, {r[S.KIND]}: chain {r['chain_tokens_per_iteration']:.2f} tokens "
+            f"per iteration; every path of the top 8 {r['top8_tokens_per_iteration']:.2f} "
+            f"({r['top8_vs_chain']:.2f}× the chain's), of the top {CEILING_RANKS} "
+            f"{r['ceiling_tokens_per_iteration']:.2f} (at most {r['ceiling_vs_chain']:.2f}×)"
+            for _, r in ceiling.iterrows()]
 
 
 def rank_lines(acceptance: pd.DataFrame) -> list[str]:

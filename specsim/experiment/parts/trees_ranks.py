@@ -12,9 +12,10 @@ r(t) [D] (`RANK_OUTSIDE` where the token is outside the head vocabulary).
 Greedy verification of a static tree at t accepts the longest prefix of r(t) the tree
 holds, so replaying iterations (t → t + accepted + 1 until `NEW_TOKENS` are out, as the
 loop runs) gives the tokens per iteration of any static tree from the rank paths alone:
-`replay_tokens`. ``tree_ceiling`` sets the chain (ranks 0 only) against the tree holding
-every path of ranks below `CEILING_RANKS` at every depth (Σ 8^d nodes): no tree of the
-head's top candidates accepts more, so a ratio below the goal there means the head's
+`replay_tokens`. ``tree_ceiling`` sets the chain (ranks 0 only) against the trees
+holding every path of ranks below 8 and below `CEILING_RANKS` at every depth: no tree
+whose every node is among its parent's top 8 (or top `CEILING_RANKS`, the dynamic
+trees' top-k) accepts more, so a ratio below the goal there means the head's
 candidates, not the tree's shape, stop it.
 """
 
@@ -26,7 +27,8 @@ import pandas as pd
 from specsim import schema as S
 
 RANK_OUTSIDE = 1 << 30      # the rank of a token outside the head vocabulary
-CEILING_RANKS = 8           # the ceiling tree holds every path of ranks below this
+CEILING_RANKS = 32          # the ceiling tree holds every path of ranks below this (the
+                            # dynamic trees' top-k, `trees_tokens.DYNAMIC_TOP_K`)
 RANK_BINS = ((0, 1, "rank_0"), (1, 2, "rank_1"), (2, 4, "rank_2_3"), (4, 8, "rank_4_7"))
 
 
@@ -89,8 +91,8 @@ def rank_tables(heads: dict, target, prompts: dict, depth: int, new_tokens: int
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``tree_ranks`` (per head, kind, depth: positions and the share of the target's
     token at each rank bin of `RANK_BINS` and below `CEILING_RANKS`) and
-    ``tree_ceiling`` (per head and kind: the chain's and the ceiling tree's replayed
-    tokens per iteration and their ratio) for ``heads`` (name → drafter) on ``prompts``
+    ``tree_ceiling`` (per head and kind: the chain's and the ceiling trees' replayed
+    tokens per iteration, ranks below 8 and below `CEILING_RANKS`, and their ratios) for ``heads`` (name → drafter) on ``prompts``
     (kind → token-id lists of one padded length)."""
     from specsim.decode import reference_tokens
     from specsim.train.feature_head import target_features
@@ -107,14 +109,14 @@ def rank_tables(heads: dict, target, prompts: dict, depth: int, new_tokens: int
                 row = {"head": name, S.KIND: kind, "depth": d + 1, "positions": len(allp)}
                 for lo, hi, label in RANK_BINS:
                     row[label] = float(np.mean((allp[:, d] >= lo) & (allp[:, d] < hi)))
+                row["below_8"] = float(np.mean(allp[:, d] < 8))
                 row[f"below_{CEILING_RANKS}"] = float(np.mean(allp[:, d] < CEILING_RANKS))
                 ranks.append(row)
-            chain = np.concatenate([replay_tokens(p, 1, new_tokens) for p in paths])
-            top = np.concatenate([replay_tokens(p, CEILING_RANKS, new_tokens) for p in paths])
+            chain, top8, top = (np.concatenate([replay_tokens(p, m, new_tokens) for p in paths])
+                                .mean() for m in (1, 8, CEILING_RANKS))
             ceiling.append({"head": name, S.KIND: kind, "prompts": len(paths),
-                            "chain_tokens_per_iteration": chain.mean(),
-                            "ceiling_tokens_per_iteration": top.mean(),
-                            "ceiling_vs_chain": top.mean() / chain.mean(),
-                            "ceiling_nodes": sum(CEILING_RANKS ** d
-                                                 for d in range(1, depth + 1))})
+                            "chain_tokens_per_iteration": chain,
+                            "top8_tokens_per_iteration": top8, "top8_vs_chain": top8 / chain,
+                            "ceiling_tokens_per_iteration": top,
+                            "ceiling_vs_chain": top / chain, "ceiling_ranks": CEILING_RANKS})
     return pd.DataFrame(ranks), pd.DataFrame(ceiling)
