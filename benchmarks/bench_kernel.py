@@ -4,14 +4,16 @@ fp32 and int8 weights and both layer loops, all timed in the same interleaved ro
 a read of 512 MB (jnp.sum) as the machine's own reference.
 
     PYTHONPATH=. python benchmarks/bench_kernel.py [--rounds 10] [--widths 1 2 5]
-        [--loops scan unroll] [--int8] [--context 256] [--max-len 512] [--force]
+        [--loops scan unroll] [--int8] [--int4] [--context 256] [--max-len 512] [--force]
 
 Prints, per program: the median ms, t(n)/t(1) (what a verify pass costs in decode steps,
 the ratio the speedup's cost model reads), the bytes of weights a step reads over that
 time, and that rate over the reference's (the median of per-round ratios: a slow spell of
 the machine falls on both). `ModelConfig.matmul`: "auto" is the kernel here (up to
 `kernels.MAX_ROWS` tokens per pass; ``--force``: "kernel", at any width), "xla" XLA's
-dots; int8 is `quantize_model(model, 8)` (per output channel, head left fp32).
+dots; int8 is `quantize_model(model, 8)` (per output channel, head left fp32); ``--int4``
+adds int4 in groups of 32, symmetric and asymmetric ("int4a"), the head int8 in groups
+of 32.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from bench_models import _forward_call  # noqa: E402
 
 from specsim.models import kernels, load, quantize_model  # noqa: E402
+from specsim.models.quantize import quantize_params  # noqa: E402
 
 
 def main(argv=None):
@@ -40,6 +43,9 @@ def main(argv=None):
     ap.add_argument("--widths", type=int, nargs="+", default=[1, 2, 5])
     ap.add_argument("--loops", nargs="+", choices=("scan", "unroll"), default=["scan", "unroll"])
     ap.add_argument("--int8", action="store_true", help="also the int8 model (scan only)")
+    ap.add_argument("--int4", action="store_true",
+                    help="also int4 in groups of 32, symmetric and with offsets (int4a), the "
+                         "head int8 in groups of 32 (scan only)")
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--force", action="store_true",
@@ -62,6 +68,11 @@ def main(argv=None):
     models = {("fp32", loop): model.with_layer_loop(loop) for loop in args.loops}
     if args.int8:
         models["int8", "scan"] = quantize_model(model, 8)
+    if args.int4:
+        for name, asym in (("int4", False), ("int4a", True)):
+            params = quantize_params(model.params, model.cfg, 4, 32, head=(8, 32, False),
+                                     asymmetric=asym)
+            models[name, "scan"] = model.replace(params=params).with_layer_loop("scan")
     kv = 2 * model.cfg.n_layers * args.context * model.cfg.kv_dim * 4
     calls, reads = {}, {}
     for (dtype, loop), m in models.items():
@@ -73,7 +84,10 @@ def main(argv=None):
                                                           args.max_len)
                 print(f"compiled {dtype} {loop} {mm} n={n}: {time.perf_counter() - t0:.1f} s",
                       flush=True)
-        reads[dtype, loop] = sum(int(a.nbytes) for a in jax.tree_util.tree_leaves(m.params)) + kv
+        # a separate head stands in for the embedding, of which a step reads one row
+        embed = int(m.params["embed"].nbytes) if "lm_head" in m.params else 0
+        reads[dtype, loop] = (sum(int(a.nbytes) for a in jax.tree_util.tree_leaves(m.params))
+                              - embed + kv)
     ref_bytes = 512 << 20
     x = jnp.ones((ref_bytes // 4,), jnp.float32)
     reduce = jax.jit(jnp.sum)

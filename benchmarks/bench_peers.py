@@ -1,46 +1,55 @@
 """SmolLM2-135M decoded by specsim and by its peers, same prompts, one run.
 
-    python benchmarks/bench_peers.py [--quick] [--max-new-tokens 64] [--repeats 5] [--k 4]
-        [--self-k 4] [--xla-too]
+    python benchmarks/bench_peers.py [--quick] [--max-new-tokens 96] [--repeats 5] [--k 4]
+        [--self-k 6] [--kinds code json] [--methods ...] [--xla-too] [--out DIR]
 
-Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens per prompt):
+Prompts: one per kind of work (`specsim.workloads`, default code and JSON), in the
+model's chat template, the same token ids for every engine; every number is given per
+kind. Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens):
 
-* specsim with fp32, int8 (one scale per output column) and int4 (groups of 32) weights,
-  each also with its tied head quantised ("-head": its own lm_head; the embedding stays
-  fp32 for the lookup, as llama.cpp's GGUF quantises token_embd, its head):
-  `generate_autoregressive` ("greedy"), prompt lookup (`NGramDrafter`, ``--k`` drafts)
-  via `generate_speculative`, and over the fp32 and int8 targets the int4 self-draft
-  (`quantized_self_drafter(target, bits=4)`, ``--self-k`` drafts; "self-int4-head" with
-  its head quantised too); compiled before timing.
-* Hugging Face transformers (torch, CPU) on the same fp32 weights (written as an HF
-  folder by `specsim.models.hf.save_hf`): ``generate(do_sample=False)`` and
-  ``generate(prompt_lookup_num_tokens=K)``.
+* specsim with fp32 weights (the embedded GGUF dequantised), int8 (one scale per output
+  column, the head int8 too), and two int4 formats in groups of 32 (the head int8 in
+  groups of 32, which is the GGUF's own Q8_0 head exactly): "int4" symmetric, "int4a"
+  asymmetric (scale and offset per group: the GGUF's Q4_1 layers exactly; see
+  `specsim.models.quantize`). Methods: `generate_autoregressive` ("greedy"), prompt
+  lookup (`NGramDrafter`, ``--k`` drafts), and over the fp32 and int8 targets the int4
+  self-drafts (`quantized_self_drafter`, ``--self-k`` drafts) in the two int4 formats
+  ("self-int4", "self-int4a"): the int4 targets' format and shapes, so an int4
+  target's greedy step costs what the draft step does, and c is its time over the
+  target's greedy step (prefill excluded).
+* Hugging Face transformers (torch, CPU) on the same fp32 weights, when importable:
+  ``generate(do_sample=False)`` and ``generate(prompt_lookup_num_tokens=K)``.
 * llama.cpp through llama-cpp-python (the optional extra ``specsim[peers]``) on the
   embedded Q4_1 GGUF: greedy, and ``LlamaPromptLookupDecoding``. Skipped, and said so,
   when the package is not importable.
 
-Timing: every method once untimed (compiling specsim's programs), then ``--repeats``
-interleaved rounds, each timing every method once over the whole prompt set (the order
-reversed every other round), and a 512 MB read (``jnp.sum``) as the machine's own read
-bandwidth in the same rounds. Printed: first a table of medians (tokens/s, the ratio to
-transformers and to specsim fp32 greedy, the weight bytes each engine reads per token,
-those bytes times tokens/s, agreement with transformers' greedy output), then per method
-tokens/s and its speedups over specsim fp32 greedy and llama.cpp greedy with 95%
-intervals over the rounds (`specsim.experiment.intervals`: bootstrap over rounds, at
-least the Student-t width), a greedy step's weight reads as a share of the read
-bandwidth, the acceptance of the speculative methods, and whether each speculative
-method's output equals its own target's greedy output. Read the ratios measured side by
-side; on a shared machine the absolute rates move.
+Timing: every (engine, method, kind) once untimed (compiling specsim's programs), then
+``--repeats`` interleaved rounds, each timing every one once (the order reversed every
+other round), and a 512 MB read (``jnp.sum``) as the machine's own read bandwidth in the
+same rounds. Printed per kind: tokens/s and its ratios to specsim fp32 greedy and to
+llama.cpp greedy with 95% intervals over the rounds (`specsim.experiment.intervals`), a
+greedy step's weight reads as a share of the read bandwidth, α of the speculative
+methods, whether each one's output equals its own target's greedy output, and c of the
+int4 draft steps; then the goals' lines. ``--out DIR`` also writes ``peers.csv`` (those
+rows), ``bench_peers.txt`` (what was printed) and ``environment.json`` (command, commit,
+machine, wall time), which `benchmarks/results_page.py` renders. Read the ratios measured
+side by side; on a shared machine the absolute rates move.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
+import io
+import json
 import os
-import statistics
+import platform
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -50,43 +59,54 @@ from specsim import models  # noqa: E402
 from specsim.decode import generate_autoregressive, generate_speculative  # noqa: E402
 from specsim.drafters import NGramDrafter, quantized_self_drafter  # noqa: E402
 from specsim.experiment.intervals import bootstrap  # noqa: E402
+from specsim.models.quantize import quantize_params  # noqa: E402
+from specsim.workloads import KINDS, prompt_text  # noqa: E402
 
-METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4-head")
-PROMPTS = [
-    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    if n < 2:\n"
-    "        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
-    "Rewrite fibonacci(n) above without recursion:\n",
-    "The cat sat on the mat. The dog sat on the log. The bird sat on the",
-    "Summarise: Speculative decoding drafts several tokens with a cheap model and "
-    "verifies them with the large model in one pass. Summary: Speculative decoding",
-]
+METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4a")
+SPECULATIVE = METHODS[1:]
+# specsim's weight formats: (layers' bits, group size, asymmetric), the head's; None: fp32
+HEAD8 = (8, 32, False)                  # the GGUF's Q8_0 head, exactly
+FORMATS = {"fp32": None, "int8": ((8, None, False), (8, None, False)),
+           "int4": ((4, 32, False), HEAD8), "int4a": ((4, 32, True), HEAD8)}
+SELF_DRAFTS = {"self-int4": "int4", "self-int4a": "int4a"}   # method -> the draft's format
+SELF_TARGETS = ("fp32", "int8")                               # targets the self-drafts serve
+STEP = "greedy-1"        # a greedy call of one new token: its time is the prefill's and one step's
 
 
-# ---- engines: each returns {method: a function decoding every prompt -> tokens per prompt} --
-def run_specsim(model, prompts, n_new, k, self_drafts=(), self_k=4, alphas=None):
-    """Greedy, prompt lookup and the given self-drafts (``{method: drafter}``) on
-    ``model``; the speculative methods record their acceptance in ``alphas[method]``."""
+def quantized(model, fmt):
+    """``model`` in ``fmt`` (a `FORMATS` value), laid out for the scan as
+    `models.quantize_model` does."""
+    (bits, group, asym), head = fmt
+    params = quantize_params(model.params, model.cfg, bits, group, head=head, asymmetric=asym)
+    return model.replace(cfg=model.cfg.replace(name=f"{model.cfg.name}-int{bits}"),
+                         params=params).with_layer_loop("scan")
+
+
+# ---- engines: each returns {method: a function decoding one prompt -> its new tokens} --------
+def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None):
+    """Greedy, greedy of one token (`STEP`), prompt lookup and the given self-drafts
+    (``{method: drafter}``) on ``model``; a speculative call records its acceptance in
+    ``alphas[method, prompt]``."""
     drafters = {"prompt-lookup": (NGramDrafter(model.cfg.vocab_size, n=3), k),
                 **{m: (d, self_k) for m, d in dict(self_drafts).items()}}
     alphas = {} if alphas is None else alphas
 
-    def greedy():
-        return [generate_autoregressive(model, [p], n_new, eos_token_id=None).tokens[0]
-                for p in prompts]
+    def greedy(p):
+        return generate_autoregressive(model, [p], n_new, eos_token_id=None).tokens[0]
 
     def speculative(method):
         drafter, kk = drafters[method]
 
-        def run():
-            res = [generate_speculative(model, drafter, [p], n_new, k=kk, eos_token_id=None)
-                   for p in prompts]
-            alphas[method] = float(np.mean([r.stats.alpha_per_proposal for r in res]))
-            return [r.tokens[0] for r in res]
+        def run(p):
+            r = generate_speculative(model, drafter, [p], n_new, k=kk, eos_token_id=None)
+            alphas[method, tuple(p)] = float(r.stats.alpha_per_proposal)
+            return r.tokens[0]
         return run
-    return {"greedy": greedy, **{m: speculative(m) for m in drafters}}
+    return {"greedy": greedy, STEP: lambda p: generate_autoregressive(
+        model, [p], 1, eos_token_id=None).tokens[0], **{m: speculative(m) for m in drafters}}
 
 
-def run_transformers(model, prompts, n_new, k):
+def run_transformers(model, n_new, k):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -94,42 +114,37 @@ def run_transformers(model, prompts, n_new, k):
 
     with tempfile.TemporaryDirectory() as folder:
         save_hf(model.replace(tokenizer=None), folder)
-        hf = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+        hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
 
-    def gen(**kw):
-        out = []
+    def gen(p, **kw):
         with torch.inference_mode():
-            for p in prompts:
-                ids = torch.tensor([p])
-                seq = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                  max_new_tokens=n_new, min_new_tokens=n_new,
-                                  pad_token_id=0, **kw)
-                out.append(seq[0, len(p):].tolist())
-        return out
-    return {"greedy": gen, "prompt-lookup": lambda: gen(prompt_lookup_num_tokens=k)}
+            ids = torch.tensor([p])
+            seq = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=n_new, min_new_tokens=n_new, pad_token_id=0, **kw)
+        return seq[0, len(p):].tolist()
+    return {"greedy": gen, "prompt-lookup": lambda p: gen(p, prompt_lookup_num_tokens=k)}
 
 
-def run_llamacpp(gguf: Path, prompts, n_new, k):
+def run_llamacpp(gguf: Path, n_new, k):
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     def make(draft=None):
-        return llama_cpp.Llama(model_path=str(gguf), n_ctx=512, n_threads=os.cpu_count(),
+        return llama_cpp.Llama(model_path=str(gguf), n_ctx=1024, n_threads=os.cpu_count(),
                                verbose=False, draft_model=draft)
 
     def gen(llm):
-        out = []
-        for p in prompts:
+        def run(p):
             llm.reset()
             toks = []
             for t in llm.generate(p, temp=0.0, top_k=1):
                 toks.append(int(t))
                 if len(toks) == n_new:
                     break
-            out.append(toks)
-        return out
+            return toks
+        return run
     plain, lookup = make(), make(LlamaPromptLookupDecoding(num_pred_tokens=k))
-    return {"greedy": lambda: gen(plain), "prompt-lookup": lambda: gen(lookup)}
+    return {"greedy": gen(plain), "prompt-lookup": gen(lookup)}
 
 
 def interleaved(calls: dict, repeats: int, read_bytes: int = 512 << 20):
@@ -176,61 +191,148 @@ def gguf_tensor_bytes(path: Path) -> int:
     return int(sum(t.n_bytes for t in GGUFReader(str(path)).tensors))
 
 
-def report(rows, n_tokens):
-    base = {m: r["tps"] for r in rows for m in [r["method"]] if r["engine"] == "transformers"}
-    ours = next((r["tps"] for r in rows if r["engine"] == "specsim-fp32"
-                 and r["method"] == "greedy"), float("nan"))
-    print(f"\n{n_tokens} new tokens in all per run; medians of the interleaved rounds")
-    print(f"{'engine':18s} {'method':14s} {'tokens/s':>9s} {'vs HF':>7s} {'vs specsim':>10s} "
-          f"{'weights MB':>10s} {'GB/s of weights':>15s}  agrees with HF greedy")
-    for r in rows:
-        vs_hf = r["tps"] / base.get(r["method"], float("nan"))
-        print(f"{r['engine']:18s} {r['method']:14s} {r['tps']:9.1f} {vs_hf:7.2f} "
-              f"{r['tps'] / ours:10.2f} {r['bytes'] / 1e6:10.1f} "
-              f"{r['tps'] * r['bytes'] / 1e9:15.2f}  {r['agree']}")
-    llama = {r["method"]: r for r in rows if r["engine"] == "llama.cpp"}
-    for r in rows:
-        if r["engine"].startswith("specsim") and r["method"] in llama:
-            other = llama[r["method"]]
-            print(f"{r['engine']} {r['method']}: tokens/s {r['tps'] / other['tps']:.2f}x "
-                  f"llama.cpp's; per byte of weights read {r['tps'] * r['bytes'] / (other['tps'] * other['bytes']):.2f}x")
+def _interval(series: dict, statistic) -> tuple[float, float, float]:
+    iv = bootstrap(series, statistic, positive=True)
+    return iv.value, iv.lo, iv.hi
 
 
-def _interval(series: dict, statistic) -> str:
-    iv = bootstrap(series, statistic)
-    return f"{iv.value:.2f} [{iv.lo:.2f}, {iv.hi:.2f}]"
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]"
 
 
-def report_intervals(rows, secs, outs, gbs, alphas, n_tokens):
-    """Per method: tokens/s and speedups with 95% intervals over the interleaved rounds,
-    a greedy step's weight reads as a share of the read bandwidth, α, and whether a
-    speculative method's output equals its target's greedy output."""
+COLUMNS = ["engine", "method", "kind", "tokens_per_s", "tokens_per_s_lo", "tokens_per_s_hi",
+           "vs_fp32_greedy", "vs_fp32_greedy_lo", "vs_fp32_greedy_hi", "vs_llamacpp_greedy",
+           "vs_llamacpp_greedy_lo", "vs_llamacpp_greedy_hi", "weight_mb", "step_ms",
+           "read_share", "read_share_lo", "read_share_hi", "c", "c_lo", "c_hi", "alpha",
+           "equals_own_greedy", "agrees_with_hf_greedy"]
+
+
+def measure_rows(engines, secs, outs, gbs, alphas, prompts, n_new):
+    """One row per timed (engine, method, kind): the columns of `COLUMNS`. A greedy
+    row's decode step is (t(n_new tokens) - t(1 token)) / (n_new - 1), prefill excluded;
+    its weight reads over that step as a share of the same rounds' read bandwidth. c (a
+    self-draft row): the draft format's greedy step over its target's, round by round."""
+    rows = []
+    for (engine, method, kind) in secs:
+        if method == STEP:
+            continue
+        x, p = secs[engine, method, kind], prompts[kind]
+        row = dict(engine=engine, method=method, kind=kind,
+                   weight_mb=round(engines[engine][0] / 1e6, 1))
+        row["tokens_per_s"], row["tokens_per_s_lo"], row["tokens_per_s_hi"] = _interval(
+            {"x": x}, lambda m: n_new / m["x"])
+        for col, ref in (("vs_fp32_greedy", ("specsim-fp32", "greedy")),
+                         ("vs_llamacpp_greedy", ("llama.cpp", "greedy"))):
+            b = secs.get((*ref, kind))
+            if b is not None:
+                row[col], row[col + "_lo"], row[col + "_hi"] = _interval(
+                    {"b": b, "x": x}, lambda m: m["b"] / m["x"])
+        one = secs.get((engine, STEP, kind))
+        if method == "greedy" and one is not None and n_new > 1:
+            step = lambda m: (m["x"] - m["one"]) / (n_new - 1)       # noqa: E731
+            row["step_ms"] = round(1e3 * float(np.median(step({"x": np.asarray(x),
+                                                              "one": np.asarray(one)}))), 3)
+            row["read_share"], row["read_share_lo"], row["read_share_hi"] = _interval(
+                {"x": x, "one": one, "r": gbs},
+                lambda m: engines[engine][0] / step(m) / 1e9 / m["r"])
+        draft = SELF_DRAFTS.get(method)
+        target = secs.get((engine, "greedy", kind)), secs.get((engine, STEP, kind))
+        mine = (secs.get((f"specsim-{draft}", "greedy", kind)),
+                secs.get((f"specsim-{draft}", STEP, kind)))
+        if draft and None not in target + mine and n_new > 1:
+            row["c"], row["c_lo"], row["c_hi"] = _interval(
+                {"d": mine[0], "d1": mine[1], "t": target[0], "t1": target[1]},
+                lambda m: (m["d"] - m["d1"]) / (m["t"] - m["t1"]))
+        if (engine, method, tuple(p)) in alphas:
+            row["alpha"] = round(alphas[engine, method, tuple(p)], 4)
+        own = outs.get((engine, "greedy", kind))
+        if method != "greedy" and own is not None:
+            row["equals_own_greedy"] = outs[engine, method, kind] == own
+        hf = outs.get(("transformers", "greedy", kind))
+        if hf is not None:
+            row["agrees_with_hf_greedy"] = outs[engine, method, kind] == hf
+        rows.append(row)
+    return rows
+
+
+def report(rows, gbs, n_new):
+    """The table per kind, then the goals' lines."""
     read = float(np.median(gbs))
-    fp32 = secs.get(("specsim-fp32", "greedy"))
-    llama = secs.get(("llama.cpp", "greedy"))
-    print(f"\n{len(gbs)} interleaved rounds; 95% intervals over rounds; read bandwidth "
-          f"(jnp.sum of 512 MB) median {read:.1f} GB/s")
-    print(f"{'engine:method':33s} {'tokens/s [95%]':>24s} {'vs fp32 greedy':>22s} "
-          f"{'vs llama.cpp greedy':>22s} {'of read':>7s} {'alpha':>6s}  = own greedy")
+    get = lambda r, c: (r[c], r[c + "_lo"], r[c + "_hi"]) if c in r else None   # noqa: E731
+    print(f"\n{n_new} new tokens per prompt; {len(gbs)} interleaved rounds; medians and 95% "
+          f"intervals over rounds; read bandwidth (jnp.sum of 512 MB) median {read:.1f} GB/s")
+    print(f"{'engine:method':30s} {'kind':5s} {'tokens/s':>21s} {'vs fp32 greedy':>19s} "
+          f"{'vs llama.cpp greedy':>19s} {'MB':>6s} {'step ms':>7s} {'of read':>19s} "
+          f"{'c':>19s} {'alpha':>6s}  = own greedy")
     for r in rows:
-        key = (r["engine"], r["method"])
-        x = secs[key]
-        tps = _interval({"x": x}, lambda m: n_tokens / m["x"])
-        vs = _interval({"b": fp32, "x": x}, lambda m: m["b"] / m["x"]) if fp32 else "-"
-        vl = _interval({"b": llama, "x": x}, lambda m: m["b"] / m["x"]) if llama else "-"
-        share = (f"{r['tps'] * r['bytes'] / 1e9 / read:7.2f}" if r["method"] == "greedy"
-                 else f"{'-':>7s}")
-        alpha = f"{alphas[key]:6.3f}" if key in alphas else f"{'-':>6s}"
-        own = outs.get((r["engine"], "greedy"))
-        same = ("-" if r["method"] == "greedy" or own is None else
-                f"{sum(a == b for a, b in zip(outs[key], own))}/{len(own)}")
-        print(f"{r['engine'] + ':' + r['method']:33s} {tps:>24s} {vs:>22s} {vl:>22s} {share} "
-              f"{alpha}  {same}")
-    for engine in ("specsim-int4", "specsim-int4-head"):
-        if fp32 and (engine, "greedy") in secs:
-            c = _interval({"d": secs[engine, "greedy"], "t": fp32}, lambda m: m["d"] / m["t"])
-            print(f"c of an int4 draft step ({engine} greedy over specsim-fp32 greedy, "
-                  f"step for step): {c}")
+        same = r.get("equals_own_greedy")
+        print(f"{r['engine'] + ':' + r['method']:30s} {r['kind']:5s} "
+              f"{_fmt(get(r, 'tokens_per_s')):>21s} {_fmt(get(r, 'vs_fp32_greedy')):>19s} "
+              f"{_fmt(get(r, 'vs_llamacpp_greedy')):>19s} {r['weight_mb']:6.1f} "
+              f"{r.get('step_ms', float('nan')):7.2f} {_fmt(get(r, 'read_share')):>19s} "
+              f"{_fmt(get(r, 'c')):>19s} {r.get('alpha', float('nan')):6.3f}  "
+              f"{'-' if same is None else same}")
+    print("\ngoals (per kind):")
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        mine = [r for r in rows if r["kind"] == kind]
+        for r in mine:
+            if r["engine"].startswith("specsim-int4") and "read_share" in r:
+                print(f"  {kind}: {r['engine']} greedy step at {_fmt(get(r, 'read_share'))} "
+                      f"of the read bandwidth (goal >= 0.7)")
+        for r in mine:
+            if r["engine"] == "specsim-fp32" and r["method"] in SELF_DRAFTS:
+                print(f"  {kind}: fp32 target, {r['method']}: c {_fmt(get(r, 'c'))} (goal <= 0.3), "
+                      f"{_fmt(get(r, 'vs_fp32_greedy'))}x fp32 greedy (goal >= 1.5), output "
+                      f"equal to the target's greedy: {r.get('equals_own_greedy')}")
+        spec = [r for r in mine if r["engine"].startswith("specsim") and r["method"] in SPECULATIVE
+                and r.get("equals_own_greedy") and "vs_llamacpp_greedy" in r]
+        if spec:
+            best = max(spec, key=lambda r: r["vs_llamacpp_greedy"])
+            print(f"  {kind}: best speculative setup {best['engine']}:{best['method']}: "
+                  f"{_fmt(get(best, 'vs_llamacpp_greedy'))}x llama.cpp greedy (goal >= 1.0), "
+                  f"output equal to its target's greedy")
+
+
+def write_out(out: Path, rows, text: str, env: dict) -> None:
+    """peers.csv, bench_peers.txt and environment.json into ``out``, each written whole
+    to a temporary file and renamed."""
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({c: r.get(c, "") for c in COLUMNS})
+    for name, body in (("peers.csv", buf.getvalue()), ("bench_peers.txt", text),
+                       ("environment.json", json.dumps(env, indent=1) + "\n")):
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(body)
+        tmp.replace(out / name)
+
+
+def environment(argv, wall_s: float, read_gbs: float) -> dict:
+    import jax
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True,
+                               cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    except OSError:
+        commit, dirty = "", ""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        cpu = next((ln.split(":", 1)[1].strip() for ln in
+                    Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name")), cpu)
+    versions = {}
+    for name in ("llama_cpp", "torch", "transformers"):
+        with contextlib.suppress(ImportError):
+            versions[name] = __import__(name).__version__
+    return {"command": "python benchmarks/bench_peers.py " + " ".join(argv),
+            "git_commit": commit + ("+dirty" if dirty else ""),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "cpu": cpu,
+            "cpu_count": os.cpu_count(), "wall_s": round(wall_s), "jax": jax.__version__,
+            "read_gbs": round(read_gbs, 1), "peers": versions}
 
 
 def _xla_dots(model):
@@ -238,72 +340,97 @@ def _xla_dots(model):
     return model.replace(cfg=model.cfg.replace(matmul="xla"))
 
 
+def build_engines(fp32, n_new, k, self_k, want):
+    """{engine: (weight bytes a step reads, {method: fn(prompt)})} and the α record."""
+    alphas, engines = {}, {}
+    targets = {f"specsim-{name}": fp32 if fmt is None else quantized(fp32, fmt)
+               for name, fmt in FORMATS.items()}
+    for engine, model in targets.items():
+        selfs = {}
+        if engine.removeprefix("specsim-") in SELF_TARGETS:
+            for method, draft in SELF_DRAFTS.items():
+                if want(method):
+                    (bits, group, asym), head = FORMATS[draft]
+                    selfs[method] = quantized_self_drafter(model, bits, group, head=head,
+                                                           asymmetric=asym)
+        got = {}
+        runs = run_specsim(model, n_new, k, selfs, self_k, got)
+        engines[engine] = (weight_bytes(model.params), runs)
+        alphas[engine] = got
+    return engines, alphas
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="one prompt, 32 tokens, 1 round")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--quick", action="store_true", help="the code prompt, 16 tokens, 1 round")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=5, help="interleaved timed rounds")
     ap.add_argument("--k", type=int, default=4, help="prompt-lookup drafts per iteration")
-    ap.add_argument("--self-k", type=int, default=4,
-                    help="drafts per iteration of the int4 self-draft")
+    ap.add_argument("--self-k", type=int, default=6,
+                    help="drafts per iteration of the int4 self-drafts")
+    ap.add_argument("--kinds", nargs="+", default=["code", "json"], choices=KINDS,
+                    help="kinds of work, one prompt each (specsim.workloads)")
     ap.add_argument("--methods", nargs="+", default=None,
                     help=f"only these methods, of {', '.join(METHODS)}; default all")
     ap.add_argument("--xla-too", action="store_true",
-                    help="also specsim with XLA's dots (matmul='xla') where its CPU kernel "
-                         "runs (the engine before specsim.models.kernels), same run")
+                    help="also specsim fp32 and int8 with XLA's dots (matmul='xla'), greedy")
+    ap.add_argument("--peers", nargs="*", default=["transformers", "llama.cpp"],
+                    choices=["transformers", "llama.cpp"],
+                    help="peers to run where importable (default both; none: specsim only)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="also write peers.csv, bench_peers.txt and environment.json here")
     args = ap.parse_args(argv)
-    if args.repeats < 1 or args.max_new_tokens < 1 or args.k < 1 or args.self_k < 1:
-        ap.error("--repeats, --max-new-tokens, --k and --self-k must be positive")
+    if args.repeats < 1 or args.max_new_tokens < 2 or args.k < 1 or args.self_k < 1:
+        ap.error("--repeats, --k and --self-k must be positive, --max-new-tokens at least 2")
     if args.methods is not None and not set(args.methods) <= set(METHODS):
         ap.error(f"--methods must be among {METHODS}, got {args.methods}")
-    n_new, repeats = (32, 1) if args.quick else (args.max_new_tokens, args.repeats)
+    t_start = time.perf_counter()
+    n_new, repeats = (16, 1) if args.quick else (args.max_new_tokens, args.repeats)
+    kinds = ["code"] if args.quick else args.kinds
+    want = lambda m: args.methods is None or m in args.methods          # noqa: E731
     fp32 = models.load("smollm2-135m")
-    prompts = [list(fp32.tokenizer.encode(t)) for t in (PROMPTS[:1] if args.quick else PROMPTS)]
-    total = n_new * len(prompts)
-    q8 = models.quantize_model(fp32, 8)
-    # "-head": the tied head quantised too (its own lm_head; the embedding stays fp32 for
-    # the lookup): llama.cpp's GGUF quantises token_embd, which is its head
-    targets = {"specsim-fp32": (fp32, {"self-int4": dict(), "self-int4-head": dict(head=True)}),
-               "specsim-int8": (q8, {"self-int4": dict()}),
-               "specsim-int8-head": (models.quantize_model(fp32, 8, head=True), {}),
-               "specsim-int4": (models.quantize_model(fp32, 4), {}),
-               "specsim-int4-head": (models.quantize_model(fp32, 4, head=True), {})}
+    prompts = {kind: list(fp32.tokenizer.encode(prompt_text(kind, fp32.tokenizer)))
+               for kind in kinds}
+    engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want)
     if args.xla_too:
-        targets["specsim-fp32-xla"] = (_xla_dots(fp32), {})
-        targets["specsim-int8-xla"] = (_xla_dots(q8), {})
-    engines, alphas = {}, {}                    # engine -> (weight bytes, {method: fn})
-    for engine, (model, selfs) in targets.items():
-        drafts = {m: quantized_self_drafter(model, 4, **kw) for m, kw in selfs.items()}
-        got = {}
-        runs = run_specsim(model, prompts, n_new, args.k, drafts, args.self_k, got)
-        engines[engine] = (weight_bytes(model.params), runs)
-        alphas[engine] = got
-    try:
-        engines["transformers"] = (weight_bytes(fp32.params),
-                                   run_transformers(fp32, prompts, n_new, args.k))
-    except ImportError as err:
-        print(f"skipped transformers: {err}")
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("skipped llama.cpp: llama-cpp-python is not installed "
-              "(pip install 'specsim[peers]' to compare against it)")
-    else:
-        from specsim.models.embedded import smollm2_path
-        gguf = smollm2_path()
-        engines["llama.cpp"] = (gguf_tensor_bytes(gguf),
-                                run_llamacpp(gguf, prompts, n_new, args.k))
-    calls = {(e, m): fn for e, (_, by_method) in engines.items() for m, fn in by_method.items()
-             if args.methods is None or m in args.methods}
+        for name in ("fp32", "int8"):
+            model = _xla_dots(fp32 if name == "fp32" else quantized(fp32, FORMATS[name]))
+            engines[f"specsim-{name}-xla"] = (weight_bytes(model.params),
+                                              run_specsim(model, n_new, args.k))
+    if "transformers" in args.peers:
+        try:
+            engines["transformers"] = (weight_bytes(fp32.params),
+                                       run_transformers(fp32, n_new, args.k))
+        except ImportError as err:
+            print(f"skipped transformers: {err}")
+    if "llama.cpp" in args.peers:
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            print("skipped llama.cpp: llama-cpp-python is not installed "
+                  "(pip install 'specsim[peers]' to compare against it)")
+        else:
+            from specsim.models.embedded import smollm2_path
+            gguf = smollm2_path()
+            engines["llama.cpp"] = (gguf_tensor_bytes(gguf), run_llamacpp(gguf, n_new, args.k))
+    calls = {}
+    for kind, p in prompts.items():
+        for e, (_, by_method) in engines.items():
+            for m, fn in by_method.items():
+                if want(m) or m in ("greedy", STEP):
+                    calls[e, m, kind] = (lambda fn=fn, p=p: fn(p))
     secs, outs, gbs = interleaved(calls, repeats)
-    ref = outs.get(("transformers", "greedy"))
-    agree = lambda out: ("-" if ref is None                                # noqa: E731
-                         else f"{sum(a == b for a, b in zip(out, ref))}/{len(ref)}")
-    rows = [dict(engine=e, method=m, tps=total / statistics.median(secs[e, m]),
-                 bytes=engines[e][0], agree=agree(outs[e, m])) for e, m in calls]
-    report(rows, total)
-    report_intervals(rows, secs, outs, gbs,
-                     {(e, m): a for e, got in alphas.items() for m, a in got.items()}, total)
+    all_alphas = {(e, m, p): a for e, got in alphas.items() for (m, p), a in got.items()}
+    rows = measure_rows(engines, secs, outs, gbs, all_alphas, prompts, n_new)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        report(rows, gbs, n_new)
+    print(text.getvalue(), end="")
+    if args.out is not None:
+        env = environment(argv, time.perf_counter() - t_start, float(np.median(gbs)))
+        write_out(args.out, rows, text.getvalue(), env)
+        print(f"wrote {args.out}/peers.csv, bench_peers.txt and environment.json")
     return 0
 
 

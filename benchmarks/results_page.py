@@ -238,8 +238,76 @@ def policies_section(page: Page, folder: Path) -> None:
         table(pd.DataFrame(rows)), ""]))
 
 
+def _iv(row, col: str) -> str:
+    """``col`` with its interval from a peers.csv row: "1.85 (1.80–1.90)", or "—"."""
+    v = row.get(col)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    lo, hi = row.get(col + "_lo"), row.get(col + "_hi")
+    if lo is None or hi is None:                                      # one round: no interval
+        return f"{v:.2f}"
+    return f"{v:.2f} ({lo:.2f}–{hi:.2f})"
+
+
 def peers_section(page: Page, folder: Path) -> None:
-    env, ceil = environment(folder), folder_ceilings(folder)
+    """benchmarks/bench_peers.py's run: peers.csv (one row per engine, method and kind,
+    with intervals) where the run wrote one, else the printed table of an older run."""
+    env = environment(folder)
+    if not (folder / "peers.csv").is_file():
+        return _peers_text_section(page, folder, env)
+    ceil = (f"read {env['read_gbs']:.1f} GB/s (a 512 MB jnp.sum)" if env.get("read_gbs")
+            else NOT_MEASURED)
+    df = pd.read_csv(folder / "peers.csv")
+    recs = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
+             for k, v in r.items()} for r in df.to_dict("records")]
+    rows = [{"engine": r["engine"], "method": r["method"], "kind": r["kind"],
+             "tokens/s": _iv(r, "tokens_per_s"), "× fp32 greedy": _iv(r, "vs_fp32_greedy"),
+             "× llama.cpp greedy": _iv(r, "vs_llamacpp_greedy"),
+             "weights MB": f"{r['weight_mb']:.1f}",
+             "greedy step, share of read": _iv(r, "read_share"), "c": _iv(r, "c"),
+             "α": num(r.get("alpha"), 3),
+             "= own greedy": "—" if r.get("equals_own_greedy") is None
+             else ("yes" if r["equals_own_greedy"] else "no")} for r in recs]
+    spec = [r for r in recs if r["engine"].startswith("specsim") and r["method"] != "greedy"
+            and r.get("equals_own_greedy") and r.get("vs_llamacpp_greedy") is not None]
+    best = {}
+    for r in spec:
+        if r["kind"] not in best or r["vs_llamacpp_greedy"] > best[r["kind"]]["vs_llamacpp_greedy"]:
+            best[r["kind"]] = r
+    if best:
+        page.claim("specsim's fastest speculative decoding against llama.cpp greedy (same "
+                   "GGUF and prompts, output = its target's greedy)",
+                   "; ".join(f"{k}: {r['engine'].removeprefix('specsim-')} {r['method']} "
+                             f"{_iv(r, 'vs_llamacpp_greedy')}×" for k, r in best.items()),
+                   folder, env, ceil)
+    int4 = [r for r in recs if r["engine"].startswith("specsim-int4") and r["method"] == "greedy"
+            and r.get("read_share") is not None]
+    if int4:
+        page.claim("int4 greedy decode step: its weight reads over the step, as a share of "
+                   "the read bandwidth measured in the same rounds",
+                   "; ".join(f"{r['kind']} {r['engine'].removeprefix('specsim-')}: "
+                             f"{_iv(r, 'read_share')}" for r in int4), folder, env, ceil)
+    selfs = [r for r in recs if r["engine"] == "specsim-fp32" and r["method"].startswith("self-")
+             and r.get("c") is not None]
+    if selfs:
+        page.claim("int4 self-draft of the fp32 target: c, α and speedup over fp32 greedy",
+                   "; ".join(f"{r['kind']} {r['method']}: c {r['c']:.2f}, α {r['alpha']:.2f}, "
+                             f"{_iv(r, 'vs_fp32_greedy')}×" for r in selfs),
+                   folder, env, ceil)
+    page.sections.append("\n".join([
+        "## specsim against transformers and llama.cpp", "", provenance(folder, env, ceil), "",
+        "One prompt per kind of work, the same token ids for every engine; medians over "
+        "the interleaved rounds with 95% intervals. int4: symmetric in groups of 32, int4a: "
+        "with offsets (the GGUF's own Q4_1 layers, exactly); both with the GGUF's Q8_0 head "
+        "(int8 in groups of 32); self-int4(a): the fp32 or int8 target drafted by its own "
+        "weights in that format. The greedy step excludes the prefill; c is the draft "
+        "format's greedy step over its target's; = own greedy: the output equals the target's "
+        "greedy output token for token.", "",
+        table(pd.DataFrame(rows)), ""]))
+
+
+def _peers_text_section(page: Page, folder: Path, env: dict) -> None:
+    ceil = folder_ceilings(folder)
     text = (folder / "bench_peers.txt").read_text().splitlines()
     start = next(i for i, ln in enumerate(text) if ln.startswith("engine"))
     rows = []
