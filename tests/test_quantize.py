@@ -306,12 +306,12 @@ def test_int8_smollm2_logits_close_to_fp32():
 @pytest.mark.parametrize("bits, group_size, asymmetric", [
     (8, None, False), (8, 6, False), (4, 4, False), (4, 12, False), (8, None, True),
     (4, 4, True)])
-@pytest.mark.parametrize("lead", [(5,), (2, 3)])
+@pytest.mark.parametrize("lead", [(5,), (2, 3), (3, 7)])      # (3, 7): past DENSE_ROWS
 def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, group_size,
                                                                          asymmetric, lead):
     # scales on the per-group partial products (int4, grouped int8) or on the output
-    # (int8 per channel), offsets times the groups' sums of x: the same sum as x @ ŵ up
-    # to fp32 rounding
+    # (int8 per channel), offsets times the groups' sums of x, or ŵ formed first (many
+    # rows): the same sum as x @ ŵ up to fp32 rounding
     rng = np.random.default_rng(7)
     qw = quantize_weight(rng.standard_normal((24, 10)).astype(np.float32) + 0.5, bits,
                          group_size, asymmetric=asymmetric)

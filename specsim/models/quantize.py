@@ -222,9 +222,13 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
     partial products, y = Σ_g (x_g @ q_g) * scale_g, so no scaled copy of ŵ is formed
     (the same sum as x @ ŵ up to fp32 rounding). XLA:CPU still converts q to fp32 before
     each dot: handing `lax.dot_general` the int8 operand with an fp32 accumulator, or
-    int8 x int8 -> int32, lowers to the same convert + dot (see docs/studies/int8.md)."""
+    int8 x int8 -> int32, lowers to the same convert + dot (see docs/studies/int8.md).
+    More than `DENSE_ROWS` rows in groups (a prefill): x @ ŵ with ŵ formed first."""
     out_type = preferred_element_type or x.dtype
-    if qw.values.ndim != 2:                                           # stacked: dense path
+    rows = int(np.prod(x.shape[:-1]))
+    if qw.values.ndim != 2 or (rows > DENSE_ROWS and qw.scales.shape[0] > 1):
+        # stacked, or a prefill in groups: ŵ once, then one matmul (per-group dots of
+        # g inputs are a batched GEMM too thin to run well)
         return jnp.matmul(x, dequantize(qw, x.dtype), preferred_element_type=out_type)
     G = qw.scales.shape[0]
     xg = x.reshape(*x.shape[:-1], G, qw.group_size)                   # [..., G, g]
@@ -239,6 +243,13 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
         return y
     return y + jnp.einsum("...G,Go->...o", jnp.sum(xg, -1).astype(out_type),   # Σ_g (Σx_g) o_g
                           qw.offsets.astype(out_type))
+
+
+# Above this many rows, a product with grouped weights on XLA's dots forms ŵ first: one
+# dense matmul instead of a batched matmul of Din/g thin dots. A 140-token prefill of
+# SmolLM2-135M in int4 takes about 4x fp32's time in groups and about fp32's time dense
+# (docs/studies/int4.md).
+DENSE_ROWS = 16
 
 
 def _in_dims(cfg) -> tuple[int, ...]:
