@@ -129,12 +129,22 @@ def demo_section(page: Page, folder: Path) -> None:
              provenance(folder, env, ceil), ""]
     if headline:
         lines += [headline.group(1).strip(), ""]
-    if "mape_pct" in fidelity:       # the headline error; the table below lists every key
-        value = f"MAPE {fidelity['mape_pct']:.1f}%"
-        if "max_abs_error_pct" in fidelity:
-            value += f", worst {fidelity['max_abs_error_pct']:.1f}%"
-        if "n_runs" in fidelity:
-            value += f" over {fidelity['n_runs']} runs"
+    def errors(f: dict) -> str:
+        value = f"MAPE {f['mape_pct']:.1f}%"
+        if f.get("max_abs_error_pct") is not None:
+            value += f", worst {f['max_abs_error_pct']:.1f}%"
+        for key, name in (("coverage_pct", "coverage"), ("agreement_pct", "agreement")):
+            if f.get(key) is not None:
+                value += f", {name} {f[key]:.0f}%"
+        return value + (f" over {f['n_runs']} runs" if "n_runs" in f else "")
+
+    if fidelity.get("prior", {}).get("mape_pct") is not None:
+        value = errors(fidelity["prior"])
+        page.claim("prediction before the run (fitted roofline, the drafter's α)", value,
+                   folder, env, ceil)
+        lines += [f"Prediction before the run of every run's measured speedup: {value}.", ""]
+    if fidelity.get("mape_pct") is not None:       # the table below lists every key
+        value = errors(fidelity)
         page.claim("in-run prediction of the measured speedup", value, folder, env, ceil)
         lines += [f"In-run prediction of every run's measured speedup: {value}.", ""]
     scalars = {k: v for k, v in fidelity.items() if isinstance(v, (int, float, str))}
