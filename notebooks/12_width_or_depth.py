@@ -17,9 +17,9 @@
 # # 12 · Width or depth: token trees against chains
 #
 # **Question:** a chain drafts K tokens in a row; a tree drafts several candidates per
-# position and verifies all of them in one pass. With the feature head on SmolLM2-135M,
-# how many more tokens per iteration does a tree of the same depth accept, does it pay on
-# this CPU, and on which hardware would it?
+# position and verifies all of them in one pass. With the feature head and Medusa heads on
+# SmolLM2-135M, how many more tokens per iteration does a tree of the same depth accept,
+# what limits it, does it pay on this CPU, and on which hardware would it?
 #
 # The measured points are the demo's `trees` part (`specsim demo --parts trees`), stored
 # in `data/trees-cpu/`; the theory is `specsim.trees` (docs/trees.md): E(tree) from the
@@ -51,14 +51,62 @@ runs, plan = tables[part.TREE_RUNS], tables[part.TREE_PLAN]
 # %% [markdown]
 # ## Tokens per iteration at equal depth
 #
-# The chain of 4 drafts against Sequoia's best trees of depth <= 4 for the measured
-# acceptance, on code and JSON prompts. `tokens_per_iteration_vs_chain` is the gain that
+# The feature head's chain of 4 drafts against Sequoia's best trees of depth <= 4 for the
+# measured acceptance, on code and JSON prompts. `tokens_per_iteration_vs_chain` is the gain that
 # width buys; the speedups are measured over plain decoding with 95% intervals.
 
 # %%
 display(runs[["kind", "tree", "widths", "tokens_per_iteration", "tokens_per_iteration_vs_chain",
               "E_model", "measured_speedup", "measured_speedup_ci_lo", "measured_speedup_ci_hi",
               "predicted_speedup"]])
+
+# %% [markdown]
+# ## Each head against its own chain, over several prompts
+#
+# The feature head (a recurrent cell on the target's features, rolled along each path)
+# and Medusa heads (head d guesses depth d from the root's feature alone) at the same
+# depth of 4: each head's chain, the feature head's static trees and each head's dynamic
+# tree of 64 nodes (the best paths by the head's own scores). The bars are 95% intervals
+# over prompts; the dashed line is the 1.3× aimed for; the crosses and triangles are what
+# any tree whose nodes are among their parents' top 8 or top 32 candidates could reach
+# (`tree_ceiling`, replayed from where the target's tokens rank among the head's
+# candidates).
+
+# %%
+tokens = pd.read_csv(DATA / f"{part.TREE_TOKENS}.csv")
+ceiling = pd.read_csv(DATA / f"{part.TREE_CEILING}.csv").set_index(["head", "kind"])
+display(tokens)
+trees = tokens[tokens["tree"] != part.CHAIN].reset_index(drop=True)
+y = trees["tokens_per_iteration_vs_chain"]
+fig, ax = plt.subplots(figsize=(8, 4))
+ax.errorbar(trees.index, y, yerr=[y - trees["vs_chain_ci_lo"], trees["vs_chain_ci_hi"] - y],
+            fmt="o", label="measured")
+for column, marker, label in (("top8_vs_chain", "x", "any tree of the top 8"),
+                              ("ceiling_vs_chain", "^", "any tree of the top 32")):
+    ax.plot(trees.index, [ceiling.loc[(r.head, r.kind), column] for r in trees.itertuples()],
+            marker, color="grey", ls="", label=label)
+ax.axhline(part.TOKENS_GOAL, ls="--", color="grey")
+ax.set_xticks(trees.index, [f"{r.head} {r.kind}\n{r.tree}" for r in trees.itertuples()],
+              rotation=60, ha="right", fontsize=7)
+ax.set(ylabel="tokens per iteration / the chain's", title="trees of depth 4, greedy")
+ax.legend()
+plt.show()
+
+# %% [markdown]
+# ## Where the target's token ranks among each head's candidates
+#
+# Per depth, the share of positions of the target's greedy continuation at which its
+# token is the head's first choice, its second (the first wrong, the second right: what
+# one extra branch adds), third or fourth, fifth to eighth. The feature head's first
+# choice is right more often and its lower ranks rarely, so its chain leaves a tree little
+# to add; Medusa's heads are less sure and their second to eighth choices hold the
+# target's token about twice as often at depth 1.
+
+# %%
+ranks = pd.read_csv(DATA / f"{part.TREE_RANKS}.csv")
+display(ranks.set_index(["head", "kind", "depth"])[
+    ["rank_0", "rank_1", "rank_2_3", "rank_4_7", "below_8", "below_32"]].style.format("{:.2f}"))
+display(ceiling)
 
 # %% [markdown]
 # ## The measured acceptance
