@@ -246,9 +246,8 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
 
 
 # Above this many rows, a product with grouped weights on XLA's dots forms ŵ first: one
-# dense matmul instead of a batched matmul of Din/g thin dots. A 140-token prefill of
-# SmolLM2-135M in int4 takes about 4x fp32's time in groups and about fp32's time dense
-# (docs/studies/int4.md).
+# dense matmul instead of a batched matmul of Din/g thin dots, several times faster for
+# a prefill (docs/studies/int4.md).
 DENSE_ROWS = 16
 
 
