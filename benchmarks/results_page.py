@@ -119,6 +119,12 @@ class Page:
                              "command": f"`{command(folder, env)}`", "commit": commit(env),
                              "machine": machine(env), "measured ceilings": ceilings})
 
+    def section(self, title: str, folder: Path, env: dict, ceilings: str, note: str,
+                rows: list[dict]):
+        """A section: its title, the run's provenance, a note and a table of ``rows``."""
+        self.sections.append("\n".join([f"## {title}", "", provenance(folder, env, ceilings),
+                                        "", note, "", table(pd.DataFrame(rows)), ""]))
+
 
 def demo_section(page: Page, folder: Path) -> None:
     env, ceil = environment(folder), folder_ceilings(folder)
@@ -304,16 +310,15 @@ def peers_section(page: Page, folder: Path) -> None:
                    "; ".join(f"{r['kind']} {r['method']}: c {r['c']:.2f}, α {r['alpha']:.2f}, "
                              f"{_iv(r, 'vs_fp32_greedy')}×" for r in selfs),
                    folder, env, ceil)
-    page.sections.append("\n".join([
-        "## specsim against transformers and llama.cpp", "", provenance(folder, env, ceil), "",
+    page.section(
+        "specsim against transformers and llama.cpp", folder, env, ceil,
         "One prompt per kind of work, the same token ids for every engine; medians over "
         "the interleaved rounds with 95% intervals. int4: symmetric in groups of 32, int4a: "
         "with offsets (the GGUF's own Q4_1 layers, exactly); both with the GGUF's Q8_0 head "
         "(int8 in groups of 32); self-int4(a): the fp32 or int8 target drafted by its own "
         "weights in that format. The greedy step excludes the prefill; c is the draft "
         "format's greedy step over its target's; = own greedy: the output equals the target's "
-        "greedy output token for token.", "",
-        table(pd.DataFrame(rows)), ""]))
+        "greedy output token for token.", rows)
 
 
 def _peers_text_section(page: Page, folder: Path, env: dict) -> None:
