@@ -12,6 +12,7 @@ from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_CEILING
                                             TREE_HARDWARE, TREE_PLAN, TREE_RANKS, TREE_RUNS,
                                             TREE_TOKENS, TOKENS_GOAL)
 from specsim.experiment.parts.trees_ranks import CEILING_RANKS
+from specsim.experiment.parts.trees_tokens import DYNAMIC_TOP_K
 from specsim.report.tables import markdown_table
 
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
@@ -51,7 +52,7 @@ def plan_lines(plan: pd.DataFrame) -> list[str]:
 def goal_lines(plan: pd.DataFrame) -> list[str]:
     """Whether the largest tree reaches `TOKENS_GOAL` times the chain's tokens per
     iteration at equal depth, per kind."""
-    return [f"- {r[S.KIND]}: the largest tree's tokens per iteration are "
+    return [f"- {r[S.KIND]}: the feature head's largest static tree's tokens per iteration are "
             f"{r['largest_tree_tokens_vs_chain']:.2f}× the chain's "
             f"({'reaches' if r['largest_tree_tokens_vs_chain'] >= TOKENS_GOAL else 'below'} "
             f"{TOKENS_GOAL:g}×)" for _, r in plan.iterrows()]
@@ -113,8 +114,9 @@ def trees_section(result) -> list[str]:
     if tokens is not None and not tokens.empty:
         lines += [f"Each head's trees against its own chain at depth {DEPTH} over "
                   f"{int(tokens['prompts'].max())} prompts per kind (untimed; static: "
-                  f"Sequoia's tree for the head's probed rates; dynamic: EAGLE-2's rule over "
-                  f"the head's scores); the interval resamples prompts:", "",
+                  f"Sequoia's trees for the feature head's probed rates; dynamic N: per "
+                  f"iteration the N best paths by the head's own scores among each node's "
+                  f"top {DYNAMIC_TOP_K}); the interval resamples prompts:", "",
                   markdown_table(tokens[[c for c in TOKEN_COLUMNS if c in tokens]]), "",
                   *best_tree_lines(tokens), ""]
     ranks, ceiling = t.get(TREE_RANKS), t.get(TREE_CEILING)
