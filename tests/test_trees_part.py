@@ -22,7 +22,7 @@ from specsim.experiment.parts import trees as part
 from specsim.experiment.parts import trees_ranks as tr
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_costs import tree_pass_calls
-from specsim.report.trees import goal_lines, trees_section
+from specsim.report.trees import best_tree_lines, goal_lines, trees_section
 from specsim.models import Model
 from specsim.models.config import LLAMA31_8B, TINY_LLAMA
 from specsim.models.transformer import init_params
@@ -198,6 +198,7 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     text = "\n".join(trees_section(type("R", (), {"tables": state.tables})()))
     assert "## Token trees" in text and "tokens per iteration are" in text
     assert f"- {tt.MEDUSA}, code: {dyn[-1]} gives" in text
+    assert "one prompt, no interval" in text                     # quick: one prompt per kind
     # the ranks replayed along the greedy continuation give the loop's own chain
     ceiling = state.tables[part.TREE_CEILING].set_index(["head", "kind"])
     for (h, kind), r in ceiling.iterrows():
@@ -244,6 +245,20 @@ def test_ratio_interval_pools_prompts_and_resamples_them():
         tt.ratio_interval(tree, (chain[0][:1], chain[1][:1]))
     with pytest.raises(InvalidArgument, match="at least one iteration"):
         tt.ratio_interval((tree[0], np.array([4, 0])), chain)
+
+
+def test_best_tree_lines_pick_each_heads_best_tree_with_its_interval():
+    tokens = pd.DataFrame({
+        "head": ["medusa"] * 3 + ["feature head"] * 2, "kind": ["code"] * 5,
+        "tree": ["chain", "dynamic N=64", "N=32", "chain", "dynamic N=64"],
+        "n_nodes": [4, 64, 32, 4, 64], "tokens_per_iteration_vs_chain": [1, 1.33, 1.2, 1, 1.18],
+        "vs_chain_ci_lo": [1, 1.2, 1.1, 1, 1.04], "vs_chain_ci_hi": [1, 1.47, 1.3, 1, 1.32],
+        "prompts": [8] * 5})
+    assert best_tree_lines(tokens) == [
+        "- medusa, code: dynamic N=64 gives 1.33× the chain's tokens per iteration (95% "
+        "interval over 8 prompts 1.20-1.47; reaches 1.3×)",
+        "- feature head, code: dynamic N=64 gives 1.18× the chain's tokens per iteration (95% "
+        "interval over 8 prompts 1.04-1.32; below 1.3×)"]
 
 
 def test_goal_lines_say_whether_the_tree_reaches_the_goal():

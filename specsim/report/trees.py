@@ -67,10 +67,10 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     for (head, kind), g in trees.groupby(["head", S.KIND], sort=False):
         r = g.loc[g[ratio].idxmax()]
         verdict = "reaches" if r[ratio] >= TOKENS_GOAL else "below"
+        spread = (f"95% interval over {r['prompts']} prompts {r['vs_chain_ci_lo']:.2f}-"
+                  f"{r['vs_chain_ci_hi']:.2f}" if r["prompts"] > 1 else "one prompt, no interval")
         out.append(f"- {head}, {kind}: {r['tree']} gives {r[ratio]:.2f}× the chain's"
-                   f" tokens per iteration (95% interval over {r['prompts']} "
-                   f"prompts {r['vs_chain_ci_lo']:.2f}-{r['vs_chain_ci_hi']:.2f}; {verdict} "
-                   f"{TOKENS_GOAL:g}×)")
+                   f" tokens per iteration ({spread}; {verdict} {TOKENS_GOAL:g}×)")
     return out
 
 
