@@ -70,13 +70,18 @@ def test_a_new_demo_run_changes_the_page(page, tmp_path):
     folder = tmp_path / "demo"
     shutil.copytree(page.DATA / "demo-cpu", folder)
     fidelity = json.loads((folder / "fidelity.json").read_text())
-    fidelity.update(mape_pct=12.345, max_abs_error_pct=23.456, n_runs=7)
+    fidelity.update(mape_pct=12.345, max_abs_error_pct=23.456, n_runs=7, coverage_pct=None,
+                    agreement_pct=85.71)
+    fidelity["prior"] = {"mape_pct": 6.54, "max_abs_error_pct": 19.0, "coverage_pct": 42.9,
+                         "n_runs": 7}
     (folder / "fidelity.json").write_text(json.dumps(fidelity))
     pd.DataFrame({"device": ["cpu:0"], "matmul_flops_per_s": [123.4e9],
                   "copy_bytes_per_s": [45.67e9]}).to_csv(folder / "ceilings.csv", index=False)
     out = page.Page()
     page.demo_section(out, folder)
-    assert out.summary[0]["value"] == "MAPE 12.3%, worst 23.5% over 7 runs"
+    assert out.summary[0]["result"].startswith("prediction before the run")
+    assert out.summary[0]["value"] == "MAPE 6.5%, worst 19.0%, coverage 43% over 7 runs"
+    assert out.summary[1]["value"] == "MAPE 12.3%, worst 23.5%, agreement 86% over 7 runs"
     assert out.summary[0]["measured ceilings"] == "matmul 123 GFLOP/s, copy 45.7 GB/s"
     assert "matmul 123 GFLOP/s" in out.sections[0]
 

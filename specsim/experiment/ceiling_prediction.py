@@ -313,8 +313,8 @@ def ceiling_section(folder) -> list[str]:
         "layers and 16-row head, the layer-skip draft's kept layers, the feature head's "
         "cell and head rows, n-gram free.",
         "",
-        "Choices made after seeing results on the reference run at 29900c1, so its numbers "
-        "are not free of them: the GPU engines' form (the larger of compute and memory time "
+        "Choices made after seeing the results of an earlier reference run of the demo, so "
+        "its numbers are not free of them: the GPU engines' form (the larger of compute and memory time "
         "at 60% and 85% of the ceilings, the XLA class's overheads) predicted its 18 runs "
         "other than the feature head's with MAPE 15.6%, mean signed +4.3%, worst -57.0%: at "
         "batch 1 a pass stays memory-bound, so a verify of K + 1 tokens cost no more than a "
