@@ -1,7 +1,8 @@
 """SmolLM2-135M decoded by specsim and by its peers, same prompts, one run.
 
     python benchmarks/bench_peers.py [--quick] [--max-new-tokens 96] [--repeats 5] [--k 4]
-        [--self-k 6] [--kinds code json] [--methods ...] [--xla-too] [--out DIR]
+        [--self-k 6] [--kinds code json] [--methods ...] [--formats ...] [--xla-too]
+        [--out DIR]
 
 Prompts: one per kind of work (`specsim.workloads`, default code and JSON), in the
 model's chat template, the same token ids for every engine; every number is given per
@@ -340,11 +341,12 @@ def _xla_dots(model):
     return model.replace(cfg=model.cfg.replace(matmul="xla"))
 
 
-def build_engines(fp32, n_new, k, self_k, want):
-    """{engine: (weight bytes a step reads, {method: fn(prompt)})} and the α record."""
+def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS)):
+    """{engine: (weight bytes a step reads, {method: fn(prompt)})} for the specsim
+    ``formats`` (of `FORMATS`), and the α record."""
     alphas, engines = {}, {}
-    targets = {f"specsim-{name}": fp32 if fmt is None else quantized(fp32, fmt)
-               for name, fmt in FORMATS.items()}
+    targets = {f"specsim-{name}": fp32 if FORMATS[name] is None else quantized(fp32, FORMATS[name])
+               for name in formats}
     for engine, model in targets.items():
         selfs = {}
         if engine.removeprefix("specsim-") in SELF_TARGETS:
@@ -373,6 +375,9 @@ def main(argv=None) -> int:
                     help="kinds of work, one prompt each (specsim.workloads)")
     ap.add_argument("--methods", nargs="+", default=None,
                     help=f"only these methods, of {', '.join(METHODS)}; default all")
+    ap.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS),
+                    help="specsim's weight formats to run (default all; a self-draft's c needs "
+                         "its format among them)")
     ap.add_argument("--xla-too", action="store_true",
                     help="also specsim fp32 and int8 with XLA's dots (matmul='xla'), greedy")
     ap.add_argument("--peers", nargs="*", default=["transformers", "llama.cpp"],
@@ -392,7 +397,7 @@ def main(argv=None) -> int:
     fp32 = models.load("smollm2-135m")
     prompts = {kind: list(fp32.tokenizer.encode(prompt_text(kind, fp32.tokenizer)))
                for kind in kinds}
-    engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want)
+    engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want, args.formats)
     if args.xla_too:
         for name in ("fp32", "int8"):
             model = _xla_dots(fp32 if name == "fp32" else quantized(fp32, FORMATS[name]))

@@ -173,7 +173,8 @@ inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, 
     for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_add_ps(e[m], o[m]), sc, a[m]);
     if (OFFS) {
       __m512 f = _mm512_loadu_ps(op);
-      for (int m = 0; m < R; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(xs[m * G + k / g]), f, a[m]);
+      for (int m = 0; m < R; ++m)
+        a[m] = _mm512_fmadd_ps(_mm512_set1_ps(xs[m * G + k / g]), f, a[m]);
       op += N;
     }
   }
