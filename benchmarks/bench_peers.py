@@ -9,9 +9,10 @@ model's chat template, the same token ids for every engine; every number is give
 kind. Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tokens):
 
 * specsim with fp32 weights (the embedded GGUF dequantised), int8 (one scale per output
-  column, the head int8 too), and two int4 formats in groups of 32 (the head int8 in
-  groups of 32, which is the GGUF's own Q8_0 head exactly): "int4" symmetric, "int4a"
-  asymmetric (scale and offset per group: the GGUF's Q4_1 layers exactly; see
+  column, the head int8 too), and two int4 formats in groups of 32: "int4" symmetric,
+  the head too (the fewest bytes), and "int4a" asymmetric (scale and offset per group:
+  the GGUF's Q4_1 layers exactly) with the head int8 in groups of 32 (the GGUF's Q8_0
+  head exactly), so that its self-draft is the fp32 target to fp32 rounding (see
   `specsim.models.quantize`). Methods: `generate_autoregressive` ("greedy"), prompt
   lookup (`NGramDrafter`, ``--k`` drafts), and over the fp32 and int8 targets the int4
   self-drafts (`quantized_self_drafter`, ``--self-k`` drafts) in the two int4 formats
@@ -68,7 +69,7 @@ SPECULATIVE = METHODS[1:]
 # specsim's weight formats: (layers' bits, group size, asymmetric), the head's; None: fp32
 HEAD8 = (8, 32, False)                  # the GGUF's Q8_0 head, exactly
 FORMATS = {"fp32": None, "int8": ((8, None, False), (8, None, False)),
-           "int4": ((4, 32, False), HEAD8), "int4a": ((4, 32, True), HEAD8)}
+           "int4": ((4, 32, False), (4, 32, False)), "int4a": ((4, 32, True), HEAD8)}
 SELF_DRAFTS = {"self-int4": "int4", "self-int4a": "int4a"}   # method -> the draft's format
 SELF_TARGETS = ("fp32", "int8")                               # targets the self-drafts serve
 STEP = "greedy-1"        # a greedy call of one new token: its time is the prefill's and one step's
