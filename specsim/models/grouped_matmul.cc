@@ -189,16 +189,16 @@ template <int BITS, bool OFFS>
 void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
           const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1, float* y,
           bool first) {
-#define SPECSIM_ROWS(r) BLOCK<r, BITS, OFFS>(x, K, q, s, off, xs, N, g, c, k0, k1, y, first)
+#define GROUPED_ROWS_CASE(r) BLOCK<r, BITS, OFFS>(x, K, q, s, off, xs, N, g, c, k0, k1, y, first)
   switch (R) {
-    case 1: SPECSIM_ROWS(1); break;
-    case 2: SPECSIM_ROWS(2); break;
-    case 3: SPECSIM_ROWS(3); break;
-    case 4: SPECSIM_ROWS(4); break;
-    case 5: SPECSIM_ROWS(5); break;
-    default: SPECSIM_ROWS(6); break;
+    case 1: GROUPED_ROWS_CASE(1); break;
+    case 2: GROUPED_ROWS_CASE(2); break;
+    case 3: GROUPED_ROWS_CASE(3); break;
+    case 4: GROUPED_ROWS_CASE(4); break;
+    case 5: GROUPED_ROWS_CASE(5); break;
+    default: GROUPED_ROWS_CASE(6); break;
   }
-#undef SPECSIM_ROWS
+#undef GROUPED_ROWS_CASE
 }
 
 // A prefetch cursor over rows [r, end) of a row-major array, `bytes` bytes of each row
