@@ -237,6 +237,11 @@ def environment(**extra) -> dict:
 
 
 # ---- ceilings ------------------------------------------------------------------------
+CEILING_COPY_MIB = 1024
+"""The demo's copy ceiling buffer: larger than any cache, so the copy reads memory, not a
+cache other tenants of the host share (docs/measurement.md, "The machine's state")."""
+
+
 def measure_ceilings(devices=None, *, matmul_size: int = 2048, copy_mib: int = 256,
                      dtype: str = "float32", repeats: int = 5, warmup: int = 2):
     """The machine's own ceilings, per device: a square matmul of ``matmul_size`` (FLOP/s,

@@ -58,13 +58,14 @@ def prepare(settings: DemoSettings, *, log: Callable[[str], None] = print,
 
 
 def machine_state() -> dict:
-    """The machine now: its measured ceilings (a 1024² matmul, a 128 MiB copy; a few
+    """The machine now: its measured ceilings (a 1024² matmul, a 1 GiB copy, larger than
+    any cache, so the copy reads memory and not a cache that other tenants share; a few
     seconds) and the load average, so the report can compare the start with the end."""
     import os
 
     from specsim import bench
 
-    c = bench.measure_ceilings(matmul_size=1024, copy_mib=128).iloc[0]
+    c = bench.measure_ceilings(matmul_size=1024, copy_mib=bench.CEILING_COPY_MIB).iloc[0]
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return {"matmul_flops_per_s": float(c["matmul_flops_per_s"]),
             "copy_bytes_per_s": float(c["copy_bytes_per_s"]), "load_1min": float(load[0]),

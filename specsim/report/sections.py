@@ -150,7 +150,7 @@ def _machine_state_section(result) -> list[str]:
     load = (m["start"].get("load_1min", np.nan), m["end"].get("load_1min", np.nan))
     timing = pd.DataFrame(getattr(result, "environment", {}).get("timing", []))
     lines = ["## The machine while it ran", "",
-             "Ceilings measured at the start and the end of the demo (1024² matmul, 128 MiB "
+             "Ceilings measured at the start and the end of the demo (1024² matmul, 1 GiB "
              f"copy); load average {load[0]:.1f} at the start, {load[1]:.1f} at the end "
              f"({m['start'].get('cpu_count')} cores):", "", markdown_table(pd.DataFrame(rows), ".1f"), "",
              f"CPU time over wall time of the timed calls: median {m['cpu_over_wall']:.2f} "

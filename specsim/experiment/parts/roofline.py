@@ -56,7 +56,7 @@ def run(state: DemoState) -> None:
 
     s = state.settings
     state.tables[schema.CEILINGS] = bench.measure_ceilings(
-        matmul_size=1024 if s.quick else 2048, copy_mib=128 if s.quick else 256)
+        matmul_size=1024 if s.quick else 2048, copy_mib=bench.CEILING_COPY_MIB)
     models = {state.target.cfg.name: state.target}
     passes = pass_sweep.plan(state)
     if not passes or "hardware" in s.parts:   # else the pass roofline prices draft steps
