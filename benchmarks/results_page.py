@@ -146,9 +146,15 @@ def demo_section(page: Page, folder: Path) -> None:
 
     if fidelity.get("prior", {}).get("mape_pct") is not None:
         value = errors(fidelity["prior"])
-        page.claim("prediction before the run (fitted roofline, the drafter's α)", value,
-                   folder, env, ceil)
-        lines += [f"Prediction before the run of every run's measured speedup: {value}.", ""]
+        page.claim("prediction before the run (fitted roofline, the drafter's α on this "
+                   "prompt)", value, folder, env, ceil)
+        lines += [f"Prediction before the run of every run's measured speedup (pass times "
+                  f"from the rooflines fitted to the pass sweep, each real drafter's α from "
+                  f"an untimed run on the prompt): {value}.", ""]
+    if fidelity.get("prior_other_prompts", {}).get("mape_pct") is not None:
+        value = errors(fidelity["prior_other_prompts"])
+        lines += [f"The same with each real drafter's α from untimed runs on other prompts "
+                  f"of the kind (docs/studies/acceptance-before-the-run.md): {value}.", ""]
     if fidelity.get("mape_pct") is not None:       # the table below lists every key
         value = errors(fidelity)
         page.claim("in-run prediction of the measured speedup", value, folder, env, ceil)

@@ -127,7 +127,7 @@ STOPPED = "stopped"                        # why its rounds ended: converged, ti
 BASELINE_SPREAD = "baseline_spread_pct"    # 100 (max − min) / median of its own baseline
 CPU_OVER_WALL = "cpu_over_wall"            # CPU seconds over wall seconds of its timed calls
 # the prediction made before the run: the fitted roofline's pass times and the drafter's
-# per-position α known beforehand (set, or from a calibration run on other prompts)
+# per-position α known beforehand (set, or from an untimed run on the run's prompt)
 PRED_PRIOR = "pred_speedup_prior"
 ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measured)
 ERR_PRIOR_CI_LO = "err_prior_ci_lo_pct"    # from the measured speedup's interval (the
@@ -136,8 +136,12 @@ ERR_PRIOR_ALPHA = "err_prior_alpha_pct"    # 100 ln(E from the α known before /
 ERR_PRIOR_FIT = "err_prior_fit_pct"        # the fitted pass times against the in-run ones
 # err_prior = err_prior_alpha + err_prior_fit + err_total (the in-run prediction's miss)
 ALPHA_PRIOR = "alpha_prior"                # the per-position α it used, ";"-joined
-ALPHA_PRIOR_SOURCE = "alpha_prior_source"  # "set" or "calibration"
+ALPHA_PRIOR_SOURCE = "alpha_prior_source"  # "set" or "this prompt"
+# the same prediction with a real drafter's α from untimed runs on other prompts of the kind
+PRED_PRIOR_OTHER = "pred_speedup_prior_other_prompts"
+ERR_PRIOR_OTHER = "err_prior_other_prompts_pct"   # 100 ln(pred_speedup_prior_other / measured)
 ACCEPTANCE_PRIOR = "acceptance_prior"      # results/demo/acceptance_prior.csv: calibration α_j
+ALPHA_SOURCE = "source"                    # its column: "this prompt" or "other prompts"
 PASS_SWEEP = "pass_sweep"                  # results/demo/pass_sweep.csv: the loop's passes swept
 CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
 MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}

@@ -108,8 +108,9 @@ def test_positional_prediction_uses_the_measured_tokens_per_iteration(demo):
 
 
 def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
-    """pred_speedup_prior: the fitted roofline's pass times and the per-position α of the
-    untimed calibration runs (other prompts of the kind), never the run's own α."""
+    """pred_speedup_prior: the fitted roofline's pass times and the per-position α of an
+    untimed run on the run's prompt; pred_speedup_prior_other_prompts: the same with the α
+    of untimed runs on other prompts of the kind; neither reads the timed run."""
     from specsim import simulate
     from specsim.experiment import prior
     from specsim.experiment.decomposition import finite_run_tokens
@@ -119,19 +120,28 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
     assert set(cal[schema.DRAFTER]) == {r for r in spec[schema.DRAFTER]}
     # the roofline fitted to the sweep of the loop's pass programs, read at half the cache
     # (where those programs run)
-    fit_t, cfg = demo.fits["tiny-llama passes"], models.get_preset("tiny-llama")
+    from specsim.experiment import pass_sweep
+    cfg = models.get_preset("tiny-llama")
+    tm = pass_sweep.time_model(demo.fits, cfg)
     assert set(demo.tables[schema.PASS_SWEEP][schema.MODEL]) == {"tiny-llama passes"}
     ng = spec[spec[schema.DRAFTER].str.startswith("ngram")]
-    assert len(ng) and (ng[schema.ALPHA_PRIOR_SOURCE] == prior.CALIBRATION).all()
+    assert len(ng) and (ng[schema.ALPHA_PRIOR_SOURCE] == prior.THIS_PROMPT).all()
+    assert set(cal[schema.ALPHA_SOURCE]) == {prior.THIS_PROMPT, prior.OTHER_PROMPTS}
     for _, r in ng.iterrows():
         k, S = int(r[schema.K]), int(r[schema.CACHE_LEN]) // 2
-        c = cal[(cal[schema.DRAFTER] == r[schema.DRAFTER]) & (cal[schema.KIND] == r[schema.KIND])]
-        rates = np.nan_to_num(c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k])
-        e = finite_run_tokens(simulate.tokens_pmf_positional(rates),
-                              int(r[schema.NEW_TOKENS]) - 1, 1)
-        expected = analytic.speedup_from_costs(e, k, 0.0, fit_t.predict_forward(cfg, 1, 1, S),
-                                               fit_t.predict_forward(cfg, k + 1, 1, S))
-        assert r[schema.PRED_PRIOR] == pytest.approx(float(expected))
+        for source, col in ((prior.THIS_PROMPT, schema.PRED_PRIOR),
+                            (prior.OTHER_PROMPTS, schema.PRED_PRIOR_OTHER)):
+            c = cal[(cal[schema.DRAFTER] == r[schema.DRAFTER]) & (cal[schema.KIND] == r[schema.KIND])
+                    & (cal[schema.ALPHA_SOURCE] == source)]
+            rates = np.nan_to_num(c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k])
+            e = finite_run_tokens(simulate.tokens_pmf_positional(rates),
+                                  int(r[schema.NEW_TOKENS]) - 1, 1)
+            expected = analytic.speedup_from_costs(e, k, 0.0, tm(cfg, 1, 1, S),
+                                                   tm(cfg, k + 1, 1, S))
+            assert r[col] == pytest.approx(float(expected))
+            if source == prior.THIS_PROMPT:
+                e_prior = e
+        e = e_prior
         if not (np.isfinite(r[schema.MEASURED_SPEEDUP]) and np.isfinite(r[schema.ERR_TOTAL])
                 and np.isfinite(r[schema.MEASURED_CI_LO]) and r[schema.MEASURED_CI_LO] > 0):
             continue      # a tiny-model run whose decode time drowned in its prefill's noise

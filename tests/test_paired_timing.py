@@ -288,7 +288,7 @@ def test_each_in_run_part_gets_its_share_of_the_time_left():
     assert state.timing_budget("batch", 1) == 0.0
 
 
-def test_prior_rates_come_from_the_set_alpha_or_calibration():
+def test_prior_rates_come_from_the_set_alpha_or_an_untimed_run():
     from specsim.experiment import prior
 
     row = {S.K: 3, S.ALPHA_SET: 0.7, S.DRAFTER: "instrument:a0.7:L0", S.KIND: "code",
@@ -297,15 +297,22 @@ def test_prior_rates_come_from_the_set_alpha_or_calibration():
     np.testing.assert_allclose(rates, [0.7] * 3) and None
     assert source == prior.SET
     cal = pd.DataFrame({S.DRAFTER: "ngram-3", S.KIND: "code", S.TEMPERATURE: 0.0,
-                        "position": [1, 2, 3, 4], S.ALPHA: [0.6, 0.5, 0.0, np.nan]})
+                        S.ALPHA_SOURCE: [prior.THIS_PROMPT] * 4 + [prior.OTHER_PROMPTS] * 4,
+                        "position": [1, 2, 3, 4] * 2,
+                        S.ALPHA: [0.6, 0.5, 0.0, np.nan, 0.3, 0.2, 0.1, 0.05]})
     row = {S.K: 4, S.ALPHA_SET: np.nan, S.DRAFTER: "ngram-3", S.KIND: "code",
            S.TEMPERATURE: 0.0}
     rates, source = prior.prior_rates(row, cal)
     # a position calibration never reached counts as 0 (it adds nothing to E)
     np.testing.assert_allclose(rates, [0.6, 0.5, 0.0, 0.0])
-    assert source == prior.CALIBRATION
+    assert source == prior.THIS_PROMPT
+    rates, source = prior.prior_rates(row, cal, prior.OTHER_PROMPTS)
+    np.testing.assert_allclose(rates, [0.3, 0.2, 0.1, 0.05])
+    assert source == prior.OTHER_PROMPTS
     rates, source = prior.prior_rates({**row, S.KIND: "prose"}, cal)
     assert np.isnan(rates).all() and source == ""
+    with pytest.raises(ValueError, match="source must be"):
+        prior.prior_rates(row, cal, "the run")
 
 
 def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
@@ -327,8 +334,9 @@ def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
     assert set(s.instrument_ks) | set(s.batch_ks) | set(pass_sweep.FIT_KS) <= plan[(1, inst)]
     assert set(s.ks) <= plan[(1, real)]
     for b in s.batches:
-        if b > 1:
-            assert set(s.batch_ks) <= next(ks for (bb, _), ks in plan.items() if bb == b)
+        if b > 1:    # its runs' widths, and enough widths for each side of the row split
+            assert set(s.batch_ks) | {1, 2, 4} <= next(ks for (bb, _), ks in plan.items()
+                                                       if bb == b)
     # no in-run part: nothing to sweep
     state = DemoState(settings=DemoSettings(parts=("roofline",)), target=target, drafters={},
                       prompts={"code": [0] * 50}, cache_len=128, environment={})

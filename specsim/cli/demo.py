@@ -178,6 +178,9 @@ def _write_demo(result, args) -> None:
         f = report.fidelity_summary(result)
         if f.get("prior", {}).get("n_runs"):
             print(f"prediction before the run: {report.fidelity_headline(f['prior'])}")
+        if f.get("prior_other_prompts", {}).get("n_runs"):
+            print("  the same with α from other prompts of the kind: "
+                  f"{report.fidelity_headline(f['prior_other_prompts'])}")
         print(f"in-run prediction: {report.fidelity_headline(f)}")
     print(f"wrote {out}/ ({len(result.files)} files) in {result.environment['wall_s']:.0f} s")
 

@@ -124,8 +124,9 @@ def fidelity_summary(runs) -> dict:
     """The in-run prediction's `score` over the speculative runs, overall,
     ``by_drafter`` (kind of drafter), ``by_batch`` and ``by_clock`` (each clock's own
     prediction against its own measurement); ``prior``: the prediction made before the
-    run (fitted roofline, the drafter's α known beforehand), overall and by drafter
-    kind; ``given_acceptance``: the in-run costs with the run's own acceptance (E = n /
+    run (fitted roofline, the drafter's α on the run's prompt known beforehand), overall
+    and by drafter kind; ``prior_other_prompts``: the same with α from other prompts of
+    the kind; ``given_acceptance``: the in-run costs with the run's own acceptance (E = n /
     I, no acceptance model), which scores the cost model alone."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
@@ -137,9 +138,11 @@ def fidelity_summary(runs) -> dict:
     out["by_clock"] = {name: score(spec, schema.PREDICTED_BY_CLOCK[name], col)
                        for name, col in schema.MEASURED_BY_CLOCK.items()
                        if col in spec and schema.PREDICTED_BY_CLOCK[name] in spec}
-    if schema.PRED_PRIOR in spec:
-        out["prior"] = score(spec, schema.PRED_PRIOR)
-        out["prior"]["by_drafter"] = {str(k): score(g, schema.PRED_PRIOR)
+    for key, col in (("prior", schema.PRED_PRIOR),
+                     ("prior_other_prompts", schema.PRED_PRIOR_OTHER)):
+        if col in spec:
+            out[key] = score(spec, col)
+            out[key]["by_drafter"] = {str(k): score(g, col)
                                       for k, g in spec.groupby(schema.DRAFTER_KIND)}
     if schema.PRED_GIVEN_ACCEPTANCE in spec:      # the cost model alone (E = the run's n / I)
         given = spec[np.isfinite(spec[schema.PRED_GIVEN_ACCEPTANCE])]

@@ -7,7 +7,13 @@ acceptance test, statistics), so a roofline of bare passes misses the loop's own
 ratios; this sweep times the loop's pieces instead, at every batch and verify width the
 in-run parts will run and at their cache lengths, in interleaved rounds before any run
 (never the runs' own rounds). Rows record ``context`` = cache slots / 2, where the
-programs run."""
+programs run.
+
+The engine's few-row matmuls run specsim's CPU kernel up to `kernels.MAX_ROWS` rows per
+pass (batch × tokens) and XLA's dots above it: two implementations with their own
+ceilings and fixed costs, so one roofline through both bends where neither does. Where
+the kernel runs, each side of that split gets its own fit (`fit`), and `time_model`
+prices a pass by the side its rows fall on (docs/measurement.md)."""
 
 from __future__ import annotations
 
@@ -28,8 +34,36 @@ FIT_KS = (1, 2, 4, 8)
 has widths 1, 2, 3, 5 and 9."""
 
 
+ABOVE = " over {rows} rows"
+"""... and the fit of the passes above the kernel's rows under that name plus this."""
+
+MIN_REGIME_POINTS = 4
+"""Points a side of the split needs for its own fit (three parameters and one held
+out); with fewer, one fit covers every point."""
+
+
 def fit_key(model_name: str) -> str:
     return model_name + SUFFIX
+
+
+def above_key(model_name: str, rows: int) -> str:
+    return fit_key(model_name) + ABOVE.format(rows=rows)
+
+
+def kernel_rows(cfg) -> int | None:
+    """Rows per pass up to which ``cfg``'s matmuls run specsim's CPU kernel while more
+    rows run XLA's dots (`kernels.use_kernel`); None where one implementation runs at
+    every width."""
+    from specsim.models import kernels
+
+    matmul = getattr(cfg, "matmul", "xla")
+    dtype = getattr(cfg, "dtype", "float32")
+    try:
+        split = (kernels.use_kernel(matmul, 1, dtype)
+                 and not kernels.use_kernel(matmul, kernels.MAX_ROWS + 1, dtype))
+    except Exception:           # a config the kernel cannot judge: one regime
+        return None
+    return kernels.MAX_ROWS if split else None
 
 
 def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
@@ -56,10 +90,11 @@ def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
         longest = max(len(p) for p in state.prompts.values())
         add(1, min(longest, s.drafter_prompt_tokens or longest), s.max_new_tokens, s.ks)
     single = sorted(S for b, S in out if b == 1)
-    if single:                 # enough widths at batch 1 to fit either roofline form
-        S = single[0]
-        out[(1, S)].update(k for k in FIT_KS
-                           if S // 2 + s.pass_steps * (k + 1) + k + 1 <= S)
+    for (b, S), ks in out.items():
+        # enough widths to fit each side of the kernel's row split: at batch 1 in its
+        # smallest cache, and in every cache of a larger batch
+        if b > 1 or (single and S == single[0]):
+            ks.update(k for k in FIT_KS if S // 2 + s.pass_steps * (k + 1) + k + 1 <= S)
     return out
 
 
@@ -92,16 +127,47 @@ def sweep(state: DemoState) -> pd.DataFrame:
                          for (n, b, S), ts in zip(keys, samples)])
 
 
-def fit(state: DemoState, df: pd.DataFrame, ceilings=None):
-    """Both roofline forms fitted to the pass sweep (FLOPs and bytes of a forward over
-    the same shapes); the one with the lower held-out error, refitted on every point
-    (`fit.fit_sweep_best`)."""
+def fit(state: DemoState, df: pd.DataFrame, ceilings=None) -> dict:
+    """Fit name -> roofline fitted to the pass sweep (FLOPs and bytes of a forward over
+    the same shapes): both forms tried, the one with the lower held-out error refitted
+    on every point (`fit.fit_sweep_best`); one fit per side of the kernel's row split
+    (`kernel_rows`) where each side has `MIN_REGIME_POINTS`, else one over all."""
     from specsim import fit as fitting
 
+    cfg = state.target.cfg
     bounds = fitting.ceiling_bounds(ceilings) if ceilings is not None else {}
-    best, tried = fitting.fit_sweep_best(df, state.target.cfg, holdout=0.25,
-                                         seed=state.settings.seed, **bounds)
-    for kind, f in tried.items():
-        if isinstance(f, ValueError):   # too few points for a held-out set: say so
-            state.log(f"    pass sweep ({kind}): not fitted ({f})")
-    return best
+    split = kernel_rows(cfg)
+    rows = df[schema.N_TOKENS].to_numpy() * df[schema.BATCH].to_numpy()
+    sides = {fit_key(cfg.name): df}
+    if split is not None and min((rows <= split).sum(), (rows > split).sum()) >= MIN_REGIME_POINTS:
+        sides = {fit_key(cfg.name): df[rows <= split].reset_index(drop=True),
+                 above_key(cfg.name, split): df[rows > split].reset_index(drop=True)}
+    out = {}
+    for key, part in sides.items():
+        best, tried = fitting.fit_sweep_best(part, cfg, holdout=0.25,
+                                             seed=state.settings.seed, **bounds)
+        for kind, f in tried.items():
+            if isinstance(f, ValueError):   # too few points for a held-out set: say so
+                state.log(f"    {key} ({kind}): not fitted ({f})")
+        if best is not None:
+            out[key] = best
+    return out
+
+
+def time_model(fits: dict, cfg):
+    """``time_model(cfg, n_tokens, batch, context)`` from the pass-sweep fits of the
+    target ``cfg`` in ``fits``: a pass of more than the kernel's rows priced by the fit
+    above the split where there is one; None without a pass-sweep fit."""
+    below = fits.get(fit_key(cfg.name))
+    if below is None:
+        return None
+    split = kernel_rows(cfg)
+    above = None if split is None else fits.get(above_key(cfg.name, split))
+
+    def model(c, n_tokens: int, batch: int, context: int) -> float:
+        f = above if above is not None and n_tokens * batch > split else below
+        return float(f.predict_forward(c, int(n_tokens), int(batch), int(context)))
+
+    model.description = (f"pass-sweep rooflines split at the kernel's {split} rows"
+                         if above is not None else "pass-sweep roofline")
+    return model

@@ -1,15 +1,20 @@
 """The prediction made before the run: what a user could compute without timing the
 run itself. Speedup ``E · t_T(1) / (K · t_D(1) + t_T(K+1))`` with the target's pass
-times from the roofline fitted to the sweep of its pass programs (`pass_sweep`; the
+times from the rooflines fitted to the sweep of its pass programs (`pass_sweep`; the
 bare forward sweep's fit where that did not run), never the run's own rounds, and E
 from the drafter's per-position α known beforehand, for a finite run whose slowest
 batch row ends it:
 
 - the instrument drafter: α is set, so α_j = α at every position;
-- a real drafter: α_j from calibration, untimed runs of the same drafter at the
-  group's largest K on other prompts of the same kind of work (the shipped prompt
-  set, `specsim.train.samples.load_prompts`, cut to the run's prompt length), pooled
-  by sample count. The timed run's own acceptance is never read.
+- a real drafter: α_j from an untimed run of the same drafter at the group's largest K
+  on the run's prompt (``THIS_PROMPT``), made before its timed rounds: the drafter's
+  acceptance on this work, as a user measures it on a sample of theirs.
+
+A second prediction (`schema.PRED_PRIOR_OTHER`) takes a real drafter's α_j from untimed
+runs on other prompts of the same kind of work instead (``OTHER_PROMPTS``: the shipped
+prompt set, `specsim.train.samples.load_prompts`, cut to the run's prompt length, pooled
+by sample count): how far α carries from one prompt of a kind to the next
+(docs/studies/acceptance-before-the-run.md). Neither reads the timed run's statistics.
 
 The draft step costs the same fitted roofline at the shapes of what it runs: the
 instrument's L target layers and its 16-row head (`drafters.instrument.cost_config`), a
@@ -28,7 +33,7 @@ import pandas as pd
 from specsim import schema
 from specsim.experiment.state import DemoState
 
-SET, CALIBRATION = "set", "calibration"
+SET, THIS_PROMPT, OTHER_PROMPTS = "set", "this prompt", "other prompts"
 
 
 def calibration_rows(state: DemoState, kind: str, length: int, n: int) -> list[tuple]:
@@ -61,10 +66,9 @@ def calibration_rows(state: DemoState, kind: str, length: int, n: int) -> list[t
 
 def calibrate(state: DemoState, group) -> pd.DataFrame:
     """Per-position α of every real drafter of ``group`` (an `inrun.Group`) on each kind
-    of work, from untimed runs on `calibration_rows`; added to the rows already in the
-    state's ``acceptance_prior`` table."""
-    from specsim import decode
-
+    of work, from untimed runs on the group's own prompt (``THIS_PROMPT``) and on
+    `calibration_rows` (``OTHER_PROMPTS``); added to the rows already in the state's
+    ``acceptance_prior`` table."""
     s = state.settings
     todo: dict[tuple, tuple] = {}
     for run in group.runs:
@@ -74,47 +78,64 @@ def calibrate(state: DemoState, group) -> pd.DataFrame:
             todo[key] = (run, k)
     rows = []
     for (name, kind), (run, k) in todo.items():
-        accepted = np.zeros(k)
-        counts = np.zeros(k)
-        prompts = calibration_rows(state, kind, len(run.rows[0]), s.calibration_prompts)
-        for prompt in prompts:
-            res = decode.generate_speculative(
-                state.target, run.drafter, [list(prompt)] * group.batch, group.max_new_tokens,
-                k=k, temperature=group.temperature, seed=s.seed, eos_token_id=None,
-                cache_len=group.cache_len)
-            c = np.asarray(res.stats.per_position_counts, float)[:k]
-            r = np.nan_to_num(np.asarray(res.stats.per_position_per_slot, float)[:k])
-            accepted[:len(c)] += r * c
-            counts[:len(c)] += c
-        for j in range(k):
-            rows.append({schema.DRAFTER: name, schema.KIND: kind,
-                         schema.TEMPERATURE: group.temperature, "position": j + 1,
-                         schema.ALPHA: accepted[j] / counts[j] if counts[j] else math.nan,
-                         "count": int(counts[j]), "prompts": len(prompts)})
-    state.log(f"    calibration: per-position α of {len(todo)} (drafter, kind) pairs on "
-              f"{s.calibration_prompts} other prompt(s) each, untimed")
+        others = calibration_rows(state, kind, len(run.rows[0]), s.calibration_prompts)
+        for source, prompts in ((THIS_PROMPT, [list(run.rows)]),
+                                (OTHER_PROMPTS, [[list(p)] * group.batch for p in others])):
+            rates, counts = _acceptance(state, run.drafter, group, prompts, k)
+            rows += [{schema.DRAFTER: name, schema.KIND: kind,
+                      schema.TEMPERATURE: group.temperature, schema.ALPHA_SOURCE: source,
+                      "position": j + 1, schema.ALPHA: rates[j], "count": int(counts[j]),
+                      "prompts": len(prompts)} for j in range(k)]
+    state.log(f"    acceptance before the run: per-position α of {len(todo)} (drafter, "
+              f"kind) pairs on their own prompt and on {s.calibration_prompts} other "
+              f"prompt(s) each, untimed")
     old = state.tables.get(schema.ACCEPTANCE_PRIOR)
     new = pd.DataFrame(rows)
     return new if old is None or old.empty else pd.concat([old, new], ignore_index=True)
 
 
-def prior_rates(row, calibration: pd.DataFrame | None) -> tuple[np.ndarray, str]:
-    """(α_1..α_K known before ``row``'s run, where they came from); NaNs when unknown."""
+def _acceptance(state: DemoState, drafter, group, prompts, k: int):
+    """(α_1..α_K pooled by sample count over untimed runs of ``drafter`` on each batch
+    of ``prompts``, NaN where no draft reached a position; the counts)."""
+    from specsim import decode
+
+    accepted, counts = np.zeros(k), np.zeros(k)
+    for rows in prompts:
+        res = decode.generate_speculative(
+            state.target, drafter, [list(r) for r in rows], group.max_new_tokens, k=k,
+            temperature=group.temperature, seed=state.settings.seed, eos_token_id=None,
+            cache_len=group.cache_len)
+        c = np.asarray(res.stats.per_position_counts, float)[:k]
+        r = np.nan_to_num(np.asarray(res.stats.per_position_per_slot, float)[:k])
+        accepted[:len(c)] += r * c
+        counts[:len(c)] += c
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, accepted / np.maximum(counts, 1), math.nan), counts
+
+
+def prior_rates(row, calibration: pd.DataFrame | None,
+                source: str = THIS_PROMPT) -> tuple[np.ndarray, str]:
+    """(α_1..α_K known before ``row``'s run, where they came from): the set α of an
+    instrument, else ``source``'s rows of ``calibration``; NaNs when unknown."""
     k = int(row[schema.K])
     a = row.get(schema.ALPHA_SET, math.nan)
     if a is not None and np.isfinite(a):
         return np.full(k, float(a)), SET
+    if source not in (THIS_PROMPT, OTHER_PROMPTS):
+        raise ValueError(f"source must be {THIS_PROMPT!r} or {OTHER_PROMPTS!r}, got {source!r}")
     if calibration is None or calibration.empty:
         return np.full(k, math.nan), ""
     c = calibration[(calibration[schema.DRAFTER] == row[schema.DRAFTER])
                     & (calibration[schema.KIND] == row[schema.KIND])
                     & (calibration[schema.TEMPERATURE] == row[schema.TEMPERATURE])]
+    if schema.ALPHA_SOURCE in c:
+        c = c[c[schema.ALPHA_SOURCE] == source]
     rates = c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k]
     if len(rates) < k:
         return np.full(k, math.nan), ""
     # a position calibration never reached (every earlier draft was rejected) adds
     # nothing to E whatever its rate: 0
-    return np.nan_to_num(rates, nan=0.0), CALIBRATION
+    return np.nan_to_num(rates, nan=0.0), source
 
 
 def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) -> float:
@@ -149,7 +170,7 @@ def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) ->
 
 
 def target_time_model(state: DemoState):
-    """(the target's time model, cache slots -> the context it is read at): the roofline
+    """(the target's time model, cache slots -> the context it is read at): the rooflines
     fitted to the pass-program sweep where the roofline part ran it (context: half the
     cache, where the programs run), else the one fitted to bare forward passes (context:
     the cache); (None, None) without either."""
@@ -158,7 +179,7 @@ def target_time_model(state: DemoState):
 
     name = state.target.cfg.name
     if pass_sweep.fit_key(name) in state.fits:
-        return batching.fit_time_model(state.fits[pass_sweep.fit_key(name)]), lambda S: S // 2
+        return pass_sweep.time_model(state.fits, state.target.cfg), lambda S: S // 2
     if name in state.fits:
         return batching.fit_time_model(state.fits[name]), lambda S: S
     return None, None
@@ -168,39 +189,34 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with the prediction before the run (PRED_PRIOR), its error against the
     measured speedup (ERR_PRIOR, 100 ln ratio) split into the α term (ERR_PRIOR_ALPHA),
     the fitted costs' term (ERR_PRIOR_FIT) and the in-run prediction's miss
-    (ERR_TOTAL), and the α it used; NaN without a fit."""
-    from specsim import analytic, simulate
-    from specsim.experiment.decomposition import finite_run_tokens
+    (ERR_TOTAL), and the α it used; the same prediction with α from other prompts
+    (PRED_PRIOR_OTHER, ERR_PRIOR_OTHER); NaN without a fit."""
+    from specsim.experiment import pass_sweep
 
     out = runs.copy()
-    out[schema.PRED_PRIOR] = math.nan
-    out[schema.ERR_PRIOR] = math.nan
-    out[schema.ERR_PRIOR_CI_LO] = math.nan
-    out[schema.ERR_PRIOR_CI_HI] = math.nan
-    out[schema.ERR_PRIOR_ALPHA] = math.nan
-    out[schema.ERR_PRIOR_FIT] = math.nan
+    for col in (schema.PRED_PRIOR, schema.ERR_PRIOR, schema.ERR_PRIOR_CI_LO,
+                schema.ERR_PRIOR_CI_HI, schema.ERR_PRIOR_ALPHA, schema.ERR_PRIOR_FIT,
+                schema.PRED_PRIOR_OTHER, schema.ERR_PRIOR_OTHER):
+        out[col] = math.nan
     out[schema.ALPHA_PRIOR] = ""
     out[schema.ALPHA_PRIOR_SOURCE] = ""
     tm, at = target_time_model(state)
     if tm is None or runs.empty:
         return out
-    from specsim.experiment import pass_sweep
     pass_fitted = pass_sweep.fit_key(state.target.cfg.name) in state.fits
-    cfg = state.target.cfg
     calibration = state.tables.get(schema.ACCEPTANCE_PRIOR)
     for i, r in out.iterrows():
         if r[schema.DRAFTER] == schema.AUTOREGRESSIVE:
             continue
-        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), at(int(r[schema.CACHE_LEN]))
-        rates, source = prior_rates(r, calibration)
-        if not np.isfinite(rates).all():
-            continue
-        n = int(r[schema.NEW_TOKENS]) - 1
-        e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)), n, b)
-        td = _draft_time(state, r, tm, b, S, pass_fitted)
-        pred = float(analytic.speedup_from_costs(e, k, td,
-                                                 tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
+        S = at(int(r[schema.CACHE_LEN]))
         m = r[schema.MEASURED_SPEEDUP]
+        pred, e, rates, source = _predict(state, r, tm, S, pass_fitted, calibration, THIS_PROMPT)
+        other = _predict(state, r, tm, S, pass_fitted, calibration, OTHER_PROMPTS)[0]
+        if other > 0 and m > 0:
+            out.loc[i, [schema.PRED_PRIOR_OTHER, schema.ERR_PRIOR_OTHER]] = [
+                other, 100 * math.log(other / m)]
+        if not np.isfinite(pred):
+            continue
         err = 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan
         out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [pred, err]
         lo, hi = r.get(schema.MEASURED_CI_LO, math.nan), r.get(schema.MEASURED_CI_HI, math.nan)
@@ -217,3 +233,21 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         out.loc[i, schema.ALPHA_PRIOR] = ";".join(f"{a:.3f}" for a in rates)
         out.loc[i, schema.ALPHA_PRIOR_SOURCE] = source
     return out
+
+
+def _predict(state: DemoState, r, tm, S: int, pass_fitted: bool, calibration,
+             source: str) -> tuple[float, float, np.ndarray, str]:
+    """(speedup predicted before run ``r`` with ``source``'s α, its E, the α_j, where
+    they came from); NaN speedup where that α is unknown."""
+    from specsim import analytic, simulate
+    from specsim.experiment.decomposition import finite_run_tokens
+
+    k, b, cfg = int(r[schema.K]), int(r[schema.BATCH]), state.target.cfg
+    rates, got = prior_rates(r, calibration, source)
+    if not np.isfinite(rates).all():
+        return math.nan, math.nan, rates, got
+    n = int(r[schema.NEW_TOKENS]) - 1
+    e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)), n, b)
+    td = _draft_time(state, r, tm, b, S, pass_fitted)
+    pred = float(analytic.speedup_from_costs(e, k, td, tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
+    return pred, e, rates, got

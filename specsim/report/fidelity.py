@@ -11,7 +11,8 @@ from specsim.report.tables import as_runs, markdown_table, speedup_table
 
 
 PREDICTION_LABELS = {
-    "prior": "before the run (fitted roofline, the drafter's α)",
+    "prior": "before the run (fitted roofline, the drafter's α on this prompt)",
+    "prior_other_prompts": "before the run, α from other prompts of the kind",
     "inrun": "in-run (the run's own pass times and α_j)",
     "given": "cost model alone (in-run costs, the run's own n/I)"}
 """The rows of the report's one table of prediction errors."""
@@ -36,10 +37,11 @@ def mape_table(result_or_runs) -> pd.DataFrame:
                          "coverage %": sc.get("coverage_pct"),
                          "agreement %": sc.get("agreement_pct")})
 
-    if "prior" in f:
-        add(PREDICTION_LABELS["prior"], "all", f["prior"])
-        for k, v in f["prior"].get("by_drafter", {}).items():
-            add(PREDICTION_LABELS["prior"], k, v)
+    for key in ("prior", "prior_other_prompts"):
+        if key in f:
+            add(PREDICTION_LABELS[key], "all", f[key])
+            for k, v in f[key].get("by_drafter", {}).items():
+                add(PREDICTION_LABELS[key], k, v)
     add(PREDICTION_LABELS["inrun"], "all", f)
     for k, v in f.get("by_drafter", {}).items():
         add(PREDICTION_LABELS["inrun"], k, v)
@@ -113,7 +115,7 @@ def decomposition_table(result_or_runs) -> pd.DataFrame:
     cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
             S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
             S.ERR_PRIOR, S.ERR_PRIOR_CI_LO, S.ERR_PRIOR_CI_HI, S.ERR_PRIOR_ALPHA,
-            S.ERR_PRIOR_FIT, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
+            S.ERR_PRIOR_FIT, S.ERR_PRIOR_OTHER, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
             S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
     return spec[[c for c in cols if c in spec]]
 

@@ -74,12 +74,10 @@ def run(state: DemoState) -> None:
     if passes:                        # an in-run part will run: sweep its pass programs
         df = pass_sweep.sweep(state)
         state.tables[schema.PASS_SWEEP] = df
-        f = pass_sweep.fit(state, df, state.tables[schema.CEILINGS])
-        if f is not None:
-            state.fits[pass_sweep.fit_key(state.target.cfg.name)] = f
-            state.log(f"    {pass_sweep.fit_key(state.target.cfg.name)}: {len(df)} points, "
-                      f"t0 {f.t0 * 1e3:.2f} ms, R2 {f.r2:.3f}, held-out MAPE "
-                      f"{f.mape_heldout:.1f}%")
+        for key, f in pass_sweep.fit(state, df, state.tables[schema.CEILINGS]).items():
+            state.fits[key] = f
+            state.log(f"    {key}: {f.n_train} points, t0 {f.t0 * 1e3:.2f} ms, "
+                      f"R2 {f.r2:.3f}, held-out MAPE {f.mape_heldout:.1f}%")
 
 
 PART = Part(name="roofline", summary="measuring the machine's ceilings and forward sweeps",
