@@ -120,7 +120,57 @@ def test_tree_pass_calls_reject_bad_input_and_run(tiny):
     ends, overlaps = (np.asarray(x) for x in calls.verify())
     assert ends.shape == (2,) and ((0 <= ends) & (ends <= tree.n_nodes)).all()
     assert ((overlaps >= 0) & (overlaps <= 2 * tree.n_nodes)).all()   # 2 steps, 0 <= β <= 1
-    assert np.asarray(calls.draft()).shape == (2, tree.n_nodes)
+    stats, ends = calls.iteration()
+    assert np.asarray(ends).shape == (2, 2) and np.asarray(stats.drafted).tolist() == [[6, 6]] * 2
+    assert tree_pass_calls(target, None, tree, batch=1, cache_len=64).iteration is None
+
+
+@pytest.mark.parametrize("layers", [None, (0, 1, 2), (0, 1)], ids=["feature head",
+                                                                    "all layers", "two layers"])
+def test_tree_iteration_is_the_loop_body(tiny, layers):
+    """The tree iteration program runs the tree loop's body: the drafter proposes the
+    tree, the target verifies it, and its first iteration accepts the deepest node whose
+    every token on the way is the target's argmax after its prefix (oracle: the tree
+    drafter's own proposal and the model's plain forward over each node's path at the
+    same state); its state is donated. The feature head (random) accepts nothing, the
+    target's own layers everything, two of its three layers some rows 0, 1 or 2 deep."""
+    from specsim.drafters import layer_skip_drafter
+    from specsim.drafters.base import Context
+    from specsim.models.transformer import forward
+    from specsim.sampling import SamplingParams
+
+    target, head = tiny
+    tree, B = TokenTree.from_top_k([6, 2]), 6
+    base = head if layers is None else layer_skip_drafter(target, list(layers))
+    tree_drafter = as_tree_drafter(base, tree)
+    call = tree_pass_calls(target, tree_drafter, tree, batch=B, cache_len=64, steps=1).iteration
+    tokens, cache, dstate = jax.tree_util.tree_map(jax.numpy.copy, call.state)
+    length, key = call.args[3], call.args[4]
+    sp = SamplingParams.make(0.0, 0, 1.0, vocab_size=target.cfg.vocab_size)
+    _, draft = tree_drafter.propose_tree(dstate, Context(tokens, length),
+                                         jax.random.split(key, 3)[1], sp)
+    root = np.asarray(tokens)[np.arange(B), np.asarray(length) - 1]
+    nodes = np.asarray(draft.tokens)                                         # [B, C]
+    accepted = np.ones((B, tree.n_nodes), bool)
+    for v in range(tree.n_nodes):
+        path = [v]
+        while tree.parents[path[0]] >= 0:
+            path.insert(0, int(tree.parents[path[0]]))
+        window = np.concatenate([root[:, None], nodes[:, path]], 1)          # [B, depth + 1]
+        logits, _ = forward(target.params, target.cfg, jax.numpy.asarray(window), cache)
+        accepted[:, v] = (np.argmax(np.asarray(logits)[:, :-1], -1) == nodes[:, path]).all(1)
+    depth = np.where(accepted, tree.depths[None], 0)
+    want = depth.max(1)
+    deepest = np.where(want > 0, np.argmax(depth, 1) + 1, 0)                 # verify index
+    stats, ends = call()
+    np.testing.assert_array_equal(np.asarray(stats.accepted)[0], want)
+    np.testing.assert_array_equal(np.asarray(ends)[0], deepest)
+    assert np.asarray(stats.drafted)[0].tolist() == [tree.n_nodes] * B
+    before = call.state[1].k.unsafe_buffer_pointer()
+    call()
+    assert call.state[1].k.unsafe_buffer_pointer() == before
+    if layers == (0, 1, 2):
+        assert (want == tree.max_depth).all()
 
 
 def test_trees_is_an_opt_in_part():

@@ -26,6 +26,8 @@ Shapes: B batch, C nodes, V vocab, I iterations.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,7 +53,8 @@ from specsim.sampling import SamplingParams, overlap
 from specsim.trees.tree import TokenTree
 from specsim.validation import positive_int
 
-__all__ = ["tree_program", "generate_tree", "tree_loop", "as_tree", "tree_size"]
+__all__ = ["tree_program", "tree_iteration", "TreeStep", "generate_tree", "tree_loop", "as_tree",
+           "tree_size"]
 
 
 def _record(stats: SpecStatsBuffer, it, ok, n_acc, q, p_parent) -> SpecStatsBuffer:
@@ -61,6 +64,67 @@ def _record(stats: SpecStatsBuffer, it, ok, n_acc, q, p_parent) -> SpecStatsBuff
         stats.accepted.at[it].set(jnp.where(ok, n_acc, -1)),
         stats.drafted.at[it].set(jnp.where(ok, jnp.sum(proposed, 1), -1)),
         stats.overlap.at[it].set(jnp.where(ok[:, None], beta, jnp.nan)))
+
+
+class TreeStep(NamedTuple):
+    """What one iteration of the tree loop leaves (`tree_iteration`)."""
+    cache: Any             # the target's cache, the path moved, length advanced where ok
+    dstate: Any            # the drafter's state after observe and commit
+    stats: SpecStatsBuffer
+    path_end: jax.Array    # [I, B] int32, this iteration's row written
+    new: jax.Array         # [B, D+1] int32: the accepted path's tokens, then the extra one
+    n_valid: jax.Array     # [B] int32: how many of ``new`` are valid
+    finite: jax.Array      # [B] bool
+
+
+def tree_iteration(params, drafter, sp: SamplingParams, static, tokens, length, cache, dstate,
+                   active, it, stats, path_end, k_draft, k_accept, *, cfg: ModelConfig,
+                   S: int) -> TreeStep:
+    """Steps 1-4 of the module for one iteration, with the drafter's observe and commit
+    and the iteration's statistics (row ``it``): what the loop's body runs, and what
+    `specsim.experiment.parts.trees_costs` times as one iteration. ``static``: the static
+    tree's `tree_verify.tree_tables`, None for a dynamic tree (tables from its parents);
+    tokens [B, N] and length [B] the kept tokens, the root at length − 1; active [B]
+    the rows still running; k_draft and k_accept the drafter's and the acceptance's keys."""
+    B = tokens.shape[0]
+    C = tree_size(drafter)
+    # 1. draft the tree
+    dstate, draft = drafter.propose_tree(dstate, Context(tokens, length), k_draft, sp)
+    t = static if static is not None else dynamic_tables(
+        draft.parents, drafter.max_depth, drafter.max_children)
+    # 2. one target pass over the root and the nodes, with the tree mask
+    last = jnp.take_along_axis(tokens, (length - 1)[:, None], axis=1)             # [B, 1]
+    start = cache.length                                                         # [B]
+    slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]            # [B, C+1]
+    positions = start[:, None] + t.positions
+    mask = block_mask(start, S, t.verify_mask)
+    h, cache = forward_masked(params, cfg, jnp.concatenate([last, draft.tokens], 1),
+                              cache, slots, positions, mask)
+    p = sp.probs(project(params, cfg, h))                                        # [B, C+1, V]
+    # 3. the accepted path and the extra token
+    if sp.greedy:
+        best, n_acc, extra = greedy_path(t, draft.tokens, draft.probs, p)
+    else:
+        best, n_acc, extra = sampled_path(k_accept, t, draft.tokens, draft.probs, p)
+    path = path_nodes(t, best)                                                   # [B, D]
+    finite, n_valid = tree_nonfinite(t, draft.probs, p, path, n_acc)
+    # 4. the path's keys and values into consecutive slots; keep n_acc + 1 tokens
+    ok = active & finite
+    cache = move_path(cache, start, path)
+    cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
+    if reads_target_hidden(drafter):  # the feature at the path's end produced the extra token
+        dstate = drafter.observe(dstate, h, best, ok)
+    dstate = drafter.commit_tree(dstate, path, n_acc, ok)
+    stats = _record(stats, it, ok, n_acc, draft.probs,
+                    jnp.take_along_axis(p, t.parent_index[:, :, None], 1))
+    path_end = path_end.at[it].set(jnp.where(ok, best, -1))
+    D = path.shape[1]
+    path_tokens = jnp.take_along_axis(draft.tokens, path, 1)                      # [B, D]
+    pos = jnp.arange(D + 1, dtype=jnp.int32)[None]
+    new = jnp.where(pos < n_acc[:, None],
+                    jnp.concatenate([path_tokens, jnp.zeros((B, 1), jnp.int32)], 1),
+                    extra[:, None])                                              # [B, D+1]
+    return TreeStep(cache, dstate, stats, path_end, new, n_valid, finite)
 
 
 @jit(static_argnames=("cfg", "tree", "S", "I"), donate_argnames=DONATED)
@@ -74,7 +138,6 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
     B = prompt_lens.shape[0]
     C = tree_size(drafter)
     static = tree_tables(tree, B) if tree is not None else None
-    feats = reads_target_hidden(drafter)
     common, cache = start
     stats = empty_stats(I, B, C)
     path_end = jnp.full((I, B), -1, jnp.int32)
@@ -82,44 +145,11 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
     def body(carry):
         c, cache, dstate, stats, path_end = carry
         key, k_draft, k_accept = jax.random.split(c.key, 3)
-        # 1. draft the tree
-        dstate, draft = drafter.propose_tree(dstate, Context(c.tokens, c.length), k_draft, sp)
-        t = static if static is not None else dynamic_tables(
-            draft.parents, drafter.max_depth, drafter.max_children)
-        # 2. one target pass over the root and the nodes, with the tree mask
-        last = jnp.take_along_axis(c.tokens, (c.length - 1)[:, None], axis=1)   # [B, 1]
-        start = cache.length                                                     # [B]
-        slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]        # [B, C+1]
-        positions = start[:, None] + t.positions
-        mask = block_mask(start, S, t.verify_mask)
-        h, cache = forward_masked(params, cfg, jnp.concatenate([last, draft.tokens], 1),
-                                  cache, slots, positions, mask)
-        p = sp.probs(project(params, cfg, h))                                    # [B, C+1, V]
-        # 3. the accepted path and the extra token
-        if sp.greedy:
-            best, n_acc, extra = greedy_path(t, draft.tokens, draft.probs, p)
-        else:
-            best, n_acc, extra = sampled_path(k_accept, t, draft.tokens, draft.probs, p)
-        path = path_nodes(t, best)                                               # [B, D]
-        finite, n_valid = tree_nonfinite(t, draft.probs, p, path, n_acc)
-        # 4. the path's keys and values into consecutive slots; keep n_acc + 1 tokens
-        ok = ~c.done & finite
-        cache = move_path(cache, start, path)
-        cache = cache._replace(length=start + jnp.where(ok, n_acc + 1, 0))
-        if feats:               # the feature at the path's end produced the extra token
-            dstate = drafter.observe(dstate, h, best, ok)
-        dstate = drafter.commit_tree(dstate, path, n_acc, ok)
-        stats = _record(stats, c.it, ok, n_acc, draft.probs,
-                        jnp.take_along_axis(p, t.parent_index[:, :, None], 1))
-        path_end = path_end.at[c.it].set(jnp.where(ok, best, -1))
-        D = path.shape[1]
-        path_tokens = jnp.take_along_axis(draft.tokens, path, 1)                  # [B, D]
-        pos = jnp.arange(D + 1, dtype=jnp.int32)[None]
-        new = jnp.where(pos < n_acc[:, None],
-                        jnp.concatenate([path_tokens, jnp.zeros((B, 1), jnp.int32)], 1),
-                        extra[:, None])                                          # [B, D+1]
-        c = advance(c, new, n_valid, finite, prompt_lens, max_new, eos, key)
-        return c, cache, dstate, stats, path_end
+        step = tree_iteration(params, drafter, sp, static, c.tokens, c.length, cache, dstate,
+                              ~c.done, c.it, stats, path_end, k_draft, k_accept, cfg=cfg,
+                              S=S)
+        c = advance(c, step.new, step.n_valid, step.finite, prompt_lens, max_new, eos, key)
+        return c, step.cache, step.dstate, step.stats, step.path_end
 
     common, cache, dstate, stats, path_end = jax.lax.while_loop(
         lambda carry: running(carry[0], I), body, (common, cache, dstate, stats, path_end))

@@ -10,8 +10,9 @@ depth <= `DEPTH` for each size in `SIZES`; (3) the chain of `DEPTH` and those tr
 untimed on every prompt; (4) paired interleaved rounds (`specsim.experiment.paired`)
 time, per kind, one unit: the plain-decoding baseline, every tree loop on the first
 prompt (prefills untimed, `decode.StagedCall`), and the pieces of one iteration
-(`trees_costs`: the verify pass over root + nodes and the drafting of each tree; the
-autoregressive step); tokens per iteration and acceptance pool the untimed runs;
+(`trees_costs`: the verify pass over root + nodes and each tree's whole iteration, the
+loop body's own function, whose excess over the verify is the drafting as the loop pays
+it; the autoregressive step); tokens per iteration and acceptance pool the untimed runs;
 (5) `trees.plan_tree` with those measured pass times (verify linear between the widths
 measured, drafting a + b·w per level fitted to the trees' drafting times) picks the size
 the theory expects fastest on this CPU, against the measured best, and
@@ -27,8 +28,10 @@ Tables:
 
 * ``tree_runs``: per (kind, tree): tokens per iteration, its ratio to the chain's, the
   measured speedup over plain decoding (decode time per token, ``settings.clock``) with
-  its 95% interval, and the predicted speedup E · t_target(1) / (t_draft + t_verify)
-  from the acceptance model's E and from the timed run's own tokens per iteration.
+  its 95% interval, and the predicted speedup E · t_target(1) / t_iteration (t_draft +
+  t_verify, t_draft = t_iteration − t_verify) from the acceptance model's E for a run
+  of ``NEW_TOKENS`` (``E_finite``: the last iteration's tokens past the end are lost) and
+  from the timed run's own decode tokens over its iterations (``E_effective``).
 * ``tree_plan``: per kind: the planned size, depth and speedup, the measured best, and
   what stops a tree here (`stopping_term`), with the rows where the theory says it pays
   (a best tree `PAYS` times the best chain's speedup or more).
@@ -56,8 +59,10 @@ from specsim.experiment.part import Part
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_ranks import rank_tables
 from specsim.experiment.state import DemoState
+from specsim.experiment.decomposition import finite_run_tokens
 from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
-                           expected_tokens, optimal_trees, plan_per_hardware, plan_tree)
+                           expected_tokens, optimal_trees, plan_per_hardware, plan_tree,
+                           tokens_pmf)
 
 DEPTH = 4               # drafting depth of the chain and the deepest a tree goes
 PROBE_WIDTH = 4         # ranks the probe tree tries at every depth
@@ -225,6 +230,15 @@ class Observed:
         acc = np.concatenate([a[a >= 0] for a in self.accepted])
         return float((acc + 1).mean())
 
+    @property
+    def effective_tokens_per_iteration(self) -> float:
+        """Decode tokens kept over iterations (each row's tokens cut at the run's
+        NEW_TOKENS − 1 decode tokens, the prefill giving the first): what a run's speedup
+        per token has, below the mean when the last iteration accepts past the end."""
+        kept = sum(np.minimum(np.where(a >= 0, a + 1, 0).sum(0), NEW_TOKENS - 1).sum()
+                   for a in self.accepted)
+        return float(kept / sum(int((a >= 0).sum()) for a in self.accepted))
+
 
 def state_cache(state: DemoState) -> int:
     """Cache slots of every run: the padded prompt, the new tokens and the largest tree."""
@@ -256,8 +270,8 @@ def _untimed(state, head, trees, rows_of: dict, seen: dict, label=tree_label) ->
 def _timed_calls(state, head, trees, prompts):
     """Compiled zero-argument calls: ("ar", kind), ("run", kind, label) (staged: the
     prefills run untimed before the loop program, whose raw output the call returns),
-    ("t1",), ("verify", label), ("draft", label); and passes per call of the pass
-    programs."""
+    ("t1",), ("verify", label), ("iteration", label) (the loop body's own iteration
+    program, `trees_costs`); and passes per call of the pass programs."""
     from specsim import decode, pass_costs
     from specsim.decode.staged import StagedCall
     from specsim.drafters.tree import as_tree_drafter
@@ -283,8 +297,7 @@ def _timed_calls(state, head, trees, prompts):
         tc = tree_pass_calls(state.target, as_tree_drafter(head, tree), tree, batch=1,
                              cache_len=common["cache_len"], steps=s.pass_steps, seed=s.seed)
         calls[("verify", label)], per[("verify", label)] = tc.verify, tc.steps
-        if tc.draft is not None:
-            calls[("draft", label)], per[("draft", label)] = tc.draft, tc.steps
+        calls[("iteration", label)], per[("iteration", label)] = tc.iteration, tc.steps
     return calls, per
 
 
@@ -292,7 +305,7 @@ def _unit_keys(calls, kind: str, labels) -> list[tuple]:
     """One kind's timing unit: its baseline, every tree's run, then the passes the
     predictions read."""
     keys = [("ar", kind)] + [("run", kind, x) for x in labels] + [("t1",)]
-    keys += [k for x in labels for k in (("verify", x), ("draft", x)) if k in calls]
+    keys += [k for x in labels for k in (("verify", x), ("iteration", x)) if k in calls]
     return keys
 
 
@@ -344,22 +357,26 @@ def run_rows(state, trees, seen, timed, times, rounds, stopped, units) -> pd.Dat
         for tree in trees:
             label = tree_label(tree)
             tv = _median_over_units(times, ("verify", label))
-            dkey = ("draft", label)
-            td = _median_over_units(times, dkey) if any(dkey in t for t in times) else 0.0
+            t_it = _median_over_units(times, ("iteration", label))
+            td = max(t_it - tv, 0.0)        # the drafting as the loop pays it
             tpi = seen[(kind, label)].tokens_per_iteration
             tpi_timed = timed[(kind, label)].tokens_per_iteration
+            e_run = timed[(kind, label)].effective_tokens_per_iteration
             iv = _speedup(state, times[u][("ar", kind)], times[u][("run", kind, label)])
             e_model = expected_tokens(tree, acc)
+            e_finite = finite_run_tokens(tokens_pmf(tree, acc), NEW_TOKENS - 1, 1)
             rows.append({S.KIND: kind, "tree": label, "n_nodes": tree.n_nodes,
                          "depth": tree.max_depth, "widths": str(tree.nodes_per_depth().tolist()),
                          S.TOKENS_PER_ITERATION: tpi,
                          "tokens_per_iteration_vs_chain": tpi / chain_tpi,
                          "E_model": e_model, S.MEASURED_SPEEDUP: iv.value,
                          S.MEASURED_CI_LO: iv.lo, S.MEASURED_CI_HI: iv.hi,
-                         S.PREDICTED_SPEEDUP: e_model * t1 / (td + tv),
-                         "timed_tokens_per_iteration": tpi_timed,
-                         "pred_speedup_given_tokens": tpi_timed * t1 / (td + tv),
+                         "E_finite": e_finite,
+                         S.PREDICTED_SPEEDUP: e_finite * t1 / (td + tv),
+                         "timed_tokens_per_iteration": tpi_timed, S.E_EFFECTIVE: e_run,
+                         "pred_speedup_given_tokens": e_run * t1 / (td + tv),
                          S.T_TARGET_1: t1, S.T_VERIFY: tv, S.T_DRAFT: td,
+                         "t_iteration": t_it,
                          S.ROUNDS: rounds[u], S.STOPPED: stopped[u],
                          "runs": len(seen[(kind, label)].accepted),
                          S.NEW_TOKENS: NEW_TOKENS, S.CLOCK: state.settings.clock})

@@ -1,13 +1,16 @@
 """What one iteration of the tree loop costs, timed apart: the verify pass over a tree's
-root and nodes, and the tree drafter's proposal (`specsim.decode.tree_loop`'s steps 1-4).
+root and nodes, and the whole iteration (`specsim.decode.tree_loop`'s steps 1-4, run by
+the loop's own body function `tree_loop.tree_iteration`).
 
 Each is a jitted program running ``steps`` of its piece in a `lax.fori_loop`, with its
 state (token buffer, KV cache or drafter state) donated and fed back call after call
 (`specsim.pass_costs.Chained`), at context S/2, as `specsim.pass_costs` times the chain's
 pieces. The verify program runs the loop body's own functions: the masked target pass
 (`forward_masked`, XLA's attention with the tree mask), the sampling distribution, the
-greedy path, the path's key/value move; the draft program runs ``propose_tree`` and
-``commit_tree``. Shapes: B batch, S cache slots, C tree nodes.
+greedy path, the path's key/value move; the iteration program runs the loop body, so the
+drafting is costed as the loop pays it, its draft weights evicted by the target's pass
+between two draftings (iteration − verify; `specsim.pass_costs` does the same for the
+chain). Shapes: B batch, S cache slots, C tree nodes.
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.decode.prefill import drafter_prefill_program
+from specsim.decode.speculative import empty_stats
+from specsim.decode.tree_loop import tree_iteration
 from specsim.decode.tree_verify import (greedy_path, move_path, path_nodes, tree_nonfinite,
                                         tree_tables)
-from specsim.drafters.base import Context, reads_target_hidden
+from specsim.drafters.base import reads_target_hidden
 from specsim.errors import InvalidArgument
 from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.masked_forward import block_mask, forward_masked
-from specsim.models.transformer import init_cache, project
+from specsim.models.transformer import forward, init_cache, project
 from specsim.pass_costs import Chained, gather_window
 from specsim.sampling import SamplingParams, overlap
 from specsim.trees.tree import TokenTree
@@ -71,42 +76,58 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
     return (tokens, cache), (best, total)
 
 
-@jit(static_argnames=("steps",), donate_argnums=0)
-def _tree_draft_program(state, drafter, sp: SamplingParams, length, key, *, steps: int):
-    """``steps`` proposals of the tree drafter's tree and commits of the root alone.
-    state = (tokens [B, S], drafter state), donated. → (state, the last proposal [B, C])."""
-    tokens, dstate = state
-    B, D = tokens.shape[0], drafter.tree.max_depth
+@jit(static_argnames=("cfg", "tree", "S", "steps"), donate_argnums=0)
+def _tree_iteration_program(state, params, drafter, sp: SamplingParams, length, key, *,
+                            cfg: ModelConfig, tree: TokenTree, S: int, steps: int):
+    """``steps`` whole iterations of the tree loop (`tree_loop.tree_iteration`, the loop
+    body itself: the drafting, the masked verify pass, the path, the key/value move, the
+    drafter's observe and commit, the statistics). Timed back to back, a drafting pass
+    finds the draft's weights in the CPU's caches; in the loop the target's pass runs
+    between two draftings, so this program costs t_draft + t_verify as the loop pays
+    them (`specsim.pass_costs`' iteration role). state = (tokens [B, S], cache at
+    length − 1, drafter state), donated and returned. → (state, (statistics [steps, B(,
+    C)], path ends [steps, B]))."""
+    tokens, cache, dstate = state
+    B = tokens.shape[0]
+    static = tree_tables(tree, B)
+    start = cache.length
+    d_start = getattr(dstate, "length", None)        # a draft model's cache length
     active = jnp.ones((B,), bool)
+    stats = empty_stats(steps, B, tree.n_nodes)
+    path_end = jnp.full((steps, B), -1, jnp.int32)
 
     def body(i, carry):
-        tokens, dstate, key, _ = carry
-        key, k_draft = jax.random.split(key)
-        dstate, draft = drafter.propose_tree(dstate, Context(tokens, length), k_draft, sp)
-        dstate = drafter.commit_tree(dstate, jnp.zeros((B, D), jnp.int32),
-                                     jnp.zeros((B,), jnp.int32), active)
-        tokens = jax.vmap(lambda row, x, s: row.at[s].set(x))(tokens, draft.tokens[:, 0],
-                                                              length - 1)
-        return tokens, dstate, key, draft.tokens
+        tokens, cache, dstate, key, stats, path_end = carry
+        key, k_draft, k_accept = jax.random.split(key, 3)
+        step = tree_iteration(params, drafter, sp, static, tokens, length, cache, dstate,
+                              active, i, stats, path_end, k_draft, k_accept, cfg=cfg, S=S)
+        # the kept tokens become the next iteration's root and context
+        tokens = jax.vmap(lambda row, x, s: jax.lax.dynamic_update_slice(row, x, (s,)))(
+            tokens, step.new, length - 1)
+        # both caches set back, so every iteration runs at the same context
+        dstate = step.dstate if d_start is None else step.dstate._replace(length=d_start)
+        return tokens, step.cache._replace(length=start), dstate, key, step.stats, step.path_end
 
-    out = jnp.zeros((B, drafter.tree.n_nodes), jnp.int32)
-    tokens, dstate, _, out = jax.lax.fori_loop(0, steps, body, (tokens, dstate, key, out))
-    return (tokens, dstate), out
+    tokens, cache, dstate, _, stats, path_end = jax.lax.fori_loop(
+        0, steps, body, (tokens, cache, dstate, key, stats, path_end))
+    return (tokens, cache, dstate), (stats, path_end)
 
 
 class TreePassCalls(NamedTuple):
-    """Zero-argument timed calls, each running ``steps`` of its piece (compiled)."""
+    """Zero-argument timed calls, each running ``steps`` of its piece (compiled): the
+    verify pass alone, and the whole iteration (None without a tree drafter)."""
     verify: Chained
-    draft: Chained | None
+    iteration: Chained | None
     steps: int
     n_nodes: int
 
 
 def tree_pass_calls(target, tree_drafter, tree: TokenTree, *, batch: int, cache_len: int,
                     steps: int = 4, seed: int = 0) -> TreePassCalls:
-    """Compiled calls timing the tree loop's verify over ``tree`` and ``tree_drafter``'s
-    proposal of it (None: free or no drafter), for ``target`` at ``batch`` rows and
-    ``cache_len`` slots, at context S/2, greedy."""
+    """Compiled calls timing the tree loop's verify over ``tree`` and its whole iteration
+    with ``tree_drafter`` drafting ``tree`` (None: no iteration call), for ``target`` at
+    ``batch`` rows and ``cache_len`` slots, at context S/2, greedy. The drafting's cost
+    as the loop pays it is iteration − verify."""
     if not isinstance(tree, TokenTree):
         raise InvalidArgument(f"tree must be a specsim.trees.TokenTree (got "
                               f"{type(tree).__name__})")
@@ -125,17 +146,21 @@ def tree_pass_calls(target, tree_drafter, tree: TokenTree, *, batch: int, cache_
     cache = init_cache(cfg, batch, S)._replace(length=length - 1)
     verify = Chained(_tree_verify_program, (jnp.copy(tokens), cache), target.params, sp, length,
                      cfg=cfg, tree=tree, steps=int(steps))
-    draft = None
-    if tree_drafter is not None and tree_drafter.passes_per_iteration():
+    iteration = None
+    if tree_drafter is not None:
         P = ctx - 1                     # a prefill of P tokens, a zero feature observed
         feature = (jnp.zeros((batch, cfg.d_model), jnp.float32)
                    if reads_target_hidden(tree_drafter) else None)
         dstate = drafter_prefill_program(tree_drafter, tokens[:, :P],
                                          jnp.full((batch,), P, jnp.int32), feature,
                                          jnp.ones((batch,), bool), S=S)
-        draft = Chained(_tree_draft_program, (jnp.copy(tokens), dstate), tree_drafter, sp,
-                        length, jax.random.PRNGKey(seed), steps=int(steps))
-    for call in (verify, draft):
+        # the target's cache holds the same P tokens, so the drafts meet the target's
+        # own context and its acceptance is the loop's (the verify program's need not)
+        _, prefilled = forward(target.params, cfg, tokens[:, :P], init_cache(cfg, batch, S))
+        iteration = Chained(_tree_iteration_program, (jnp.copy(tokens), prefilled, dstate),
+                            target.params, tree_drafter, sp, length, jax.random.PRNGKey(seed),
+                            cfg=cfg, tree=tree, S=S, steps=int(steps))
+    for call in (verify, iteration):
         if call is not None:
             jax.block_until_ready(call())
-    return TreePassCalls(verify, draft, int(steps), C)
+    return TreePassCalls(verify, iteration, int(steps), C)
