@@ -3,13 +3,14 @@
 One iteration of speculative decoding at batch B drafts, verifies and bookkeeps:
 
     t_iter = t_target(n) + calls * t_draft_call + t_step + t_iteration
-    t_plain = t_target(1) + t_step
+    t_plain = t_target(1) + t_step        (max(t_target(1), t_step): ``plain_hides_step``)
     speedup = tau * t_plain / t_iter
 
 where n is the number of tokens the target scores per row (K + 1 for a chain, the
 nodes of a tree with its root) and tau the mean tokens an iteration yields. Each pass:
 
     t_pass(n) = max(roofline(n), L * layer_floor) + all_reduce(n)
+              (roofline(n) + L * layer_floor + all_reduce(n): ``floor_adds``)
     roofline(n) = max(FLOPs / (peak * FLOPS_EFFICIENCY), bytes / (bandwidth * BANDWIDTH_EFFICIENCY))
 
 ``CeilingUse`` says how an engine uses the ceilings: the efficiencies above and the max
@@ -31,14 +32,19 @@ computes ``experts_per_token`` of them per token. The draft costs, per call:
 
 ``layer_floor`` is the per-layer latency floor of kernel launches (CUDA graphs) or
 Python dispatch (PyTorch eager): why a 68M-parameter draft costs far more than its
-parameter ratio. It and the per-step, per-iteration and per-call overheads are
-`EngineOverheads`, one set per engine class with a prior (`PRIOR_OVERHEADS`), fitted to
-published results by `specsim.published` (leave-one-source-out). Formulas:
-docs/design.md (iteration cost).
+parameter ratio. Eager dispatch runs ahead of the GPU, so a pass costs the larger of the
+two; a compiled XLA program runs its ops back to back, each paying a fixed cost on top of
+its bytes (``floor_adds``). SGLang's overlap scheduler hides a plain step's host work
+behind the GPU pass, which its speculative decoding pays in full (``plain_hides_step``).
+The floor and the per-step, per-iteration and per-call overheads are `EngineOverheads`,
+one set per engine class with a prior (`PRIOR_OVERHEADS`), fitted to published results
+by `specsim.published` (leave-one-source-out). Formulas: docs/design.md (iteration cost);
+evidence for each form: docs/studies/published-speedups.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -55,7 +61,7 @@ __all__ = ["ENGINE_CLASSES", "DRAFTER_KINDS", "FREE_DRAFTERS", "EngineOverheads"
            "PRIOR_OVERHEADS", "BANDWIDTH_EFFICIENCY", "FLOPS_EFFICIENCY",
            "ALLREDUCE_LATENCY", "EAGLE3_DRAFT_VOCAB", "MEDUSA_HEADS", "MOE_FLOOR_FACTOR",
            "expected_experts", "CeilingUse", "DATASHEET_USE", "PassCost", "dense_pass_cost",
-           "pass_cost", "DrafterSpec", "IterationTerms", "iteration_terms",
+           "pass_cost", "pass_time", "DrafterSpec", "IterationTerms", "iteration_terms",
            "speedup_from_terms", "IterationBreakdown", "breakdown", "engine_class"]
 
 # Engines as published results name them -> the class whose overheads they share.
@@ -114,39 +120,63 @@ DATASHEET_USE = CeilingUse()
 @dataclass(frozen=True)
 class EngineOverheads:
     """Seconds an engine spends beyond the roofline: ``layer_floor`` per layer of every
-    pass (launch or dispatch floor; a pass costs at least L times it), ``step`` per target
-    pass (sampling, host synchronisation; plain and speculative decoding alike),
-    ``iteration`` per speculative iteration (acceptance, tree masks, bookkeeping) and
-    ``draft_call`` per sequential drafter call."""
+    pass (launch or dispatch floor), ``step`` per target pass (sampling, host work and
+    synchronisation; plain and speculative decoding alike), ``iteration`` per speculative
+    iteration (acceptance, tree masks, bookkeeping) and ``draft_call`` per sequential
+    drafter call. How the engine spends them (not fitted): ``floor_adds`` - a pass costs
+    its roofline plus L floors (kernels run back to back, each with a fixed cost), else
+    the larger of the two (dispatch runs ahead of the GPU); ``plain_hides_step`` - a plain
+    step costs the larger of its pass and its host step (an overlap scheduler), else
+    their sum."""
     layer_floor: float
     step: float
     iteration: float
     draft_call: float
+    floor_adds: bool = False
+    plain_hides_step: bool = False
+
+    SECONDS = ("layer_floor", "step", "iteration", "draft_call")
 
     def __post_init__(self) -> None:
-        for name in ("layer_floor", "step", "iteration", "draft_call"):
+        for name in self.SECONDS:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise InvalidArgument(f"{name} must be a finite number >= 0 seconds, got {v!r}")
+        for name in ("floor_adds", "plain_hides_step"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"{name} must be True or False, got "
+                                      f"{getattr(self, name)!r}")
 
     def as_array(self) -> np.ndarray:
-        return np.array([self.layer_floor, self.step, self.iteration, self.draft_call])
+        """The four overheads in seconds, in `SECONDS` order."""
+        return np.array([getattr(self, name) for name in self.SECONDS], float)
 
-    @classmethod
-    def from_array(cls, x) -> "EngineOverheads":
-        return cls(*(float(v) for v in np.asarray(x, float)))
+    def with_seconds(self, x) -> "EngineOverheads":
+        """A copy with the four overheads replaced by ``x`` (`SECONDS` order), its
+        ``floor_adds`` and ``plain_hides_step`` kept."""
+        values = np.asarray(x, float)
+        if values.shape != (len(self.SECONDS),):
+            raise InvalidArgument(f"x must hold {len(self.SECONDS)} seconds "
+                                  f"({', '.join(self.SECONDS)}), got shape {values.shape}")
+        return dataclasses.replace(self, **{n: float(v) for n, v in zip(self.SECONDS, values)})
 
 
 # Priors (order-of-magnitude engineering estimates, replaced by the fit where published
 # rows of that engine class exist): PyTorch eager dispatches each of a Llama layer's
-# ~25 kernels from Python at ~10 us each; CUDA graphs replay a layer's ~10 kernels at
-# a few us of launch gap each; XLA fuses a layer into a few TPU ops.
+# ~25 kernels from Python at ~10 us each, running ahead of the GPU (the larger of the
+# two); CUDA graphs replay a layer's ~10 kernels at a few us of launch gap each and XLA
+# fuses a layer into a few TPU ops, run one after another: the gaps add to the work
+# (floor_adds). SGLang overlaps a plain step's host scheduling with the GPU (its
+# overlap scheduler) but not a speculative iteration's: "speculative decoding currently
+# does not support overlap scheduling", github.com/sgl-project/sglang/pull/9588.
+_GRAPH = dict(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4, floor_adds=True)
 PRIOR_OVERHEADS = {
     "eager": EngineOverheads(layer_floor=2.5e-4, step=2e-3, iteration=3e-3, draft_call=1.5e-3),
-    "vllm": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
-    "sglang": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
-    "trtllm": EngineOverheads(layer_floor=2e-5, step=5e-4, iteration=5e-4, draft_call=2e-4),
-    "xla": EngineOverheads(layer_floor=1e-5, step=1e-4, iteration=2e-4, draft_call=1e-4),
+    "vllm": EngineOverheads(**_GRAPH),
+    "sglang": EngineOverheads(**_GRAPH, plain_hides_step=True),
+    "trtllm": EngineOverheads(**_GRAPH),
+    "xla": EngineOverheads(layer_floor=1e-5, step=1e-4, iteration=2e-4, draft_call=1e-4,
+                           floor_adds=True),
 }
 
 
@@ -355,17 +385,22 @@ def iteration_terms(target, hw, drafter: DrafterSpec, *, verify_tokens: int, bat
     return IterationTerms(plain=plain, verify=verify, draft=draft, draft_calls=calls)
 
 
-def _pass_time(cost: PassCost, layer_floor):
-    return np.maximum(cost.roofline_s, cost.layers * layer_floor) + cost.allreduce_s
+def pass_time(cost: PassCost, o: EngineOverheads) -> float:
+    """One pass: its roofline and its layers' floor (added, or the larger of the two:
+    `EngineOverheads.floor_adds`), plus its all-reduces."""
+    floor = cost.layers * o.layer_floor
+    body = cost.roofline_s + floor if o.floor_adds else max(cost.roofline_s, floor)
+    return float(body + cost.allreduce_s)
 
 
 def iteration_times(terms: IterationTerms, overheads: EngineOverheads) -> tuple[float, float]:
     """(seconds of one plain decoding step, seconds of one speculative iteration)."""
     o = overheads
-    plain = _pass_time(terms.plain, o.layer_floor) + o.step
-    it = _pass_time(terms.verify, o.layer_floor) + o.step + o.iteration
+    plain_pass = pass_time(terms.plain, o)
+    plain = max(plain_pass, o.step) if o.plain_hides_step else plain_pass + o.step
+    it = pass_time(terms.verify, o) + o.step + o.iteration
     if terms.draft is not None:
-        it = it + terms.draft_calls * (_pass_time(terms.draft, o.layer_floor) + o.draft_call)
+        it = it + terms.draft_calls * (pass_time(terms.draft, o) + o.draft_call)
     return float(plain), float(it)
 
 
@@ -385,22 +420,24 @@ class IterationBreakdown:
 
 
 def breakdown(terms: IterationTerms, overheads: EngineOverheads) -> IterationBreakdown:
-    """The iteration's seconds split into named terms: the target's verify pass as
-    memory, compute or launch floor (whichever sets it), its all-reduces, the drafter's
-    calls, and the engine's step and iteration overheads; ``bound`` names the largest."""
+    """The iteration's seconds split into named terms that add up to it: the target's
+    verify pass as its roofline (memory or compute, whichever bounds it) or launch floor
+    (whichever sets it; both where the floor adds), its all-reduces, the drafter's calls,
+    and the engine's step and iteration overheads; ``bound`` names the largest."""
     o = overheads
     v = terms.verify
     floor = v.layers * o.layer_floor
     parts = {"target memory": 0.0, "target compute": 0.0, "launch floor": 0.0}
-    if floor >= v.roofline_s:
+    roof = "target compute" if v.compute_s >= v.memory_s else "target memory"
+    if o.floor_adds:
+        parts["launch floor"], parts[roof] = floor, v.roofline_s
+    elif floor >= v.roofline_s:
         parts["launch floor"] = floor
-    elif v.compute_s >= v.memory_s:
-        parts["target compute"] = v.compute_s
     else:
-        parts["target memory"] = v.memory_s
+        parts[roof] = v.roofline_s
     parts["all-reduce"] = v.allreduce_s
     parts["draft"] = 0.0 if terms.draft is None else terms.draft_calls * (
-        float(_pass_time(terms.draft, o.layer_floor)) + o.draft_call)
+        pass_time(terms.draft, o) + o.draft_call)
     parts["engine overhead"] = o.step + o.iteration
     plain, total = iteration_times(terms, overheads)
     return IterationBreakdown(terms=parts, total_s=total, plain_s=plain,

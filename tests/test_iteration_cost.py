@@ -146,6 +146,44 @@ def test_the_launch_floor_binds_a_small_pass():
     assert b.bound == "launch floor" and b.terms["launch floor"] == pytest.approx(5e-3)
 
 
+def test_a_floor_that_adds_and_a_plain_step_that_hides_its_host_work_by_hand():
+    """floor_adds: a pass costs its roofline plus L floors (kernels back to back);
+    plain_hides_step: a plain step costs the larger of its pass and its host step, while a
+    speculative iteration pays both."""
+    terms = ic.IterationTerms(plain=_cost(10e-3), verify=_cost(12e-3, ar=1e-3),
+                              draft=_cost(0.1e-3, layers=2), draft_calls=4)
+    o = ic.EngineOverheads(layer_floor=0.2e-3, step=1e-3, iteration=2e-3, draft_call=0.5e-3,
+                           floor_adds=True)
+    plain, it = ic.iteration_times(terms, o)
+    # 10 layers * 0.2 ms on top of each pass; the draft's 2 layers * 0.2 ms on its 0.1 ms
+    assert plain == pytest.approx(10e-3 + 2e-3 + 1e-3)
+    assert it == pytest.approx(12e-3 + 2e-3 + 1e-3 + 1e-3 + 2e-3 + 4 * (0.5e-3 + 0.5e-3))
+    b = ic.breakdown(terms, o)
+    assert b.terms["launch floor"] == pytest.approx(2e-3)
+    assert b.terms["target memory"] == pytest.approx(12e-3)
+    assert sum(b.terms.values()) == pytest.approx(b.total_s)
+    hides = ic.EngineOverheads(layer_floor=0.2e-3, step=1e-3, iteration=2e-3,
+                               draft_call=0.5e-3, floor_adds=True, plain_hides_step=True)
+    assert ic.iteration_times(terms, hides) == pytest.approx((12e-3, it))
+    slow_host = hides.with_seconds([0.2e-3, 15e-3, 2e-3, 0.5e-3])
+    assert slow_host.floor_adds and slow_host.plain_hides_step and slow_host.step == 15e-3
+    assert ic.iteration_times(terms, slow_host)[0] == pytest.approx(15e-3)
+    np.testing.assert_allclose(slow_host.as_array(), [0.2e-3, 15e-3, 2e-3, 0.5e-3])
+    with pytest.raises(InvalidArgument, match="x must hold 4"):
+        hides.with_seconds([1e-3, 1e-3])
+    with pytest.raises(InvalidArgument, match="floor_adds"):
+        ic.EngineOverheads(layer_floor=0, step=0, iteration=0, draft_call=0, floor_adds="yes")
+
+
+def test_the_priors_say_how_each_engine_spends_its_overheads():
+    """Eager dispatch overlaps the GPU; graph-replayed and compiled passes add their
+    floors; only SGLang's plain step hides its host work."""
+    p = ic.PRIOR_OVERHEADS
+    assert not p["eager"].floor_adds
+    assert all(p[c].floor_adds for c in ("vllm", "sglang", "trtllm", "xla"))
+    assert [c for c in p if p[c].plain_hides_step] == ["sglang"]
+
+
 def test_breakdown_names_the_largest_term():
     terms = ic.IterationTerms(plain=_cost(10e-3), verify=_cost(10e-3),
                               draft=_cost(1e-3, layers=1), draft_calls=20)

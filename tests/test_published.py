@@ -149,6 +149,51 @@ def test_fit_recovers_overheads_that_generated_the_speedups(rows):
     np.testing.assert_allclose(pub._predict(models, fitted), observed, rtol=0.02)
 
 
+def test_a_plain_step_is_read_only_at_batch_one(rows):
+    """A printed baseline throughput gives a plain step's seconds at batch 1; at larger
+    batches it is a request set's tokens over its wall time, not read."""
+    models = pub.row_models(rows)
+    by_id = rows.set_index("row_id")
+    assert models[62].plain_s_observed == pytest.approx(1 / by_id.loc[62, "baseline_tps"])
+    assert by_id.loc[66, "batch"] == 4 and by_id.loc[66, "baseline_tps"] > 0
+    assert math.isnan(models[66].plain_s_observed)
+    assert math.isnan(models[1].plain_s_observed)             # none printed
+
+
+def test_the_fit_keeps_how_the_engine_spends_its_overheads(rows):
+    """Fitting moves the four seconds, never the prior's floor_adds or plain_hides_step."""
+    models = [m for m in pub.row_models(rows).values() if m.engine_class == "sglang"]
+    observed = pub._predict(models, pub.PRIOR_OVERHEADS["sglang"]) * 0.8
+    fitted = pub.fit_overheads(models, observed, pub.PRIOR_OVERHEADS["sglang"])
+    assert fitted.floor_adds and fitted.plain_hides_step
+    assert not np.allclose(fitted.as_array(), pub.PRIOR_OVERHEADS["sglang"].as_array())
+
+
+def test_t5_draft_cost_ratios_by_hand():
+    """Table 4's printed c beside one draft pass over one T5-XXL pass at the XLA prior's
+    10 us a layer, added to each pass's roofline or the larger of the two."""
+    from specsim.iteration_cost import pass_cost
+    from specsim.roofline import load_hardware
+
+    hw = load_hardware("tpu-v4")
+    floor = pub.PRIOR_OVERHEADS["xla"].layer_floor
+
+    def roof(name):
+        return pass_cost(PRESETS[name], hw, n_tokens=1, context=pub.DEFAULT_CONTEXT).roofline_s
+
+    t = roof("t5-v1.1-xxl")
+    got = pub.t5_draft_cost_ratios().set_index("draft")
+    for draft, preset, layers, c in (("T5-small", "t5-v1.1-small", 8, 0.02),
+                                     ("T5-base", "t5-v1.1-base", 12, 0.04),
+                                     ("T5-large", "t5-v1.1-large", 24, 0.11)):
+        r = got.loc[draft]
+        assert r["c_paper"] == c
+        d = roof(preset)
+        assert r["c_floor_adds"] == pytest.approx((d + layers * floor) / (t + 24 * floor))
+        assert r["c_floor_overlaps"] == pytest.approx(max(d, layers * floor) / max(t, 24 * floor))
+        assert r["c_floor_overlaps"] < r["c_floor_adds"] < c
+
+
 def test_a_class_without_rows_keeps_its_prior():
     prior = pub.PRIOR_OVERHEADS["vllm"]
     assert pub.fit_overheads([], [], prior) is prior
