@@ -18,7 +18,12 @@ kind. Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tok
   self-drafts (`quantized_self_drafter`, ``--self-k`` drafts) in the two int4 formats
   ("self-int4", "self-int4a"): the int4 targets' format and shapes, so an int4
   target's greedy step costs what the draft step does, and c is its time over the
-  target's greedy step (prefill excluded).
+  target's greedy step (prefill excluded). Over the fp32, int4 and int4a targets also the
+  trained heads shipped in specsim/data/drafts, greedy: the feature head ("feature-head",
+  EAGLE-style, a chain of K drafts) and the Medusa heads ("medusa", a token tree verified
+  in one pass), their K and tree picked before the rounds by the theory from costs and
+  acceptance measured on the same target and prompts (`plan_heads`; trees of at most
+  `MAX_NODES` nodes, so that the verify pass stays on the kernel).
 * Hugging Face transformers (torch, CPU) on the same fp32 weights, when importable:
   ``generate(do_sample=False)`` and ``generate(prompt_lookup_num_tokens=K)``.
 * llama.cpp through llama-cpp-python (the optional extra ``specsim[peers]``) on the
@@ -31,8 +36,9 @@ other round), and a 512 MB read (``jnp.sum``) as the machine's own read bandwidt
 same rounds. Printed per kind: tokens/s and its ratios to specsim fp32 greedy and to
 llama.cpp greedy with 95% intervals over the rounds (`specsim.experiment.intervals`), a
 greedy step's weight reads as a share of the read bandwidth, α of the speculative
-methods, whether each one's output equals its own target's greedy output, and c of the
-int4 draft steps; then the goals' lines. ``--out DIR`` also writes ``peers.csv`` (those
+methods (tokens per iteration E too), whether each one's output equals its own target's
+greedy output, and c of the int4 draft steps; then the heads' plans and the goals' lines
+(the fastest speculative setup per kind, over every method run). ``--out DIR`` also writes ``peers.csv`` (those
 rows), ``bench_peers.txt`` (what was printed) and ``environment.json`` (command, commit,
 machine, wall time), which `benchmarks/results_page.py` renders. Read the ratios measured
 side by side; on a shared machine the absolute rates move.
@@ -57,14 +63,23 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from specsim import models  # noqa: E402
-from specsim.decode import generate_autoregressive, generate_speculative  # noqa: E402
-from specsim.drafters import NGramDrafter, quantized_self_drafter  # noqa: E402
+from specsim import analytic, models  # noqa: E402
+from specsim.decode import (generate_autoregressive, generate_speculative,  # noqa: E402
+                            generate_tree)
+from specsim.drafters import (NGramDrafter, feature_head_drafter, medusa_drafter,  # noqa: E402
+                              quantized_self_drafter)
 from specsim.experiment.intervals import bootstrap  # noqa: E402
+from specsim.models.kernels import MAX_ROWS  # noqa: E402
 from specsim.models.quantize import quantize_params  # noqa: E402
+from specsim.pass_costs import pass_calls  # noqa: E402
+from specsim.sampling import SamplingParams  # noqa: E402
+from specsim.trees.measured import measured_acceptance  # noqa: E402
+from specsim.trees.speedup import plan_tree  # noqa: E402
+from specsim.trees.tree import TokenTree  # noqa: E402
 from specsim.workloads import KINDS, prompt_text  # noqa: E402
 
-METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4a")
+HEADS = ("feature-head", "medusa")      # the trained heads shipped in specsim/data/drafts
+METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4a", *HEADS)
 SPECULATIVE = METHODS[1:]
 # specsim's weight formats: (layers' bits, group size, asymmetric), the head's; None: fp32
 HEAD8 = (8, 32, False)                  # the GGUF's Q8_0 head, exactly
@@ -72,6 +87,13 @@ FORMATS = {"fp32": None, "int8": ((8, None, False), (8, None, False)),
            "int4": ((4, 32, False), (4, 32, False)), "int4a": ((4, 32, True), HEAD8)}
 SELF_DRAFTS = {"self-int4": "int4", "self-int4a": "int4a"}   # method -> the draft's format
 SELF_TARGETS = ("fp32", "int8")                               # targets the self-drafts serve
+HEAD_TARGETS = ("fp32", "int4", "int4a")                      # targets the shipped heads serve
+# The heads' plans: the feature head probed at K 4, Medusa with a 7-node tree (ranks 0-1 at
+# depths 1-2, rank 0 down to depth 4); a verify pass of at most MAX_ROWS tokens stays on
+# the kernel (a wider one runs XLA's dots, which dequantise a quantised target per pass).
+PROBE_K = 4
+PROBE_TREE = ((0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0))
+MAX_NODES = MAX_ROWS - 1
 STEP = "greedy-1"        # a greedy call of one new token: its time is the prefill's and one step's
 
 
@@ -85,12 +107,13 @@ def quantized(model, fmt):
 
 
 # ---- engines: each returns {method: a function decoding one prompt -> its new tokens} --------
-def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None):
-    """Greedy, greedy of one token (`STEP`), prompt lookup and the given self-drafts
-    (``{method: drafter}``) on ``model``; a speculative call records its acceptance in
-    ``alphas[method, prompt]``."""
+def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None, heads=()):
+    """Greedy, greedy of one token (`STEP`), prompt lookup, the given self-drafts
+    (``{method: drafter}``) and heads (``{method: (drafter, K)}``, K None: the drafter's
+    own tree, `generate_tree`) on ``model``; a speculative call records (α per
+    proposal, tokens per iteration) in ``alphas[method, prompt]``."""
     drafters = {"prompt-lookup": (NGramDrafter(model.cfg.vocab_size, n=3), k),
-                **{m: (d, self_k) for m, d in dict(self_drafts).items()}}
+                **{m: (d, self_k) for m, d in dict(self_drafts).items()}, **dict(heads)}
     alphas = {} if alphas is None else alphas
 
     def greedy(p):
@@ -100,12 +123,94 @@ def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None):
         drafter, kk = drafters[method]
 
         def run(p):
-            r = generate_speculative(model, drafter, [p], n_new, k=kk, eos_token_id=None)
-            alphas[method, tuple(p)] = float(r.stats.alpha_per_proposal)
+            r = (generate_tree(model, drafter, [p], n_new, eos_token_id=None) if kk is None
+                 else generate_speculative(model, drafter, [p], n_new, k=kk, eos_token_id=None))
+            alphas[method, tuple(p)] = (None if kk is None else float(r.stats.alpha_per_proposal),
+                                        tokens_per_iteration(r.stats))
             return r.tokens[0]
         return run
     return {"greedy": greedy, STEP: lambda p: generate_autoregressive(
         model, [p], 1, eos_token_id=None).tokens[0], **{m: speculative(m) for m in drafters}}
+
+
+def tokens_per_iteration(stats) -> float:
+    """E measured: tokens a row kept per iteration (its accepted drafts plus one)."""
+    acc = np.asarray(stats.accepted)
+    return float(1.0 + acc[acc >= 0].mean())
+
+
+# ---- the shipped heads: K and tree from the theory, with costs and acceptance measured here ----
+def _timed_medians(calls: dict, rounds: int) -> dict:
+    """Median seconds of each zero-argument call over ``rounds`` interleaved rounds."""
+    import jax
+    times = {key: [] for key in calls}
+    for r in range(rounds):
+        for key in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
+            t0 = time.perf_counter()
+            jax.block_until_ready(calls[key]())
+            times[key].append(time.perf_counter() - t0)
+    return {key: float(np.median(v)) for key, v in times.items()}
+
+
+def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
+    """The shipped feature head and Medusa heads over ``model`` (the copies in
+    specsim/data/drafts, or newer ones trained into the cache), each with the K or tree the
+    theory picks from what is measured here: t(1) and t(5), the target's pass over 1 and
+    over 5 tokens, and the feature head's draft step (`specsim.pass_costs`), t(n) linear
+    in between and beyond (the kernel's passes are); one Medusa step (all heads, one
+    call); the feature head's α from a greedy run at K 4 on every prompt
+    (`analytic.alpha_from_expected_tokens`), Medusa's rates per depth and rank from runs
+    of `PROBE_TREE` (`trees.measured_acceptance`). Feature head: the K of 1..`MAX_NODES`
+    with the largest `analytic.speedup_from_costs` (verify over K+1 at t(K+1)); Medusa: the
+    fastest tree of at most `MAX_NODES` nodes (`trees.speedup.plan_tree`, one draft call
+    per iteration). → ({method: (drafter, K or None for the tree)}, [a line per head])."""
+    import jax
+    from specsim.experiment.drafter_study import find_feature_head
+    from specsim.train.medusa import find_medusa_heads
+    name = model.cfg.name.split("-int")[0]
+    fh = feature_head_drafter(model, find_feature_head(name))
+    medusa_file = find_medusa_heads(name)
+    probe_tree = TokenTree.from_paths(PROBE_TREE)
+    probe = medusa_drafter(model, medusa_file, tree=probe_tree)
+    sp = SamplingParams.make(0.0, vocab_size=model.cfg.vocab_size)
+    step = jax.jit(lambda d, s, key: d.propose_tree(s, None, key, sp)[1].tokens)
+    state = jax.numpy.full((1, model.cfg.d_model), 0.01, jax.numpy.float32)   # a feature
+    key = jax.random.PRNGKey(0)
+    jax.block_until_ready(step(probe, state, key))
+    pc = pass_calls(model, fh, batch=1, cache_len=512, k=PROBE_K)
+    med = _timed_medians({"t1": pc.target_1, "tv": pc.verify, "draft": pc.draft,
+                          "medusa": lambda: [step(probe, state, key) for _ in range(pc.steps)][-1]},
+                         rounds)
+    t1, tv = med["t1"] / pc.steps, med["tv"] / pc.steps
+    t_draft, t_medusa = med["draft"] / (pc.steps * PROBE_K), med["medusa"] / pc.steps
+    t_target = t1 + (tv - t1) / PROBE_K * np.arange(MAX_NODES + 1)        # t(n), n = 1..8
+    kept, ends = [], []
+    for p in prompts.values():
+        kept.append(generate_speculative(model, fh, [p], n_new, k=PROBE_K,
+                                         eos_token_id=None).stats.accepted.ravel())
+        ends.append(generate_tree(model, probe, [p], n_new, eos_token_id=None
+                                  ).stats.path_end.ravel())
+    kept = np.concatenate(kept)
+    e_probe = 1.0 + kept[kept >= 0].mean()
+    alpha = float(analytic.alpha_from_expected_tokens(e_probe, PROBE_K))
+    ks = np.arange(1, MAX_NODES + 1)
+    s_fh = analytic.speedup_from_costs(analytic.expected_tokens(alpha, ks), ks, t_draft, t1,
+                                       t_target[ks])
+    k_fh = int(ks[np.argmax(s_fh)])
+    ends = np.concatenate(ends)
+    plan = plan_tree(measured_acceptance(probe_tree, ends[ends >= 0]), t_target,
+                     [t_medusa] * MAX_NODES,
+                     max_nodes=MAX_NODES, drafting="one_pass")
+    tree = plan.best_tree
+    lines = [f"feature-head: alpha {alpha:.2f} (E {e_probe:.2f} at K {PROBE_K}), c "
+             f"{t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K {k_fh}, predicted "
+             f"{s_fh.max():.2f}x greedy",
+             f"medusa: one call {t_medusa / t1:.3f} of a step; tree of {tree.n_nodes} nodes "
+             f"(per depth {tree.nodes_per_depth().tolist()}), E {plan.expected_tokens[plan.best_n - 1]:.2f}, "
+             f"predicted {plan.best_speedup:.2f}x greedy"]
+    heads = {"feature-head": (fh, k_fh),
+             "medusa": (medusa_drafter(model, medusa_file, tree=tree), None)}
+    return heads, lines
 
 
 def run_transformers(model, n_new, k):
@@ -206,7 +311,7 @@ COLUMNS = ["engine", "method", "kind", "tokens_per_s", "tokens_per_s_lo", "token
            "vs_fp32_greedy", "vs_fp32_greedy_lo", "vs_fp32_greedy_hi", "vs_llamacpp_greedy",
            "vs_llamacpp_greedy_lo", "vs_llamacpp_greedy_hi", "weight_mb", "step_ms",
            "read_share", "read_share_lo", "read_share_hi", "c", "c_lo", "c_hi", "alpha",
-           "equals_own_greedy", "agrees_with_hf_greedy"]
+           "equals_own_greedy", "agrees_with_hf_greedy", "tokens_per_iteration"]
 
 
 def measure_rows(engines, secs, outs, gbs, alphas, prompts, n_new):
@@ -246,7 +351,10 @@ def measure_rows(engines, secs, outs, gbs, alphas, prompts, n_new):
                 {"d": mine[0], "d1": mine[1], "t": target[0], "t1": target[1]},
                 lambda m: (m["d"] - m["d1"]) / (m["t"] - m["t1"]))
         if (engine, method, tuple(p)) in alphas:
-            row["alpha"] = round(alphas[engine, method, tuple(p)], 4)
+            alpha, e = alphas[engine, method, tuple(p)]
+            if alpha is not None:
+                row["alpha"] = round(alpha, 4)
+            row["tokens_per_iteration"] = round(e, 3)
         own = outs.get((engine, "greedy", kind))
         if method != "greedy" and own is not None:
             row["equals_own_greedy"] = outs[engine, method, kind] == own
@@ -257,23 +365,29 @@ def measure_rows(engines, secs, outs, gbs, alphas, prompts, n_new):
     return rows
 
 
-def report(rows, gbs, n_new):
-    """The table per kind, then the goals' lines."""
+def report(rows, gbs, n_new, plans=()):
+    """The table per kind, the shipped heads' plans (`plan_heads`), then the goals' lines."""
     read = float(np.median(gbs))
     get = lambda r, c: (r[c], r[c + "_lo"], r[c + "_hi"]) if c in r else None   # noqa: E731
     print(f"\n{n_new} new tokens per prompt; {len(gbs)} interleaved rounds; medians and 95% "
           f"intervals over rounds; read bandwidth (jnp.sum of 512 MB) median {read:.1f} GB/s")
     print(f"{'engine:method':30s} {'kind':5s} {'tokens/s':>21s} {'vs fp32 greedy':>19s} "
           f"{'vs llama.cpp greedy':>19s} {'MB':>6s} {'step ms':>7s} {'of read':>19s} "
-          f"{'c':>19s} {'alpha':>6s}  = own greedy")
+          f"{'c':>19s} {'alpha':>6s} {'E':>5s}  = own greedy")
     for r in rows:
         same = r.get("equals_own_greedy")
         print(f"{r['engine'] + ':' + r['method']:30s} {r['kind']:5s} "
               f"{_fmt(get(r, 'tokens_per_s')):>21s} {_fmt(get(r, 'vs_fp32_greedy')):>19s} "
               f"{_fmt(get(r, 'vs_llamacpp_greedy')):>19s} {r['weight_mb']:6.1f} "
               f"{r.get('step_ms', float('nan')):7.2f} {_fmt(get(r, 'read_share')):>19s} "
-              f"{_fmt(get(r, 'c')):>19s} {r.get('alpha', float('nan')):6.3f}  "
+              f"{_fmt(get(r, 'c')):>19s} {r.get('alpha', float('nan')):6.3f} "
+              f"{r.get('tokens_per_iteration', float('nan')):5.2f}  "
               f"{'-' if same is None else same}")
+    if plans:
+        print("\nshipped heads (K and tree from the theory, with the costs and acceptance "
+              "measured before the rounds):")
+        for line in plans:
+            print(f"  {line}")
     print("\ngoals (per kind):")
     for kind in dict.fromkeys(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind]
@@ -342,10 +456,14 @@ def _xla_dots(model):
     return model.replace(cfg=model.cfg.replace(matmul="xla"))
 
 
-def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS)):
+def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS), prompts=None,
+                  plans=None):
     """{engine: (weight bytes a step reads, {method: fn(prompt)})} for the specsim
-    ``formats`` (of `FORMATS`), and the α record."""
+    ``formats`` (of `FORMATS`), and the α record. With ``prompts`` ({kind: token ids}),
+    the shipped heads over `HEAD_TARGETS` as `plan_heads` plans them on those prompts,
+    its lines appended to ``plans``."""
     alphas, engines = {}, {}
+    plans = [] if plans is None else plans
     targets = {f"specsim-{name}": fp32 if FORMATS[name] is None else quantized(fp32, FORMATS[name])
                for name in formats}
     for engine, model in targets.items():
@@ -356,8 +474,15 @@ def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS)):
                     (bits, group, asym), head = FORMATS[draft]
                     selfs[method] = quantized_self_drafter(model, bits, group, head=head,
                                                            asymmetric=asym)
+        heads = {}
+        if prompts and engine.removeprefix("specsim-") in HEAD_TARGETS \
+                and any(want(m) for m in HEADS):
+            planned, lines = plan_heads(model, prompts, n_new)
+            heads = {m: v for m, v in planned.items() if want(m)}
+            plans += [f"{engine}, {line}" for line in lines]
+            print(*plans[-len(lines):], sep="\n", flush=True)
         got = {}
-        runs = run_specsim(model, n_new, k, selfs, self_k, got)
+        runs = run_specsim(model, n_new, k, selfs, self_k, got, heads)
         engines[engine] = (weight_bytes(model.params), runs)
         alphas[engine] = got
     return engines, alphas
@@ -398,7 +523,9 @@ def main(argv=None) -> int:
     fp32 = models.load("smollm2-135m")
     prompts = {kind: list(fp32.tokenizer.encode(prompt_text(kind, fp32.tokenizer)))
                for kind in kinds}
-    engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want, args.formats)
+    plans = []
+    engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want, args.formats,
+                                    prompts, plans)
     if args.xla_too:
         for name in ("fp32", "int8"):
             model = _xla_dots(fp32 if name == "fp32" else quantized(fp32, FORMATS[name]))
@@ -431,7 +558,7 @@ def main(argv=None) -> int:
     rows = measure_rows(engines, secs, outs, gbs, all_alphas, prompts, n_new)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
-        report(rows, gbs, n_new)
+        report(rows, gbs, n_new, plans)
     print(text.getvalue(), end="")
     if args.out is not None:
         env = environment(argv, time.perf_counter() - t_start, float(np.median(gbs)))

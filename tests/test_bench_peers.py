@@ -3,6 +3,8 @@ are run by command, in a venv with the optional extras)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import jax
 import numpy as np
 from benchmark_script import load
@@ -51,17 +53,21 @@ def test_rows_ratios_c_and_read_share_follow_the_rounds(tmp_path):
             ("specsim-int4a", "greedy", "code"): [0.8, 0.9, 0.85],
             ("specsim-int4a", bench.STEP, "code"): [0.25, 0.26, 0.3],
             ("specsim-int4a", "prompt-lookup", "code"): [0.5, 0.45, 0.55],
+            ("specsim-int4a", "medusa", "code"): [0.7, 0.8, 0.75],
             ("llama.cpp", "greedy", "code"): [0.7, 0.75, 0.72]}
     same, other = [1, 2, 3], [1, 2, 4]
     outs = {("specsim-fp32", "greedy", "code"): same, ("specsim-fp32", "self-int4a", "code"): same,
             ("specsim-int4a", "greedy", "code"): same,
             ("specsim-int4a", "prompt-lookup", "code"): other,
+            ("specsim-int4a", "medusa", "code"): same,
             ("llama.cpp", "greedy", "code"): other}
     prompt = [5, 6]
-    alphas = {("specsim-fp32", "self-int4a", (5, 6)): 1.0}
+    # (α per proposal, tokens per iteration); a tree run has no α per proposal
+    alphas = {("specsim-fp32", "self-int4a", (5, 6)): (1.0, 7.0),
+              ("specsim-int4a", "medusa", (5, 6)): (None, 1.5)}
     rows = bench.measure_rows(engines, secs, outs, gbs, alphas, {"code": prompt}, n_new)
     by = {(r["engine"], r["method"]): r for r in rows}
-    assert len(rows) == 5                                   # the one-token calls are no rows
+    assert len(rows) == 6                                   # the one-token calls are no rows
     med = {k[:2]: float(np.median(v)) for k, v in secs.items()}
     fp32 = by["specsim-fp32", "greedy"]
     assert np.isclose(fp32["tokens_per_s"], n_new / 2.1)
@@ -77,6 +83,10 @@ def test_rows_ratios_c_and_read_share_follow_the_rounds(tmp_path):
     c = ((med["specsim-int4a", "greedy"] - med["specsim-int4a", bench.STEP])
          / (med["specsim-fp32", "greedy"] - med["specsim-fp32", bench.STEP]))
     assert np.isclose(draft["c"], c) and draft["alpha"] == 1.0
+    assert draft["tokens_per_iteration"] == 7.0
+    tree = by["specsim-int4a", "medusa"]
+    assert "alpha" not in tree and tree["tokens_per_iteration"] == 1.5
+    assert tree["equals_own_greedy"] is True and "c" not in tree
     assert np.isclose(draft["vs_fp32_greedy"], 2.1 / 1.1)
     assert np.isclose(draft["vs_llamacpp_greedy"], 0.72 / 1.1)
     assert draft["equals_own_greedy"] is True
@@ -87,8 +97,14 @@ def test_rows_ratios_c_and_read_share_follow_the_rounds(tmp_path):
                                                           "peers.csv"]
     section = page.Page()
     page.peers_section(section, tmp_path)
-    # the best speculative setup whose output equals its target's greedy: not the faster
-    # prompt lookup, whose output differs
+    # the best speculative setup whose output equals its target's greedy, over every
+    # method (a head's tree here): not the faster prompt lookup, whose output differs
     claim = section.summary[0]
-    assert claim["value"].startswith(f"code: fp32 self-int4a {0.72 / 1.1:.2f} (")
+    assert claim["value"].startswith(f"code: int4a medusa {0.72 / 0.75:.2f} (")
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        bench.report(rows, gbs, n_new, ["specsim-int4a, medusa: a plan"])
+    assert "  specsim-int4a, medusa: a plan\n" in text.getvalue()
+    assert (f"code: best speculative setup specsim-int4a:medusa: {0.72 / 0.75:.2f} ["
+            in text.getvalue())
     assert "read 22.0 GB/s" in claim["measured ceilings"]
