@@ -33,8 +33,8 @@ computes ``experts_per_token`` of them per token. The draft costs, per call:
 ``layer_floor`` is the per-layer latency floor of kernel launches (CUDA graphs) or
 Python dispatch (PyTorch eager): why a 68M-parameter draft costs far more than its
 parameter ratio. Eager dispatch runs ahead of the GPU, so a pass costs the larger of the
-two; a compiled XLA program runs its ops back to back, each paying a fixed cost on top of
-its bytes (``floor_adds``). SGLang's overlap scheduler hides a plain step's host work
+two; a CUDA graph or a compiled XLA program runs its kernels back to back, each paying a
+fixed cost on top of its work (``floor_adds``). SGLang's overlap scheduler hides a plain step's host work
 behind the GPU pass, which its speculative decoding pays in full (``plain_hides_step``).
 The floor and the per-step, per-iteration and per-call overheads are `EngineOverheads`,
 one set per engine class with a prior (`PRIOR_OVERHEADS`), fitted to published results
