@@ -83,9 +83,12 @@ def _folder(tmp_path):
             dict(base, drafter="layer-skip:6/30", drafter_kind="layer-skip", k=2, batch=1,
                  measured_speedup=0.5)]
     pd.DataFrame(runs).to_csv(tmp_path / "runs.csv", index=False)
+    # the untimed run on the prompt, and other prompts' (which a prediction never reads
+    # where the prompt's own is there)
     cal = [dict(drafter=d, kind="code", temperature=0.0, position=j + 1, alpha=a, count=10,
-                prompts=2) for d in ("ngram-3", "layer-skip:6/30")
-           for j, a in enumerate((0.8, 0.3))]
+                prompts=2, source=src) for d in ("ngram-3", "layer-skip:6/30")
+           for src, rates in (("this prompt", (0.8, 0.3)), ("other prompts", (0.1, 0.9)))
+           for j, a in enumerate(rates)]
     pd.DataFrame(cal).to_csv(tmp_path / "acceptance_prior.csv", index=False)
     return tmp_path
 
@@ -115,8 +118,15 @@ def test_a_synthetic_folder_by_hand(tmp_path):
     assert ng["error"] == pytest.approx(want["ngram-3"] / 1.5 - 1, rel=2e-3)
     # the diagnostic with the run's own τ (2.0) uses the same costs
     assert ng["predicted_run_tau"] == pytest.approx(2.0 * t1 / (t3 + it), rel=2e-3)
-    assert pred.set_index("drafter")["alpha_source"].tolist() == ["set", "calibration",
-                                                                  "calibration"]
+    assert pred.set_index("drafter")["alpha_source"].tolist() == ["set", "this prompt",
+                                                                  "this prompt"]
+    # an older folder, other prompts' rates without a source column: read as such
+    cal = pd.read_csv(tmp_path / "acceptance_prior.csv")
+    cal[cal["source"] == "this prompt"].drop(columns="source").to_csv(
+        tmp_path / "acceptance_prior.csv", index=False)
+    old = cp.predict_runs(tmp_path)[0].set_index("drafter")
+    assert old["alpha_source"].tolist() == ["set", "other prompts", "other prompts"]
+    assert old.loc["ngram-3", "predicted"] == pytest.approx(want["ngram-3"], rel=2e-3)
 
 
 def test_score_by_hand():

@@ -15,9 +15,9 @@ engine's own prediction before the run fits); no launch floor (a compiled loop l
 kernels); the per-iteration and per-draft-call overheads are the XLA class's priors
 (`PRIOR_OVERHEADS`). Draft calls: the instrument's L target layers and 16-row head, the
 kept layers of a layer-skip draft, the feature head's cell and head rows
-(`dense_pass_cost`); n-gram lookup is free. Acceptance: the run's set α or its
-calibration α (`specsim.experiment.prior.prior_rates`), for a finite run whose slowest
-row ends it; a run's measured speedup and acceptance are never inputs. Results:
+(`dense_pass_cost`); n-gram lookup is free. Acceptance: the run's set α, or the α of
+an untimed run on its prompt (of other prompts where a folder has no such run;
+`specsim.experiment.prior.prior_rates`), for a finite run whose slowest row ends it; a run's measured speedup and acceptance are never inputs. Results:
 docs/studies/published-speedups.md (this CPU from its measured ceilings).
 """
 
@@ -215,7 +215,7 @@ def predict_runs(folder) -> tuple[pd.DataFrame, CpuLoopEngine, Hardware]:
     own prediction before the run where the table has it; the engine; the row)."""
     from specsim import simulate
     from specsim.experiment.decomposition import finite_run_tokens
-    from specsim.experiment.prior import prior_rates
+    from specsim.experiment.prior import OTHER_PROMPTS, prior_rates
 
     runs, ceilings, sweep, calibration = _read_folder(folder)
     hw = hardware_from_ceilings(ceilings, source=str(Path(folder) / "ceilings.csv"))
@@ -226,6 +226,8 @@ def predict_runs(folder) -> tuple[pd.DataFrame, CpuLoopEngine, Hardware]:
     for _, r in runs[runs[schema.DRAFTER_KIND].isin(COSTED_KINDS) & measured_ok].iterrows():
         k, b = int(r[schema.K]), int(r[schema.BATCH])
         rates, source = prior_rates(r, calibration)
+        if not np.isfinite(rates).all():       # a folder without the run's own prompt
+            rates, source = prior_rates(r, calibration, OTHER_PROMPTS)
         if not np.isfinite(rates).all():
             continue
         tau = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)),
@@ -308,8 +310,9 @@ def ceiling_section(folder) -> list[str]:
         f"draft call, the `{DRAFT_PRIOR_CLASS}` class's priors. The pass sweep is timed in "
         "the roofline part, before any speculative run, and times target passes only: no "
         "run's speedup, acceptance or draft time enters the fit, so the prediction leaks "
-        "nothing of what it predicts. Acceptance: the instrument's set α, the calibration "
-        "α of the other drafters (`acceptance_prior.csv`); draft calls: the instrument's "
+        "nothing of what it predicts. Acceptance: the instrument's set α, the other "
+        "drafters' α from untimed runs before the timing (`acceptance_prior.csv`, the "
+        "source named per run below); draft calls: the instrument's "
         "layers and 16-row head, the layer-skip draft's kept layers, the feature head's "
         "cell and head rows, n-gram free.",
         "",

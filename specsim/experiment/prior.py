@@ -128,8 +128,11 @@ def prior_rates(row, calibration: pd.DataFrame | None,
     c = calibration[(calibration[schema.DRAFTER] == row[schema.DRAFTER])
                     & (calibration[schema.KIND] == row[schema.KIND])
                     & (calibration[schema.TEMPERATURE] == row[schema.TEMPERATURE])]
+    # a table without sources holds other prompts' rates only (the older layout)
     if schema.ALPHA_SOURCE in c:
         c = c[c[schema.ALPHA_SOURCE] == source]
+    elif source != OTHER_PROMPTS:
+        c = c.iloc[:0]
     rates = c.sort_values("position")[schema.ALPHA].to_numpy(float)[:k]
     if len(rates) < k:
         return np.full(k, math.nan), ""
