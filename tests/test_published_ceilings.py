@@ -154,3 +154,30 @@ def test_drafter_names_are_checked(tmp_path):
     assert np.isfinite(cp.draft_call(dict(row, drafter="feature-head:64",
                                           drafter_kind="feature-head"),
                                      TARGET, hw, e, context=32).memory_s)
+
+
+def test_the_cpu_loop_fit_splits_at_the_kernel_rows():
+    """Passes above the kernel's rows run XLA's dots: a sweep made of two known loops
+    (the narrow one up to 8 rows) is fitted side by side, and `regime` picks by rows."""
+    ef2, eb2, step2 = 0.8, 0.3, 0.005
+    sweep = _sweep()
+    hw = cp.hardware_from_ceilings(_ceilings())
+    rows = sweep["n_tokens"] * sweep["batch"]
+    for i in sweep.index[rows > 8]:
+        compute, memory = _bare(int(sweep.at[i, "n_tokens"]), int(sweep.at[i, "batch"]), 32)
+        sweep.at[i, "time_s"] = step2 + compute / ef2 + memory / eb2
+    e = cp.fit_cpu_loop(hw, sweep, kernel_rows=8)
+    assert e.kernel_rows == 8 and e.sweep_points == 9 and e.sweep_mape < 1e-4
+    assert (e.use.flops_efficiency, e.use.bandwidth_efficiency, e.overheads.step) == \
+        pytest.approx((EF, EB, STEP), rel=2e-2)   # the step and the bytes nearly collinear
+    assert (e.wide_use.flops_efficiency, e.wide_use.bandwidth_efficiency, e.wide_step) == \
+        pytest.approx((ef2, eb2, step2), rel=2e-2)
+    assert e.regime(8) == (e.use, e.overheads.step)
+    assert e.regime(9) == (e.wide_use, e.wide_step)
+    # without the split, one fit over both loops misses
+    one = cp.fit_cpu_loop(hw, sweep)
+    assert one.wide_use is None and one.regime(80) == (one.use, one.overheads.step)
+    assert one.sweep_mape > 0.01
+    # too few points above the split for a fit of their own: one fit
+    few = sweep[(rows <= 8) | (sweep["batch"] == 16) & (sweep["n_tokens"] == 5)]
+    assert cp.fit_cpu_loop(hw, few, kernel_rows=8).wide_use is None

@@ -10,7 +10,8 @@ The hardware row is the measured matmul FLOP/s and copy bytes/s (`hardware_from_
 not a datasheet. specsim's compiled CPU loop is an engine class of its own
 (`CpuLoopEngine`): its passes add compute and memory time (a CPU core loads, then
 computes; no kernel overlaps them), at fractions of the ceilings and a per-pass step
-fitted to the pass-program sweep (``pass_sweep.csv``, timed before any run, the sweep the
+(one set up to the CPU kernel's rows a pass, one above, where XLA's dots run) fitted to
+the pass-program sweep (``pass_sweep.csv``, timed before any run, the sweep the
 engine's own prediction before the run fits); no launch floor (a compiled loop launches no
 kernels); the per-iteration and per-draft-call overheads are the XLA class's priors
 (`PRIOR_OVERHEADS`). Draft calls: the instrument's L target layers and 16-row head, the
@@ -35,8 +36,8 @@ import pandas as pd
 from specsim import schema
 from specsim.errors import InvalidArgument
 from specsim.iteration_cost import (PRIOR_OVERHEADS, CeilingUse, EngineOverheads,
-                                    IterationTerms, dense_pass_cost, pass_cost,
-                                    speedup_from_terms)
+                                    IterationTerms, dense_pass_cost, iteration_times,
+                                    pass_cost)
 from specsim.presets import ModelShape, get_shape
 from specsim.roofline import Hardware
 
@@ -77,12 +78,24 @@ def hardware_from_ceilings(ceilings: pd.DataFrame, name: str = "this-cpu",
 @dataclass(frozen=True)
 class CpuLoopEngine:
     """specsim's compiled CPU loop as an engine class: how its passes use the ceilings
-    (``use``: efficiencies, no overlap), its overheads, the sweep it was fitted on
-    (``sweep_points``) and the fit's MAPE on them (``sweep_mape``)."""
+    (``use``: efficiencies, no overlap), its overheads (``step``: a fixed cost a pass),
+    the sweep it was fitted on (``sweep_points``) and the fit's MAPE on them
+    (``sweep_mape``). Passes of more than ``kernel_rows`` rows run XLA's dots instead of
+    specsim's CPU kernel and are priced by ``wide_use`` and ``wide_step`` (None: one
+    fit for every width)."""
     use: CeilingUse
     overheads: EngineOverheads
     sweep_points: int
     sweep_mape: float
+    kernel_rows: int | None = None
+    wide_use: CeilingUse | None = None
+    wide_step: float = 0.0
+
+    def regime(self, rows: int) -> tuple[CeilingUse, float]:
+        """(how a pass of ``rows`` rows uses the ceilings, its fixed cost in seconds)."""
+        if self.kernel_rows is not None and self.wide_use is not None and rows > self.kernel_rows:
+            return self.wide_use, self.wide_step
+        return self.use, self.overheads.step
 
 
 def clock_factor(clock: str, cpu_over_wall: float) -> float:
@@ -104,13 +117,16 @@ def _sweep_target(sweep: pd.DataFrame) -> ModelShape:
     return get_shape(names.pop())
 
 
-def fit_cpu_loop(hw: Hardware, sweep: pd.DataFrame, *, cpu_over_wall: float = 1.0) -> CpuLoopEngine:
+def fit_cpu_loop(hw: Hardware, sweep: pd.DataFrame, *, cpu_over_wall: float = 1.0,
+                 kernel_rows: int | None = None) -> CpuLoopEngine:
     """The CPU loop's `CpuLoopEngine` fitted to a pass-program sweep (columns model,
     n_tokens, batch, context, time_s, clock): its passes cost ``step + FLOPs / (peak *
     flops_efficiency) + bytes / (bandwidth * bandwidth_efficiency)`` on ``hw``, the three
     fitted by least squares on log seconds (times on the "cpu" clock divided by
-    ``cpu_over_wall`` to wall seconds, the ceilings' clock)."""
-    from scipy.optimize import least_squares
+    ``cpu_over_wall`` to wall seconds, the ceilings' clock). With ``kernel_rows``, the
+    passes above that many rows (batch × tokens) get a fit of their own where each side
+    has `pass_sweep.MIN_REGIME_POINTS` points."""
+    from specsim.experiment.pass_sweep import MIN_REGIME_POINTS
 
     need = {"model", "n_tokens", "batch", "context", "time_s", "clock"}
     if not need <= set(sweep.columns) or len(sweep) < 3:
@@ -124,19 +140,39 @@ def fit_cpu_loop(hw: Hardware, sweep: pd.DataFrame, *, cpu_over_wall: float = 1.
                      for r in sweep.itertuples()])
     if not (np.isfinite(wall).all() and (wall > 0).all()):
         raise InvalidArgument("sweep time_s must be finite and > 0")
+    rows = sweep["n_tokens"].to_numpy() * sweep["batch"].to_numpy()
+    wide = np.zeros(len(wall), bool) if kernel_rows is None else rows > kernel_rows
+    if min(wide.sum(), (~wide).sum()) < MIN_REGIME_POINTS:
+        wide[:] = False
+    fits = {side: _fit_passes(costs[wide == side], wall[wide == side])
+            for side in (False, True) if (wide == side).any()}
+    (ef, eb, step), narrow_err = fits[False]
+    prior = PRIOR_OVERHEADS[DRAFT_PRIOR_CLASS]
+    wide_fit = fits.get(True)
+    errors = np.concatenate([e for _, e in fits.values()])
+    return CpuLoopEngine(
+        use=CeilingUse(flops_efficiency=ef, bandwidth_efficiency=eb, overlap=False),
+        overheads=EngineOverheads(layer_floor=0.0, step=step, iteration=prior.iteration,
+                                  draft_call=prior.draft_call),
+        sweep_points=len(wall), sweep_mape=float(np.mean(np.abs(errors))),
+        kernel_rows=kernel_rows if wide_fit is not None else None,
+        wide_use=None if wide_fit is None else CeilingUse(
+            flops_efficiency=wide_fit[0][0], bandwidth_efficiency=wide_fit[0][1], overlap=False),
+        wide_step=0.0 if wide_fit is None else wide_fit[0][2])
+
+
+def _fit_passes(costs: np.ndarray, wall: np.ndarray) -> tuple[tuple[float, float, float],
+                                                             np.ndarray]:
+    """((flops efficiency, bandwidth efficiency, step) of ``step + compute / ef + memory
+    / eb`` fitted to ``wall`` seconds on log time, the relative errors on them)."""
+    from scipy.optimize import least_squares
 
     def model(theta):
         return theta[2] + costs[:, 0] / theta[0] + costs[:, 1] / theta[1]
 
     sol = least_squares(lambda th: np.log(model(th)) - np.log(wall), [0.5, 0.5, 0.0],
                         bounds=([1e-3, 1e-3, 0.0], [2.0, 2.0, float(wall.max())]))
-    ef, eb, step = (float(v) for v in sol.x)
-    prior = PRIOR_OVERHEADS[DRAFT_PRIOR_CLASS]
-    return CpuLoopEngine(
-        use=CeilingUse(flops_efficiency=ef, bandwidth_efficiency=eb, overlap=False),
-        overheads=EngineOverheads(layer_floor=0.0, step=step, iteration=prior.iteration,
-                                  draft_call=prior.draft_call),
-        sweep_points=len(wall), sweep_mape=float(np.mean(np.abs(model(sol.x) / wall - 1))))
+    return tuple(float(v) for v in sol.x), model(sol.x) / wall - 1
 
 
 def _feature_head_params(target: ModelShape, head_vocab: int) -> float:
@@ -159,7 +195,7 @@ def draft_call(row, target: ModelShape, hw: Hardware, engine: CpuLoopEngine, *,
     from specsim.drafters.instrument import SMALL_HEAD
 
     kind, name, b = row[schema.DRAFTER_KIND], str(row[schema.DRAFTER]), int(row[schema.BATCH])
-    kw = dict(n_tokens=1, batch=b, context=context, use=engine.use)
+    kw = dict(n_tokens=1, batch=b, context=context, use=engine.regime(b)[0])
     if kind == "ngram":
         return None
     if kind == "instrument":
@@ -180,7 +216,8 @@ def draft_call(row, target: ModelShape, hw: Hardware, engine: CpuLoopEngine, *,
             raise InvalidArgument(f"feature-head drafter name must be 'feature-head:<rows>', "
                                   f"got {name!r}")
         return dense_pass_cost(_feature_head_params(target, int(tail)), hw, batch=b,
-                               n_tokens=1, logits=int(tail), dtype=target.dtype, use=engine.use)
+                               n_tokens=1, logits=int(tail), dtype=target.dtype,
+                               use=engine.regime(b)[0])
     raise InvalidArgument(f"drafter kind must be one of {', '.join(COSTED_KINDS)}; "
                           f"got {kind!r}")
 
@@ -195,6 +232,24 @@ def _read_folder(folder: Path):
     calibration = pd.read_csv(acc) if acc.is_file() else None
     return runs, pd.read_csv(folder / "ceilings.csv"), pd.read_csv(folder / "pass_sweep.csv"), \
         calibration
+
+
+def _kernel_rows(folder: Path) -> int | None:
+    """The rows up to which the folder's demo ran specsim's CPU matmul kernel (its
+    environment.json's ``matmul``), None where it ran XLA's dots throughout."""
+    env = Path(folder) / "environment.json"
+    if not env.is_file() or json.loads(env.read_text()).get("matmul") != "kernel":
+        return None
+    from specsim.models.kernels import MAX_ROWS
+    return MAX_ROWS
+
+
+def _speedup(engine: CpuLoopEngine, terms: IterationTerms, b: int, k: int, tau) -> float:
+    """tau · t_plain / t_iter with each target pass's fixed step taken from the regime
+    of its rows (`CpuLoopEngine.regime`)."""
+    plain, it = iteration_times(terms, dataclasses.replace(engine.overheads, step=0.0))
+    return float(np.asarray(tau, float) * (plain + engine.regime(b)[1])
+                 / (it + engine.regime(b * (k + 1))[1]))
 
 
 def _cpu_over_wall(runs: pd.DataFrame) -> float:
@@ -219,7 +274,8 @@ def predict_runs(folder) -> tuple[pd.DataFrame, CpuLoopEngine, Hardware]:
 
     runs, ceilings, sweep, calibration = _read_folder(folder)
     hw = hardware_from_ceilings(ceilings, source=str(Path(folder) / "ceilings.csv"))
-    engine = fit_cpu_loop(hw, sweep, cpu_over_wall=_cpu_over_wall(runs))
+    engine = fit_cpu_loop(hw, sweep, cpu_over_wall=_cpu_over_wall(runs),
+                          kernel_rows=_kernel_rows(folder))
     target = _sweep_target(sweep)
     rows = []
     measured_ok = pd.to_numeric(runs[schema.MEASURED_SPEEDUP], errors="coerce") > 0
@@ -233,18 +289,19 @@ def predict_runs(folder) -> tuple[pd.DataFrame, CpuLoopEngine, Hardware]:
         tau = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)),
                                 int(r[schema.NEW_TOKENS]) - 1, b)
         S = int(r[schema.CACHE_LEN]) // 2           # where the pass programs run
-        kw = dict(batch=b, context=S, use=engine.use)
+        kw = dict(batch=b, context=S)
         draft = draft_call(r, target, hw, engine, context=S)
-        terms = IterationTerms(plain=pass_cost(target, hw, n_tokens=1, **kw),
-                               verify=pass_cost(target, hw, n_tokens=k + 1, **kw),
-                               draft=draft, draft_calls=0 if draft is None else k)
-        pred = speedup_from_terms(terms, engine.overheads, tau)
+        terms = IterationTerms(
+            plain=pass_cost(target, hw, n_tokens=1, use=engine.regime(b)[0], **kw),
+            verify=pass_cost(target, hw, n_tokens=k + 1, use=engine.regime(b * (k + 1))[0], **kw),
+            draft=draft, draft_calls=0 if draft is None else k)
+        pred = _speedup(engine, terms, b, k, tau)
         measured = float(r[schema.MEASURED_SPEEDUP])
         run_tau = float(r.get("E_effective", math.nan))
         rows.append(dict(drafter=r[schema.DRAFTER], drafter_kind=r[schema.DRAFTER_KIND],
                          kind=r[schema.KIND], k=k, batch=b, alpha_source=source, tau=tau,
                          measured=measured, predicted=pred, error=pred / measured - 1,
-                         predicted_run_tau=(speedup_from_terms(terms, engine.overheads, run_tau)
+                         predicted_run_tau=(_speedup(engine, terms, b, k, run_tau)
                                             if run_tau > 0 else math.nan),
                          engine_prior=float(r.get(schema.PRED_PRIOR, math.nan))))
     return pd.DataFrame(rows), engine, hw
@@ -277,6 +334,16 @@ def _engine_prior_sentence(pred: pd.DataFrame) -> str:
             f"{signed_pct(s['worst'])}.")
 
 
+def _wide_clause(engine: CpuLoopEngine) -> str:
+    if engine.wide_use is None:
+        return ""
+    w = engine.wide_use
+    return (f" up to {engine.kernel_rows} rows a pass (batch × tokens, specsim's CPU "
+            f"kernel), and {100 * w.flops_efficiency:.0f}%, "
+            f"{100 * w.bandwidth_efficiency:.0f}% and {1e3 * engine.wide_step:.2f} ms above "
+            "(XLA's dots), each side fitted to its own passes")
+
+
 def ceiling_section(folder) -> list[str]:
     """The study page's section "This CPU from its measured ceilings" for a demo folder."""
     from specsim.published import GOALS_CPU, markdown_stats_table, signed_pct
@@ -303,7 +370,8 @@ def ceiling_section(folder) -> list[str]:
         "is an engine class of its own: its passes add compute and memory time (no overlap) "
         f"at {100 * u.flops_efficiency:.0f}% of the matmul ceiling and "
         f"{100 * u.bandwidth_efficiency:.0f}% of the copy ceiling with a step of "
-        f"{1e3 * o.step:.2f} ms a pass, fitted to the {engine.sweep_points} pass programs of "
+        f"{1e3 * o.step:.2f} ms a pass{_wide_clause(engine)}, fitted to the "
+        f"{engine.sweep_points} pass programs of "
         f"`pass_sweep.csv` (MAPE {100 * engine.sweep_mape:.1f}% on them; its process-time "
         "clock converted to wall seconds by the runs' CPU time over wall time); no launch "
         f"floor; {1e3 * o.iteration:.1f} ms an iteration and {1e3 * o.draft_call:.1f} ms a "
@@ -325,7 +393,10 @@ def ceiling_section(folder) -> list[str]:
         "batch 16 the plain step came out at a third of its swept time while the verify "
         "turned compute-bound, five plain steps where the sweep has two; "
         "compute and memory added, the copy ceiling as reached and a fitted step a pass (a "
-        "fixed cost the drafts do not pay) gave 22.7%; the form here, 11.8%.",
+        "fixed cost the drafts do not pay) gave 22.7%; that form with one fit through every "
+        "width, 11.8% (with each run's own tokens per iteration 4.5%, worst -20.9% at batch "
+        "16, where the passes run XLA's dots); one fit on each side of the kernel's rows, "
+        "the form here, 1.6% and -5.3% on the same runs and tokens per iteration.",
         "",
         f"**Result.** Over {int(allr['rows'])} runs: MAPE {100 * allr['mape']:.1f}% (goal "
         f"{100 * GOALS_CPU['mape']:.0f}%), mean signed {signed_pct(allr['mean_signed'])}, "
