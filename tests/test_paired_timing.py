@@ -258,6 +258,11 @@ def test_the_machine_is_called_too_busy_when_runs_do_not_converge_or_ceilings_mo
     env["machine_end"]["matmul_flops_per_s"] = 80e9
     moved = machine_summary(env, _runs([0.01] * 10, s), s)
     assert len(moved["busy"]) == 1 and "matmul ceiling moved by -20%" in moved["busy"][0]
+    # the copy ceiling's drift is reported, not judged
+    env["machine_end"].update(matmul_flops_per_s=99e9, copy_bytes_per_s=26e9)
+    copy = machine_summary(env, _runs([0.01] * 10, s), s)
+    assert copy["busy"] == [] and copy["drift"]["copy_bytes_per_s"] == pytest.approx(0.3)
+    env["machine_end"]["copy_bytes_per_s"] = 20.5e9
     # the report says it in plain words, beside the errors
     from specsim.report.fidelity import busy_lines
 

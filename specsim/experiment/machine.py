@@ -25,7 +25,10 @@ def machine_summary(environment: dict, runs: pd.DataFrame, settings) -> dict:
     speedup's interval stayed wider than ``settings.target_half_width`` and why their
     rounds stopped; ``busy`` the reasons (empty when none) the machine was too busy to
     measure to that precision: more than ``settings.busy_unconverged_share`` of runs
-    unconverged, or a ceiling that moved by more than ``settings.busy_drift``."""
+    unconverged, or a matmul ceiling that moved by more than ``settings.busy_drift``.
+    The copy ceiling's drift is reported but does not decide: a quiet VM reads its
+    memory bandwidth 13–26% apart between a demo's start and end
+    (docs/measurement.md)."""
     start, end = environment.get("machine_start", {}), environment.get("machine_end", {})
     drift = {k: _drift(start, end, k) for k in ("matmul_flops_per_s", "copy_bytes_per_s")}
     spec = schema.speculative(runs) if not runs.empty else runs
@@ -53,10 +56,9 @@ def machine_summary(environment: dict, runs: pd.DataFrame, settings) -> dict:
             f"{len(bad)} of {len(spec)} runs ({100 * share:.0f}%) did not reach "
             f"±{100 * settings.target_half_width:g}% within their rounds and time budget "
             f"(more than {100 * settings.busy_unconverged_share:g}%)")
-    for key, name in (("matmul_flops_per_s", "matmul"), ("copy_bytes_per_s", "copy")):
-        d = drift[key]
-        if np.isfinite(d) and abs(d) > settings.busy_drift:
-            out["busy"].append(f"the {name} ceiling moved by {100 * d:+.0f}% from the start "
-                               f"to the end of the demo (more than "
-                               f"±{100 * settings.busy_drift:g}%)")
+    d = drift["matmul_flops_per_s"]      # the copy ceiling's drift is shown, not judged
+    if np.isfinite(d) and abs(d) > settings.busy_drift:
+        out["busy"].append(f"the matmul ceiling moved by {100 * d:+.0f}% from the start "
+                           f"to the end of the demo (more than "
+                           f"±{100 * settings.busy_drift:g}%)")
     return out
