@@ -22,7 +22,7 @@ from specsim.experiment.parts import trees as part
 from specsim.experiment.parts import trees_ranks as tr
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_costs import tree_pass_calls
-from specsim.report.trees import best_tree_lines, goal_lines, trees_section
+from specsim.report.trees import best_tree_lines, goal_lines, prediction_lines, trees_section
 from specsim.models import Model
 from specsim.models.config import LLAMA31_8B, TINY_LLAMA
 from specsim.models.transformer import init_params
@@ -211,6 +211,14 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
                                           eos_token_id=None, cache_len=part.state_cache(state))
         got = chain[chain["kind"] == kind]["timed_tokens_per_iteration"].item()
         assert got == pytest.approx(ref.stats.tokens_per_iteration)
+        # what the speedup per token has: the loop's decode tokens over its iterations
+        got = chain[chain["kind"] == kind]["E_effective"].item()
+        assert got == pytest.approx((ref.n_generated - 1) / ref.n_iterations)
+    # the drafting is what the loop body's iteration costs beyond its verify pass
+    np.testing.assert_allclose(runs["t_draft"],
+                               np.maximum(runs["t_iteration"] - runs["t_verify"], 0.0))
+    np.testing.assert_allclose(runs["pred_speedup_given_tokens"], runs["E_effective"]
+                               * runs["t_target_1"] / (runs["t_draft"] + runs["t_verify"]))
     for col in ("measured_speedup", "predicted_speedup", "t_verify", "t_target_1"):
         assert (runs[col] > 0).all(), col
     # the plan's verdicts follow from its own columns
@@ -316,6 +324,15 @@ def test_goal_lines_say_whether_the_tree_reaches_the_goal():
     lines = goal_lines(plan)
     assert "1.31× the chain's (reaches 1.3×)" in lines[0]
     assert "1.10× the chain's (below 1.3×)" in lines[1]
+
+
+def test_prediction_lines_give_mean_and_worst_error_by_hand():
+    runs = pd.DataFrame({"measured_speedup": [2.0, 1.0], "predicted_speedup": [2.1, 0.97],
+                         "pred_speedup_given_tokens": [2.0, 1.12]})
+    lines = prediction_lines(runs)
+    assert len(lines) == 2                       # no pooled column, no line for it
+    assert "mean absolute error 4.0%, worst 5.0% over 2 runs" in lines[0]
+    assert "given the timed run's own tokens" in lines[1] and "worst 12.0%" in lines[1]
 
 
 def test_acceptance_table_reads_back_the_counts_it_was_written_from():

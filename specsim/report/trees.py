@@ -18,7 +18,8 @@ from specsim.report.tables import markdown_table
 RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
                "tokens_per_iteration_vs_chain", S.E_EFFECTIVE,
                S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP,
-               "pred_speedup_given_tokens", "speedup_vs_chain", S.ROUNDS]
+               "pred_speedup_pooled", "pred_speedup_given_tokens", "speedup_vs_chain",
+               S.ROUNDS]
 TOKEN_COLUMNS = ["head", S.KIND, "tree", "n_nodes", S.TOKENS_PER_ITERATION,
                  "tokens_per_iteration_vs_chain", "vs_chain_ci_lo", "vs_chain_ci_hi", "prompts",
                  "iterations"]
@@ -46,6 +47,24 @@ def plan_lines(plan: pd.DataFrame) -> list[str]:
             line += (f"A tree does not pay on this CPU: {r['stopped_by']} stops it; the "
                      f"theory says a tree pays on {rows}.")
         out.append(line)
+    return out
+
+
+PREDICTIONS = ((S.PREDICTED_SPEEDUP, "from the timed run's own acceptance (the headline)"),
+               ("pred_speedup_pooled", "from the acceptance pooled over the kind's prompts"),
+               ("pred_speedup_given_tokens", "given the timed run's own tokens per iteration"))
+
+
+def prediction_lines(runs: pd.DataFrame) -> list[str]:
+    """The mean and the worst absolute error, in per cent of the measured speedup, of
+    each prediction over the timed runs (`PREDICTIONS` present in ``runs``)."""
+    out = []
+    for col, what in PREDICTIONS:
+        if col not in runs:
+            continue
+        err = (100 * (runs[col] / runs[S.MEASURED_SPEEDUP] - 1)).abs()
+        out.append(f"- {what}: mean absolute error {err.mean():.1f}%, worst {err.max():.1f}% "
+                   f"over {len(runs)} runs")
     return out
 
 
@@ -111,6 +130,7 @@ def trees_section(result) -> list[str]:
              f"model's for a run of this length (`E_effective`, the timed run's decode "
              f"tokens per iteration, gives `pred_speedup_given_tokens`).", "",
              markdown_table(runs[[c for c in RUN_COLUMNS if c in runs]]), "",
+             "Predicted against measured speedup:", "", *prediction_lines(runs), "",
              "Tokens per iteration at equal depth:", "", *goal_lines(plan), ""]
     tokens = t.get(TREE_TOKENS)
     if tokens is not None and not tokens.empty:

@@ -29,9 +29,12 @@ Tables:
 * ``tree_runs``: per (kind, tree): tokens per iteration, its ratio to the chain's, the
   measured speedup over plain decoding (decode time per token, ``settings.clock``) with
   its 95% interval, and the predicted speedup E · t_target(1) / t_iteration (t_draft +
-  t_verify, t_draft = t_iteration − t_verify) from the acceptance model's E for a run
-  of ``NEW_TOKENS`` (``E_finite``: the last iteration's tokens past the end are lost) and
-  from the timed run's own decode tokens over its iterations (``E_effective``).
+  t_verify, t_draft = t_iteration − t_verify) with E the acceptance model's for a run of
+  ``NEW_TOKENS`` (the last iteration's tokens past the end are lost): from the timed
+  run's own per-(depth, rank) rates (``E_in_run``, the headline, as the central check
+  predicts from a run's measured acceptance) and from the rates pooled over the kind's
+  prompts (``pred_speedup_pooled``); and from the timed run's own decode tokens over its
+  iterations (``E_effective``, ``pred_speedup_given_tokens``).
 * ``tree_plan``: per kind: the planned size, depth and speedup, the measured best, and
   what stops a tree here (`stopping_term`), with the rows where the theory says it pays
   (a best tree `PAYS` times the best chain's speedup or more).
@@ -364,15 +367,16 @@ def run_rows(state, trees, seen, timed, times, rounds, stopped, units) -> pd.Dat
             e_run = timed[(kind, label)].effective_tokens_per_iteration
             iv = _speedup(state, times[u][("ar", kind)], times[u][("run", kind, label)])
             e_model = expected_tokens(tree, acc)
-            e_finite = finite_run_tokens(tokens_pmf(tree, acc), NEW_TOKENS - 1, 1)
+            e_pooled, e_in_run = (finite_run_tokens(tokens_pmf(tree, a), NEW_TOKENS - 1, 1)
+                                  for a in (acc, acceptance_of(timed[(kind, label)].counts)))
             rows.append({S.KIND: kind, "tree": label, "n_nodes": tree.n_nodes,
                          "depth": tree.max_depth, "widths": str(tree.nodes_per_depth().tolist()),
                          S.TOKENS_PER_ITERATION: tpi,
                          "tokens_per_iteration_vs_chain": tpi / chain_tpi,
                          "E_model": e_model, S.MEASURED_SPEEDUP: iv.value,
                          S.MEASURED_CI_LO: iv.lo, S.MEASURED_CI_HI: iv.hi,
-                         "E_finite": e_finite,
-                         S.PREDICTED_SPEEDUP: e_finite * t1 / (td + tv),
+                         "E_in_run": e_in_run, S.PREDICTED_SPEEDUP: e_in_run * t1 / (td + tv),
+                         "pred_speedup_pooled": e_pooled * t1 / (td + tv),
                          "timed_tokens_per_iteration": tpi_timed, S.E_EFFECTIVE: e_run,
                          "pred_speedup_given_tokens": e_run * t1 / (td + tv),
                          S.T_TARGET_1: t1, S.T_VERIFY: tv, S.T_DRAFT: td,

@@ -44,8 +44,8 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
                          tree: TokenTree, steps: int):
     """``steps`` verify passes over root + C nodes: the masked pass, the distribution,
     the greedy path, the non-finite check, the overlap per node and the path's move.
-    state = (tokens [B, S], cache at length − 1), donated and returned. → (state, (the last path ends [B] (−1: non-finite), the
-    overlaps summed over nodes and steps [B]))."""
+    state = (tokens [B, S], cache at length − 1), donated and returned. → (state, (the
+    last path ends [B] (−1: non-finite), the overlaps summed over nodes and steps [B]))."""
     tokens, cache = state
     B, C, S = tokens.shape[0], tree.n_nodes, tokens.shape[1]
     t = tree_tables(tree, B)
