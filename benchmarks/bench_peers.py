@@ -173,13 +173,21 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
     probe_tree = TokenTree.from_paths(PROBE_TREE)
     probe = medusa_drafter(model, medusa_file, tree=probe_tree)
     sp = SamplingParams.make(0.0, vocab_size=model.cfg.vocab_size)
-    step = jax.jit(lambda d, s, key: d.propose_tree(s, None, key, sp)[1].tokens)
-    state = jax.numpy.full((1, model.cfg.d_model), 0.01, jax.numpy.float32)   # a feature
-    key = jax.random.PRNGKey(0)
-    jax.block_until_ready(step(probe, state, key))
     pc = pass_calls(model, fh, batch=1, cache_len=512, k=PROBE_K)
+    key = jax.random.PRNGKey(0)
+
+    @jax.jit
+    def medusa_steps(d, z):
+        """pc.steps Medusa calls in one program, each reading the one before."""
+        def body(i, z):
+            tokens = d.propose_tree(z, None, key, sp)[1].tokens
+            return z + 1e-9 * tokens[:, :1].astype(z.dtype)
+        return jax.lax.fori_loop(0, pc.steps, body, z)
+
+    state = jax.numpy.full((1, model.cfg.d_model), 0.01, jax.numpy.float32)   # a feature
+    jax.block_until_ready(medusa_steps(probe, state))
     med = _timed_medians({"t1": pc.target_1, "tv": pc.verify, "draft": pc.draft,
-                          "medusa": lambda: [step(probe, state, key) for _ in range(pc.steps)][-1]},
+                          "medusa": lambda: medusa_steps(probe, state)},
                          rounds)
     t1, tv = med["t1"] / pc.steps, med["tv"] / pc.steps
     t_draft, t_medusa = med["draft"] / (pc.steps * PROBE_K), med["medusa"] / pc.steps
