@@ -38,9 +38,10 @@ llama.cpp greedy with 95% intervals over the rounds (`specsim.experiment.interva
 greedy step's weight reads as a share of the read bandwidth, α of the speculative
 methods (tokens per iteration E too), whether each one's output equals its own target's
 greedy output, and c of the int4 draft steps; then the heads' plans and the goals' lines
-(the fastest speculative setup per kind, over every method run). ``--out DIR`` also writes ``peers.csv`` (those
-rows), ``bench_peers.txt`` (what was printed) and ``environment.json`` (command, commit,
-machine, wall time), which `benchmarks/results_page.py` renders. Read the ratios measured
+(the fastest speculative setup per kind, over every method run). ``--out DIR`` also
+writes ``peers.csv`` (those rows), ``bench_peers.txt`` (what was printed) and
+``environment.json`` (command, commit, machine, wall time), which
+`benchmarks/results_page.py` renders. Read the ratios measured
 side by side; on a shared machine the absolute rates move.
 """
 
@@ -163,7 +164,9 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
     of `PROBE_TREE` (`trees.measured_acceptance`). Feature head: the K of 1..`MAX_NODES`
     with the largest `analytic.speedup_from_costs` (verify over K+1 at t(K+1)); Medusa: the
     fastest tree of at most `MAX_NODES` nodes (`trees.speedup.plan_tree`, one draft call
-    per iteration). → ({method: (drafter, K or None for the tree)}, [a line per head])."""
+    per iteration; a tree's verify pass attends with XLA's masked attention, dearer than
+    the chain's t(n) it is planned with). → ({method: (drafter, K or None for the tree)},
+    [a line per head])."""
     import jax
     from specsim.experiment.drafter_study import find_feature_head
     from specsim.train.medusa import find_medusa_heads
@@ -214,8 +217,8 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
              f"{t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K {k_fh}, predicted "
              f"{s_fh.max():.2f}x greedy",
              f"medusa: one call {t_medusa / t1:.3f} of a step; tree of {tree.n_nodes} nodes "
-             f"(per depth {tree.nodes_per_depth().tolist()}), E {plan.expected_tokens[plan.best_n - 1]:.2f}, "
-             f"predicted {plan.best_speedup:.2f}x greedy"]
+             f"(per depth {tree.nodes_per_depth().tolist()}), E "
+             f"{plan.expected_tokens[plan.best_n - 1]:.2f}, predicted {plan.best_speedup:.2f}x greedy"]
     heads = {"feature-head": (fh, k_fh),
              "medusa": (medusa_drafter(model, medusa_file, tree=tree), None)}
     return heads, lines
