@@ -218,7 +218,8 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
              f"{s_fh.max():.2f}x greedy",
              f"medusa: one call {t_medusa / t1:.3f} of a step; tree of {tree.n_nodes} nodes "
              f"(per depth {tree.nodes_per_depth().tolist()}), E "
-             f"{plan.expected_tokens[plan.best_n - 1]:.2f}, predicted {plan.best_speedup:.2f}x greedy"]
+             f"{plan.expected_tokens[plan.best_n - 1]:.2f}, predicted "
+             f"{plan.best_speedup:.2f}x greedy"]
     heads = {"feature-head": (fh, k_fh),
              "medusa": (medusa_drafter(model, medusa_file, tree=tree), None)}
     return heads, lines
