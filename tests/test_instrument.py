@@ -211,20 +211,23 @@ def test_cost_config_is_the_shape_of_the_cost_weights(tiny, layers, head):
 
 
 def test_prior_costs_the_instrument_draft_with_its_small_head(tiny):
-    """The prediction before the run times an instrument step of L layers at the small
-    head's shapes, not at the target's full vocabulary head."""
+    """The prediction before the run prices an instrument step of L layers by the bytes
+    it reads at the small head's shapes (not the target's full vocabulary head) as a
+    share of the target's fitted decode step at the same batch."""
     from types import SimpleNamespace
 
-    from specsim import schema
+    from specsim import roofline, schema
+    from specsim.drafters.instrument import cost_config
     from specsim.experiment.prior import _draft_time
 
-    def tm(cfg, tokens, b, S):        # a roofline stand-in: bytes of the step's weights
-        return cfg.n_layers * 4 * cfg.d_model ** 2 + cfg.vocab_size * cfg.d_model
-
+    tm = lambda cfg, tokens, b, S: 0.01 * b                  # the target's step: 10 ms a row
     state = SimpleNamespace(target=tiny, drafters={})
     row = {schema.DRAFTER_KIND: "instrument", schema.DRAFT_LAYERS: 2, schema.DRAFTER: "i"}
-    D = tiny.cfg.d_model
-    assert _draft_time(state, row, tm, 1, 64, True) == 2 * 4 * D ** 2 + 16 * D
+    small = cost_config(tiny.cfg, 2)
+    for b in (1, 4):
+        want = 0.01 * b * roofline.forward_cost(small, b, 1, 64).bytes \
+            / roofline.forward_cost(tiny.cfg, b, 1, 64).bytes
+        assert _draft_time(state, row, tm, b, 64, True) == pytest.approx(want, rel=1e-12)
     row[schema.DRAFT_LAYERS] = 0
     assert _draft_time(state, row, tm, 1, 64, True) == 0.0
 

@@ -142,34 +142,44 @@ def prior_rates(row, calibration: pd.DataFrame | None,
 
 
 def _draft_time(state: DemoState, row, tm, b: int, S: int, pass_fitted: bool) -> float:
-    """The fitted roofline's time of one draft step of ``row``'s drafter (0: free): the
-    target's time model ``tm`` at the draft's shapes (the instrument's L layers, a draft
-    model's config) where it was fitted to the loop's passes, else the draft model's
-    own forward fit."""
+    """The fitted time of one draft step of ``row``'s drafter (0: free): the target's
+    fitted decode step at batch ``b`` scaled by the bytes the draft step reads over the
+    bytes the target's reads (the instrument's L layers and small head, a draft model's
+    config, the feature head's cell and head rows) where the roofline was fitted to the
+    loop's passes, else the draft model's own forward fit. A step of the target's few
+    rows reads its weights; the fitted split between a pass's fixed cost and its bytes is
+    not identified by passes of one model, so the draft is priced by its bytes' share."""
     from specsim import batching
     from specsim.drafters.instrument import cost_config
 
+    cfg = state.target.cfg
+    setup = state.drafters.get(row[schema.DRAFTER])
     if row[schema.DRAFTER_KIND] == "instrument":     # the demo's instrument: the small head
         layers = int(row.get(schema.DRAFT_LAYERS, 0) or 0)
         if layers == 0:
             return 0.0
-        return tm(cost_config(state.target.cfg, layers, head=False), 1, b, S)
-    setup = state.drafters.get(row[schema.DRAFTER])
+        return tm(cfg, 1, b, S) * _bytes(cost_config(cfg, layers, head=False), b, S) \
+            / _bytes(cfg, b, S)
     if row[schema.DRAFTER_KIND] == "feature-head" and setup is not None:
-        # one small cell and a restricted head: the target step's time scaled by bytes
-        from specsim.experiment.drafter_study import (feature_head_step_bytes,
-                                                      target_step_bytes)
-        cfg = state.target.cfg
-        return (tm(cfg, 1, b, S) * feature_head_step_bytes(setup.drafter)
-                / target_step_bytes(cfg, S))
+        # one small cell and a restricted head
+        from specsim.experiment.drafter_study import feature_head_step_bytes
+
+        return tm(cfg, 1, b, S) * feature_head_step_bytes(setup.drafter) / _bytes(cfg, 1, S)
     if setup is None or setup.cost_model is None:
         return 0.0
-    if pass_fitted:          # the machine's pass roofline, at the draft model's shapes
-        return tm(setup.cost_model.cfg, 1, b, S)
+    if pass_fitted:          # the machine's pass roofline, by the draft model's bytes
+        return tm(cfg, 1, b, S) * _bytes(setup.cost_model.cfg, b, S) / _bytes(cfg, b, S)
     fit = state.fits.get(setup.cost_model.cfg.name)
     if fit is None:
         return math.nan
     return batching.fit_time_model(fit)(setup.cost_model.cfg, 1, b, S)
+
+
+def _bytes(cfg, batch: int, context: int) -> float:
+    """Bytes one decode step of ``cfg`` reads at ``batch`` rows and ``context`` (the
+    roofline's count)."""
+    from specsim import roofline
+    return float(roofline.forward_cost(cfg, batch, 1, context).bytes)
 
 
 def target_time_model(state: DemoState):
