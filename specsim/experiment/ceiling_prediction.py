@@ -125,8 +125,8 @@ def fit_cpu_loop(hw: Hardware, sweep: pd.DataFrame, *, cpu_over_wall: float = 1.
     fitted by least squares on log seconds (times on the "cpu" clock divided by
     ``cpu_over_wall`` to wall seconds, the ceilings' clock). With ``kernel_rows``, the
     passes above that many rows (batch × tokens) get a fit of their own where each side
-    has `pass_sweep.MIN_REGIME_POINTS` points."""
-    from specsim.experiment.pass_sweep import MIN_REGIME_POINTS
+    has enough points (`pass_sweep.wide_passes`)."""
+    from specsim.experiment.pass_sweep import wide_passes
 
     need = {"model", "n_tokens", "batch", "context", "time_s", "clock"}
     if not need <= set(sweep.columns) or len(sweep) < 3:
@@ -140,13 +140,12 @@ def fit_cpu_loop(hw: Hardware, sweep: pd.DataFrame, *, cpu_over_wall: float = 1.
                      for r in sweep.itertuples()])
     if not (np.isfinite(wall).all() and (wall > 0).all()):
         raise InvalidArgument("sweep time_s must be finite and > 0")
-    rows = sweep["n_tokens"].to_numpy() * sweep["batch"].to_numpy()
-    wide = np.zeros(len(wall), bool) if kernel_rows is None else rows > kernel_rows
-    if min(wide.sum(), (~wide).sum()) < MIN_REGIME_POINTS:
-        wide[:] = False
+    wide = wide_passes(sweep["n_tokens"], sweep["batch"], kernel_rows)
+    if wide is None:
+        wide = np.zeros(len(wall), bool)
     fits = {side: _fit_passes(costs[wide == side], wall[wide == side])
             for side in (False, True) if (wide == side).any()}
-    (ef, eb, step), narrow_err = fits[False]
+    ef, eb, step = fits[False][0]
     prior = PRIOR_OVERHEADS[DRAFT_PRIOR_CLASS]
     wide_fit = fits.get(True)
     errors = np.concatenate([e for _, e in fits.values()])

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from specsim import schema
+from specsim.errors import InvalidArgument
 from specsim.experiment.state import DemoState
 
 SUFFIX = " passes"
@@ -56,14 +57,22 @@ def kernel_rows(cfg) -> int | None:
     every width."""
     from specsim.models import kernels
 
-    matmul = getattr(cfg, "matmul", "xla")
-    dtype = getattr(cfg, "dtype", "float32")
     try:
-        split = (kernels.use_kernel(matmul, 1, dtype)
-                 and not kernels.use_kernel(matmul, kernels.MAX_ROWS + 1, dtype))
-    except Exception:           # a config the kernel cannot judge: one regime
+        split = (kernels.use_kernel(cfg.matmul, 1, cfg.dtype)
+                 and not kernels.use_kernel(cfg.matmul, kernels.MAX_ROWS + 1, cfg.dtype))
+    except InvalidArgument:     # matmul="kernel" where the kernel cannot run: one regime
         return None
     return kernels.MAX_ROWS if split else None
+
+
+def wide_passes(n_tokens, batch, split: int | None) -> np.ndarray | None:
+    """Which passes of a sweep (arrays of tokens and batch) lie above the kernel's
+    ``split`` rows, where each side has `MIN_REGIME_POINTS`; None where one fit covers
+    them all (no split, or too few points on a side)."""
+    if split is None:
+        return None
+    wide = np.asarray(n_tokens) * np.asarray(batch) > split
+    return wide if min(wide.sum(), (~wide).sum()) >= MIN_REGIME_POINTS else None
 
 
 def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
@@ -137,11 +146,10 @@ def fit(state: DemoState, df: pd.DataFrame, ceilings=None) -> dict:
     cfg = state.target.cfg
     bounds = fitting.ceiling_bounds(ceilings) if ceilings is not None else {}
     split = kernel_rows(cfg)
-    rows = df[schema.N_TOKENS].to_numpy() * df[schema.BATCH].to_numpy()
-    sides = {fit_key(cfg.name): df}
-    if split is not None and min((rows <= split).sum(), (rows > split).sum()) >= MIN_REGIME_POINTS:
-        sides = {fit_key(cfg.name): df[rows <= split].reset_index(drop=True),
-                 above_key(cfg.name, split): df[rows > split].reset_index(drop=True)}
+    wide = wide_passes(df[schema.N_TOKENS], df[schema.BATCH], split)
+    sides = {fit_key(cfg.name): df} if wide is None else {
+        fit_key(cfg.name): df[~wide].reset_index(drop=True),
+        above_key(cfg.name, split): df[wide].reset_index(drop=True)}
     out = {}
     for key, part in sides.items():
         best, tried = fitting.fit_sweep_best(part, cfg, holdout=0.25,

@@ -218,18 +218,27 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         return out
     pass_fitted = pass_sweep.fit_key(state.target.cfg.name) in state.fits
     calibration = state.tables.get(schema.ACCEPTANCE_PRIOR)
+    from specsim import analytic
+
+    cfg = state.target.cfg
     for i, r in out.iterrows():
         if r[schema.DRAFTER] == schema.AUTOREGRESSIVE:
             continue
-        S = at(int(r[schema.CACHE_LEN]))
+        e, rates, source = _tokens(r, calibration, THIS_PROMPT)
+        e_other = _tokens(r, calibration, OTHER_PROMPTS)[0]
+        if not (np.isfinite(e) or np.isfinite(e_other)):
+            continue
+        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), at(int(r[schema.CACHE_LEN]))
+        costs = (_draft_time(state, r, tm, b, S, pass_fitted), tm(cfg, 1, b, S),
+                 tm(cfg, k + 1, b, S))        # the same fitted costs for either α
         m = r[schema.MEASURED_SPEEDUP]
-        pred, e, rates, source = _predict(state, r, tm, S, pass_fitted, calibration, THIS_PROMPT)
-        other = _predict(state, r, tm, S, pass_fitted, calibration, OTHER_PROMPTS)[0]
+        other = float(analytic.speedup_from_costs(e_other, k, *costs))
         if other > 0 and m > 0:
             out.loc[i, [schema.PRED_PRIOR_OTHER, schema.ERR_PRIOR_OTHER]] = [
                 other, 100 * math.log(other / m)]
-        if not np.isfinite(pred):
+        if not np.isfinite(e):
             continue
+        pred = float(analytic.speedup_from_costs(e, k, *costs))
         err = 100 * math.log(pred / m) if pred > 0 and m > 0 else math.nan
         out.loc[i, [schema.PRED_PRIOR, schema.ERR_PRIOR]] = [pred, err]
         lo, hi = r.get(schema.MEASURED_CI_LO, math.nan), r.get(schema.MEASURED_CI_HI, math.nan)
@@ -248,19 +257,15 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _predict(state: DemoState, r, tm, S: int, pass_fitted: bool, calibration,
-             source: str) -> tuple[float, float, np.ndarray, str]:
-    """(speedup predicted before run ``r`` with ``source``'s α, its E, the α_j, where
-    they came from); NaN speedup where that α is unknown."""
-    from specsim import analytic, simulate
+def _tokens(r, calibration, source: str) -> tuple[float, np.ndarray, str]:
+    """(E for run ``r``'s finite run from ``source``'s α, the α_j, where they came
+    from); NaN E where that α is unknown."""
+    from specsim import simulate
     from specsim.experiment.decomposition import finite_run_tokens
 
-    k, b, cfg = int(r[schema.K]), int(r[schema.BATCH]), state.target.cfg
     rates, got = prior_rates(r, calibration, source)
     if not np.isfinite(rates).all():
-        return math.nan, math.nan, rates, got
-    n = int(r[schema.NEW_TOKENS]) - 1
-    e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)), n, b)
-    td = _draft_time(state, r, tm, b, S, pass_fitted)
-    pred = float(analytic.speedup_from_costs(e, k, td, tm(cfg, 1, b, S), tm(cfg, k + 1, b, S)))
-    return pred, e, rates, got
+        return math.nan, rates, got
+    e = finite_run_tokens(simulate.tokens_pmf_positional(np.clip(rates, 0, 1)),
+                          int(r[schema.NEW_TOKENS]) - 1, int(r[schema.BATCH]))
+    return e, rates, got
