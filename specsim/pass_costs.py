@@ -66,9 +66,10 @@ from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.sampling import SamplingParams, is_finite_row
+from specsim.simulate import expected_iterations, iterations_pmf
 
 __all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "pass_calls",
-           "predict_speedup", "expected_iterations"]
+           "predict_speedup", "expected_iterations", "iterations_pmf"]
 
 TRACE_COUNTS: collections.Counter = collections.Counter()
 
@@ -336,26 +337,3 @@ def predict_speedup(expected_tokens, k: int, t_target_1: float, t_verify: float,
         raise InvalidArgument(f"residual must be >= 0 seconds, got {residual!r}")
     return analytic.speedup_from_costs(expected_tokens, k, t_draft, t_target_1,
                                        np.asarray(t_verify) + residual)
-
-
-def expected_iterations(pmf, n_tokens: int, batch: int = 1) -> float:
-    """E[max over ``batch`` independent rows of the iterations needed to produce at least
-    ``n_tokens`` tokens], each iteration yielding j tokens with probability ``pmf[j-1]``
-    (j = 1..K+1). The batched loop runs until its slowest row is done."""
-    pmf = np.asarray(pmf, float).reshape(-1)
-    if pmf.size < 1 or np.any(pmf < 0) or not np.isclose(pmf.sum(), 1.0):
-        raise InvalidArgument("pmf must be a probability vector over 1..K+1 tokens")
-    for name, v in (("n_tokens", n_tokens), ("batch", batch)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
-    mass = np.zeros(n_tokens)          # P(not done, m tokens so far), m < n
-    mass[0] = 1.0
-    survival = [1.0]                   # P(I > i)
-    while survival[-1] > 1e-12:
-        nxt = np.zeros(n_tokens)
-        for j, p in enumerate(pmf, start=1):
-            nxt[j:] += p * mass[:n_tokens - j]
-        mass = nxt
-        survival.append(float(mass.sum()))
-    s = np.asarray(survival)
-    return float(np.sum(1.0 - (1.0 - s) ** batch))

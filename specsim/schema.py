@@ -108,6 +108,10 @@ PRED_SET_ALPHA = "pred_speedup_set_alpha"  # instrument: E from the set α alone
 ERR_ACCEPT_SET = "err_accept_set_pct"      # 100 ln(E from the set α / E_effective)
 PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline's pass times
 ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
+# the 95% range of err_acceptance over runs simulated at the run's rates, length and batch
+# (`simulate.acceptance_term_draws`): the run's own draw, which no timing interval holds
+ERR_ACCEPTANCE_DRAW_LO = "err_acceptance_draw_lo_pct"
+ERR_ACCEPTANCE_DRAW_HI = "err_acceptance_draw_hi_pct"
 MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round speedup
 MEASURED_HI = "measured_speedup_hi"        # max over rounds
 # paired, adaptive timing (`specsim.experiment.paired`, `specsim.experiment.intervals`):

@@ -218,6 +218,8 @@ def test_parts_write_the_contract(demo_dir):
     assert f["n_runs"] == int(scored.sum()) >= 4 and set(f["by_batch"]) == {"1", "2"}
     assert set(f["by_clock"]) == {"wall", "cpu"} and f["clock"] == "cpu"
     assert {"mape_pct", "max_abs_error_pct"} <= set(f["by_drafter"]["instrument"])
+    assert f["acceptance_draw"]["n_runs"] == len(spec)
+    assert (spec[S.ERR_ACCEPTANCE_DRAW_LO] <= spec[S.ERR_ACCEPTANCE_DRAW_HI]).all()
     files = {p.name for p in out.iterdir()}
     assert {"speedup_surface.png", "predicted_vs_measured_band.png", "break_even.csv",
             "report.md"} <= files
@@ -296,17 +298,14 @@ def test_a_block_is_as_wide_as_its_widest_run():
     assert widest_half_width([math.nan, 0.01]) == math.inf
 
 
-def test_the_acceptance_term_is_the_runs_own_draw_without_bias():
-    """E_model, from a run's own per-position rates (a finite run of n tokens), against
-    the run's n / I over simulated runs of the i.i.d. acceptance process: no bias (mean
-    log error within 0.6%), a spread of a few per cent at K 4 (the draw of one 39-token
-    run, which no timing interval holds)."""
+def _acceptance_terms_by_loop(n, k, alpha, runs, seed):
+    """100 ln(E_model / (n / I)) of ``runs`` single-row runs of the i.i.d. acceptance
+    process, simulated one draft at a time (the oracle of the vectorised simulator)."""
     from specsim import simulate
 
-    rng = np.random.default_rng(4)
-    n, k, alpha = 39, 4, 0.7
+    rng = np.random.default_rng(seed)
     errs = []
-    for _ in range(600):
+    for _ in range(runs):
         reached, accepted, tokens, iters = np.zeros(k), np.zeros(k), 0, 0
         while tokens < n:
             a = 0
@@ -320,5 +319,50 @@ def test_the_acceptance_term_is_the_runs_own_draw_without_bias():
         rates = np.where(reached > 0, accepted / np.maximum(reached, 1), 0.0)
         e_model = finite_run_tokens(simulate.tokens_pmf_positional(rates), n, 1)
         errs.append(100 * math.log(e_model / (n / iters)))
+    return np.asarray(errs)
+
+
+def test_the_acceptance_term_is_the_runs_own_draw_without_bias():
+    """E_model, from a run's own per-position rates (a finite run of n tokens), against
+    the run's n / I over simulated runs of the i.i.d. acceptance process: no bias (mean
+    log error within 0.6%), a spread of a few per cent at K 4 (the draw of one 39-token
+    run, which no timing interval holds)."""
+    errs = _acceptance_terms_by_loop(39, 4, 0.7, 600, 4)
     assert abs(np.mean(errs)) < 0.6
     assert 1.5 < np.std(errs) < 5.0
+
+
+def test_acceptance_term_draws_match_the_loop():
+    """The vectorised simulator of the acceptance term (`simulate.acceptance_term_draws`)
+    against the draft-by-draft oracle: same mean and spread within their sampling error;
+    at batch 16 the slowest row's draw is wider; certain acceptance has no draw."""
+    from specsim import simulate
+
+    n, k, alpha = 39, 4, 0.7
+    oracle = _acceptance_terms_by_loop(n, k, alpha, 800, 5)
+    got = simulate.acceptance_term_draws(np.full(k, alpha), n, 1, draws=800, rng=6)
+    assert abs(got.mean() - oracle.mean()) < 4 * math.hypot(got.std(), oracle.std()) / math.sqrt(800)
+    assert got.std() == pytest.approx(oracle.std(), rel=0.15)
+    wide = simulate.acceptance_term_draws(np.full(k, alpha), n, 16, draws=200, rng=7)
+    assert wide.std() > got.std()
+    sure = simulate.acceptance_term_draws(np.ones(k), n, 4, draws=5, rng=0)
+    np.testing.assert_allclose(sure, 0.0, atol=1e-9)     # ceil(39 / 5) iterations, always
+    with pytest.raises(ValueError, match="rates"):
+        simulate.acceptance_term_draws([[0.5]], n)
+    with pytest.raises(ValueError, match="n_tokens"):
+        simulate.acceptance_term_draws([0.5], 0)
+
+
+def test_draw_summary_follows_its_definition():
+    from specsim.experiment.decomposition import draw_summary
+
+    spec = pd.DataFrame({S.ERR_ACCEPTANCE: [1.0, -3.0, 0.5, 2.0],
+                         S.ERR_ACCEPTANCE_DRAW_LO: [-2.0, -2.0, -1.0, np.nan],
+                         S.ERR_ACCEPTANCE_DRAW_HI: [2.0, 4.0, 1.0, np.nan],
+                         S.MEASURED_HALF_WIDTH: [0.01, 0.04, 0.02, 0.01]})
+    d = draw_summary(spec)
+    assert d["n_runs"] == 3
+    assert d["acceptance_in_range_pct"] == pytest.approx(100 * 2 / 3, abs=0.1)
+    assert d["draw_half_width_median_pct"] == pytest.approx(2.0)       # of 2, 3, 1
+    assert d["measured_half_width_median_pct"] == pytest.approx(2.0)   # of 1, 4, 2
+    assert d["draw_wider_than_measured_pct"] == pytest.approx(100 / 3, abs=0.1)

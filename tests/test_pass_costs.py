@@ -1,6 +1,8 @@
 """specsim.pass_costs: the timed programs run the run's shapes (one trace per shape),
 return positive medians with spreads, and the prediction is the closed form."""
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -197,3 +199,28 @@ def test_expected_iterations_against_simulation():
     assert got4 > got1 > n / analytic.expected_tokens(alpha, k)
     with pytest.raises(ValueError, match="pmf"):
         pass_costs.expected_iterations([0.5, 0.6], n)
+
+
+def _iterations_by_enumeration(pmf, n, batch):
+    """P(max over rows of the iterations to reach n tokens = i), by enumerating every
+    sequence of per-iteration yields of one row (an oracle independent of the DP)."""
+    import itertools
+    one = collections.Counter()
+    for seq in itertools.product(range(1, len(pmf) + 1), repeat=n):   # n yields suffice
+        p = float(np.prod([pmf[j - 1] for j in seq]))
+        reached = int(np.searchsorted(np.cumsum(seq), n)) + 1     # first i with sum >= n
+        one[reached] += p
+    cdf1 = np.cumsum([one.get(i, 0.0) for i in range(n + 1)])
+    return np.diff(cdf1 ** batch, prepend=0.0)
+
+
+def test_iterations_pmf_against_enumeration():
+    pmf = [0.2, 0.5, 0.3]
+    for n, batch in ((5, 1), (5, 3), (6, 2)):
+        got = simulate.iterations_pmf(pmf, n, batch)
+        want = _iterations_by_enumeration(pmf, n, batch)
+        m = max(got.size, want.size)
+        assert np.allclose(np.pad(got, (0, m - got.size)), np.pad(want, (0, m - want.size)),
+                           atol=1e-12)
+        assert pass_costs.expected_iterations(pmf, n, batch) == pytest.approx(
+            float(np.arange(want.size) @ want))

@@ -127,7 +127,8 @@ def fidelity_summary(runs) -> dict:
     run (fitted roofline, the drafter's α on the run's prompt known beforehand), overall
     and by drafter kind; ``prior_other_prompts``: the same with α from other prompts of
     the kind; ``given_acceptance``: the in-run costs with the run's own acceptance (E = n /
-    I, no acceptance model), which scores the cost model alone."""
+    I, no acceptance model), which scores the cost model alone; ``acceptance_draw``
+    (`draw_summary`)."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
     out = score(spec)
@@ -144,6 +145,8 @@ def fidelity_summary(runs) -> dict:
             out[key] = score(spec, col)
             out[key]["by_drafter"] = {str(k): score(g, col)
                                       for k, g in spec.groupby(schema.DRAFTER_KIND)}
+    if schema.ERR_ACCEPTANCE_DRAW_LO in spec:
+        out["acceptance_draw"] = draw_summary(spec)
     if schema.PRED_GIVEN_ACCEPTANCE in spec:      # the cost model alone (E = the run's n / I)
         given = spec[np.isfinite(spec[schema.PRED_GIVEN_ACCEPTANCE])]
         out["given_acceptance"] = score(given, schema.PRED_GIVEN_ACCEPTANCE)
@@ -151,3 +154,25 @@ def fidelity_summary(runs) -> dict:
             str(int(k)): score(g, schema.PRED_GIVEN_ACCEPTANCE)
             for k, g in given.groupby(schema.BATCH)}
     return out
+
+
+def draw_summary(spec) -> dict:
+    """How far the runs' own draw reaches: the share of runs whose acceptance term lies in
+    the 95% range of runs simulated at their rates, length and batch (about 95% if the
+    acceptance model holds), the median half-width of that range against the median
+    measured 95% half-width (both in per cent), and the share of runs whose draw
+    half-width exceeds their measured one (a run whose acceptance term alone can leave
+    the measured interval)."""
+    lo = spec[schema.ERR_ACCEPTANCE_DRAW_LO].astype(float)
+    d = spec[np.isfinite(lo)]
+    if not len(d):
+        return {"n_runs": 0}
+    lo, hi = d[schema.ERR_ACCEPTANCE_DRAW_LO], d[schema.ERR_ACCEPTANCE_DRAW_HI]
+    term = d[schema.ERR_ACCEPTANCE].astype(float)
+    draw = (hi - lo) / 2
+    meas = 100 * d[schema.MEASURED_HALF_WIDTH].astype(float)
+    return {"acceptance_in_range_pct": round(100 * float(((lo <= term) & (term <= hi)).mean()), 1),
+            "draw_half_width_median_pct": round(float(np.nanmedian(draw)), 2),
+            "measured_half_width_median_pct": round(float(np.nanmedian(meas)), 2),
+            "draw_wider_than_measured_pct": round(100 * float((draw > meas).mean()), 1),
+            "n_runs": int(len(d))}

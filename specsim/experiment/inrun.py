@@ -260,16 +260,28 @@ def _e_finite(pmf, n: int, batch: int) -> float:
     return finite_run_tokens(pmf, n, batch)
 
 
+def _run_rates(stats) -> np.ndarray:
+    """The run's measured per-position acceptance rates α_j per slot, [K] in [0, 1]."""
+    return np.clip(np.nan_to_num(stats.per_position_per_slot, nan=0.0), 0.0, 1.0)
+
+
 def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
     """E of the headline for a finite run of n tokens whose slowest of ``batch`` rows ends
-    it, from the run's measured per-position rates α_j per slot
-    (`simulate.tokens_pmf_positional`): the prediction checks the cost model given the
-    acceptance the run had (one run's acceptance is a random draw: 47 tokens at α = 0.5
-    hold about 20 iterations, a standard error near 10% on tokens per iteration)."""
+    it, from the run's measured per-position rates: the prediction checks the cost model
+    given the acceptance the run had."""
+    from specsim import simulate
+    return _e_finite(simulate.tokens_pmf_positional(_run_rates(stats)), n, batch)
+
+
+def _draw_columns(stats, n: int, batch: int, seed: int) -> dict:
+    """The 95% range of the acceptance term over runs simulated at this run's measured
+    rates, length and batch (`simulate.acceptance_term_draws`): how far a run of this
+    length strays from E_model by its own draw."""
     from specsim import simulate
 
-    rates = np.clip(np.nan_to_num(stats.per_position_per_slot, nan=0.0), 0.0, 1.0)
-    return _e_finite(simulate.tokens_pmf_positional(rates), n, batch)
+    lo, hi = np.percentile(simulate.acceptance_term_draws(_run_rates(stats), n, batch, rng=seed),
+                           [2.5, 97.5])
+    return {schema.ERR_ACCEPTANCE_DRAW_LO: float(lo), schema.ERR_ACCEPTANCE_DRAW_HI: float(hi)}
 
 
 def _set_alpha_columns(run: SpecRun, row: dict, n: int, batch: int) -> dict:
@@ -374,6 +386,7 @@ def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict
                 schema.BASELINE_SPREAD: float(100 * (ar.max() - ar.min()) / np.median(ar)),
                 schema.CPU_OVER_WALL: float(wall_cpu[1] / wall_cpu[0])})
     row.update({c: math.nan for c in (schema.PRED_SWEPT, schema.PRED_FIT, schema.ERR_COST_FIT)})
+    row.update(_draw_columns(res.stats, n, group.batch, s.seed))
     row.update(_set_alpha_columns(run, row, n, group.batch))
     row.update(acceptance_fields(res.stats))
     row.update(acceptance_variants(row, res.stats, run.k))

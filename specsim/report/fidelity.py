@@ -64,7 +64,26 @@ def mape_lines(result) -> list[str]:
             "holds 0). The "
             "prediction before the run is the one to use; the in-run prediction is its "
             "decomposition, which says which term missed (section *Predicted against "
-            "measured, in-run costs*):", "", markdown_table(t, ".1f")]
+            "measured, in-run costs*):", "", markdown_table(t, ".1f")] + draw_lines(result)
+
+
+def draw_lines(result) -> list[str]:
+    """What the runs' own draw of their acceptance allows the in-run coverage
+    (`specsim.experiment.decomposition.draw_summary`): a short run's acceptance term
+    strays from E_model by an integer number of iterations, which no timing interval
+    holds."""
+    d = fidelity_summary(result).get("acceptance_draw") or {}
+    if not d.get("n_runs"):
+        return []
+    return ["", f"The runs' own draw: the acceptance term of {d['acceptance_in_range_pct']:.0f}% "
+                f"of {d['n_runs']} runs lies in the 95% range of runs simulated at their "
+                f"measured rates, length and batch. That range is ±"
+                f"{d['draw_half_width_median_pct']:.1f}% (median) against a measured 95% "
+                f"half-width of ±{d['measured_half_width_median_pct']:.1f}%; in "
+                f"{d['draw_wider_than_measured_pct']:.0f}% of the runs the acceptance term "
+                "alone can leave the measured interval, so coverage near 95% needs longer "
+                "runs, not better timing (docs/measurement.md, \"Coverage and the run's own "
+                "draw\")."]
 
 
 def busy_lines(result) -> list[str]:
