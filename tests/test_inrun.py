@@ -359,10 +359,15 @@ def test_draw_summary_follows_its_definition():
     spec = pd.DataFrame({S.ERR_ACCEPTANCE: [1.0, -3.0, 0.5, 2.0],
                          S.ERR_ACCEPTANCE_DRAW_LO: [-2.0, -2.0, -1.0, np.nan],
                          S.ERR_ACCEPTANCE_DRAW_HI: [2.0, 4.0, 1.0, np.nan],
-                         S.MEASURED_HALF_WIDTH: [0.01, 0.04, 0.02, 0.01]})
+                         S.MEASURED_HALF_WIDTH: [0.01, 0.04, 0.02, 0.01],
+                         S.ERR_TOTAL: [2.5, -3.0, 1.0, 0.0],
+                         S.ERR_TOTAL_CI_LO: [1.0, -4.0, 2.0, -1.0],
+                         S.ERR_TOTAL_CI_HI: [4.0, -2.0, 4.0, 1.0]})
     d = draw_summary(spec)
     assert d["n_runs"] == 3
     assert d["acceptance_in_range_pct"] == pytest.approx(100 * 2 / 3, abs=0.1)
     assert d["draw_half_width_median_pct"] == pytest.approx(2.0)       # of 2, 3, 1
     assert d["measured_half_width_median_pct"] == pytest.approx(2.0)   # of 1, 4, 2
     assert d["draw_wider_than_measured_pct"] == pytest.approx(100 / 3, abs=0.1)
+    # off the draw's midpoint by 2.5, 4, 1 against hypot(1.5, 2) = 2.5, hypot(1, 3), hypot(1, 1)
+    assert d["agreement_with_draw_pct"] == pytest.approx(100 * 2 / 3, abs=0.1)

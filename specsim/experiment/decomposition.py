@@ -162,7 +162,9 @@ def draw_summary(spec) -> dict:
     acceptance model holds), the median half-width of that range against the median
     measured 95% half-width (both in per cent), and the share of runs whose draw
     half-width exceeds their measured one (a run whose acceptance term alone can leave
-    the measured interval)."""
+    the measured interval); and agreement with the draw, the share of runs whose total
+    error, less the draw's midpoint, lies within the error's 95% half-width (timing of
+    both sides) and the draw's combined in quadrature."""
     lo = spec[schema.ERR_ACCEPTANCE_DRAW_LO].astype(float)
     d = spec[np.isfinite(lo)]
     if not len(d):
@@ -171,7 +173,15 @@ def draw_summary(spec) -> dict:
     term = d[schema.ERR_ACCEPTANCE].astype(float)
     draw = (hi - lo) / 2
     meas = 100 * d[schema.MEASURED_HALF_WIDTH].astype(float)
-    return {"acceptance_in_range_pct": round(100 * float(((lo <= term) & (term <= hi)).mean()), 1),
+    out = {}
+    if schema.ERR_TOTAL_CI_LO in d:
+        err_half = (d[schema.ERR_TOTAL_CI_HI] - d[schema.ERR_TOTAL_CI_LO]).astype(float) / 2
+        off = (d[schema.ERR_TOTAL].astype(float) - (lo + hi) / 2).abs()
+        ok = np.isfinite(err_half) & np.isfinite(off)
+        if ok.any():
+            out["agreement_with_draw_pct"] = round(100 * float(
+                (off[ok] <= np.hypot(err_half[ok], draw[ok])).mean()), 1)
+    return {**out, "acceptance_in_range_pct": round(100 * float(((lo <= term) & (term <= hi)).mean()), 1),
             "draw_half_width_median_pct": round(float(np.nanmedian(draw)), 2),
             "measured_half_width_median_pct": round(float(np.nanmedian(meas)), 2),
             "draw_wider_than_measured_pct": round(100 * float((draw > meas).mean()), 1),

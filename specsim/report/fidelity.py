@@ -83,7 +83,9 @@ def draw_lines(result) -> list[str]:
                 f"{d['draw_wider_than_measured_pct']:.0f}% of the runs the acceptance term "
                 "alone can leave the measured interval, so coverage near 95% needs longer "
                 "runs, not better timing (docs/measurement.md, \"Coverage and the run's own "
-                "draw\")."]
+                "draw\")." + (f" With the draw added to the error's timing interval, "
+                              f"{d['agreement_with_draw_pct']:.0f}% of the runs agree."
+                              if "agreement_with_draw_pct" in d else "")]
 
 
 def busy_lines(result) -> list[str]:
