@@ -1,10 +1,12 @@
 """specsim's CPU matmul kernel over grouped quantised weights (int4 packed two per byte,
-grouped int8; `specsim.models.kernels.small_matmul_quantized`, ``grouped_matmul.cc``).
+grouped int8; `specsim.models.kernels.small_matmul_quantized`, ``grouped_matmul.cc``),
+with fp32 activations and with int8 activations (x rounded to int8 per group).
 
 Oracles: float64 x @ ŵ with ŵ unpacked from the stored bytes here, independently of
-`specsim.models.quantize`; a row's result alone against the same row among many (bit for
-bit); XLA's dequantising path in `forward`; the fp32 target's greedy output for an int4
-self-draft."""
+`specsim.models.quantize` (int8 activations: x̂ @ ŵ with x̂ rounded here in NumPy's
+float32); a row's result alone against the same row among many (bit for bit); the VNNI
+path against the portable loop (bit for bit); XLA's dequantising path in `forward`; the
+fp32 target's greedy output for an int4 self-draft."""
 
 from __future__ import annotations
 
@@ -52,6 +54,18 @@ def _w_hat64(qw: QuantizedWeight) -> np.ndarray:
     return w
 
 
+def _x_hat64(x: np.ndarray, g: int) -> np.ndarray:
+    """x [M, K] rounded to int8 per group of g as the format says, in NumPy's float32
+    (amax, 127 / amax, the product and its round-half-even), returned as float64
+    xq * (amax / 127)."""
+    xg = np.asarray(x, np.float32).reshape(x.shape[0], -1, g)
+    amax = np.abs(xg).max(-1, keepdims=True)
+    inv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    xq = np.rint(xg * inv)
+    assert np.abs(xq).max() <= 127
+    return (xq.astype(np.float64) * (amax / np.float32(127)).astype(np.float64)).reshape(x.shape)
+
+
 @needs_kernel
 @pytest.mark.parametrize("bits, group_size, K, N, asym", [
     (4, 32, 576, 960, False), (4, 64, 1536, 576, False), (4, 2, 40, 37, False),
@@ -80,14 +94,46 @@ def test_grouped_products_match_a_float64_oracle(bits, group_size, K, N, asym, M
 
 
 @needs_kernel
-@pytest.mark.parametrize("bits, group_size, asym", [
-    (4, 32, False), (4, 4, False), (8, 16, False), (8, 5, False), (4, 32, True), (8, 5, True)])
-def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size, asym):
-    """What makes a verify pass agree with a decode step bit for bit."""
+@pytest.mark.parametrize("bits, group_size, K, N, asym", [
+    (4, 32, 576, 960, False), (4, 32, 1536, 200, True), (4, 2, 40, 37, False),
+    (4, 6, 30, 69, True), (4, 8, 48, 16, False), (8, 32, 576, 96, False), (8, 5, 40, 19, True),
+    (8, 12, 48, 133, False), (8, 1, 16, 18, False), (8, None, 48, 33, False)])
+@pytest.mark.parametrize("M", [1, 2, 3, 8])
+def test_int8_activation_products_match_a_float64_oracle(bits, group_size, K, N, asym, M):
+    """x rounded to int8 per group, then x̂ @ ŵ: the kernel's integer sums and fp32
+    epilogue against float64, every row count (one and two rows take the wide blocks),
+    groups whose rows do not fill the four bytes of a VNNI lane, columns past the blocks;
+    the portable loop gives the same bits as the VNNI path."""
+    rng = np.random.default_rng(bits * 1000 + K + N + M + 7)
+    x = rng.standard_normal((M, K)).astype(np.float32)
+    if M > 1 or (group_size or K) < K:
+        x[-1, :group_size or K] = 0.0              # an all-zero group: scale 0, xq 0
+    w = rng.standard_t(3, (2, K, N)).astype(np.float32) + (0.7 if asym else 0.0)
+    qw = quantize_weight(w, bits, group_size, asymmetric=asym, activations="int8")
+    w_hat, x_hat = _w_hat64(qw), _x_hat64(x, qw.group_size)
+    f = jax.jit(kernels.small_matmul_quantized, static_argnames="portable")
+    for layer in (1, 5):
+        got = np.asarray(f(x, qw, layer))
+        want = x_hat @ w_hat[1]
+        scale = np.abs(x).max() * np.abs(w_hat).max()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7 * K * scale)
+        np.testing.assert_array_equal(np.asarray(f(x, qw, layer, portable=True)), got)
+    # far from x @ ŵ only by the rounding of x (about 1/254 of a group's max |x|)
+    assert np.abs(got - x @ w_hat[1]).max() < 0.02 * np.abs(x @ w_hat[1]).max()
+
+
+@needs_kernel
+@pytest.mark.parametrize("bits, group_size, asym, act", [
+    (4, 32, False, "fp32"), (4, 4, False, "fp32"), (8, 16, False, "fp32"),
+    (8, 5, False, "fp32"), (4, 32, True, "fp32"), (8, 5, True, "fp32"),
+    (4, 32, False, "int8"), (4, 10, True, "int8"), (8, 32, False, "int8"), (8, 5, True, "int8")])
+def test_a_rows_result_does_not_depend_on_the_row_count(bits, group_size, asym, act):
+    """What makes a verify pass agree with a decode step bit for bit (int8 activations:
+    one and two rows take the wide blocks, more the narrow ones)."""
     rng = np.random.default_rng(bits + group_size)
     x = rng.standard_normal((11, 160)).astype(np.float32)
-    qw = quantize_weight(rng.standard_normal((2, 160, 88)).astype(np.float32), bits, group_size,
-                         asymmetric=asym)
+    qw = quantize_weight(rng.standard_normal((2, 160, 200)).astype(np.float32), bits,
+                         group_size, asymmetric=asym, activations=act)
     f = jax.jit(lambda x: kernels.small_matmul_quantized(x, qw, 1))
     full = np.asarray(f(x))
     for m in (1, 2, 5, 6, 7, 8):
@@ -189,6 +235,13 @@ def test_bad_group_sizes_and_shapes_are_clear_errors():
         with pytest.raises(InvalidArgument, match=match):
             kernels.small_matmul_quantized(x, qw)
     assert kernels.takes_quantized(q4) and kernels.takes_quantized(q8)
+    with pytest.raises(InvalidArgument, match=r"qw.activations|activations must be one of"):
+        kernels.small_matmul_quantized(x, QuantizedWeight(q4.values, q4.scales, 4, 8,
+                                                          activations="int4"))
+    with pytest.raises(InvalidArgument, match=r"activations must be one of \('fp32', 'int8'\)"):
+        quantize_weight(np.ones((32, 4), np.float32), 4, 8, activations="fp16")
+    with pytest.raises(InvalidArgument, match="at most 65536 inputs"):
+        quantize_weight(np.ones((2 * 65536, 1), np.float32), 8, 2 * 65536, activations="int8")
     with pytest.raises(InvalidArgument, match=r"x's last axis \(31\) must equal qw's input"):
         kernels.small_matmul_quantized(jnp.ones((2, 31), jnp.float32), q4)
     with pytest.raises(InvalidArgument, match="float32"):
@@ -209,15 +262,17 @@ def _lowered(params, cfg, toks):
 # architecture's matrices (Qwen2's QKV bias, GPT-2's biased fused matrices) under one of
 # them: a full grid (12 cases) repeats the same paths
 @needs_kernel
-@pytest.mark.parametrize("base, loop, bits, asym", [
-    (TINY_LLAMA, "scan", 4, False), (TINY_LLAMA, "unroll", 8, False),
-    (TINY_QWEN2, "scan", 8, False), (TINY_GPT2, "unroll", 4, False),
-    (TINY_QWEN2, "scan", 4, True)],
+@pytest.mark.parametrize("base, loop, bits, asym, act", [
+    (TINY_LLAMA, "scan", 4, False, "fp32"), (TINY_LLAMA, "unroll", 8, False, "fp32"),
+    (TINY_QWEN2, "scan", 8, False, "fp32"), (TINY_GPT2, "unroll", 4, False, "fp32"),
+    (TINY_QWEN2, "scan", 4, True, "fp32"), (TINY_LLAMA, "scan", 4, False, "int8"),
+    (TINY_QWEN2, "unroll", 4, True, "int8")],
     ids=lambda v: getattr(v, "name", str(v)))
-def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits, asym):
+def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits, asym, act):
     """Every layer matrix and the quantised head read by the grouped kernel under "auto"
     (no dequantising XLA dot left), none under "xla"; logits equal to fp32 rounding, at a
-    decode step (1 row) and a verify width (2 x 3 rows)."""
+    decode step (1 row) and a verify width (2 x 3 rows); with int8 activations XLA's path
+    rounds x as the kernel does (`quantize.quantize_activations`)."""
     group_size = 4
     for shape in ((1, 1), (2, 3)):
         outs, texts = {}, {}
@@ -225,7 +280,7 @@ def test_a_grouped_model_runs_the_kernel_and_gives_xlas_logits(base, loop, bits,
             cfg = base.replace(layer_loop=loop, matmul=mm)
             params = tr.arrange_layers(quantize_params(
                 tr.init_params(jax.random.PRNGKey(0), cfg), cfg, bits, group_size, head=True,
-                asymmetric=asym),
+                asymmetric=asym, activations=act),
                 cfg)
             toks = jnp.asarray(np.arange(5, 5 + shape[0] * shape[1]).reshape(shape), jnp.int32)
             outs[mm], texts[mm] = _lowered(params, cfg, toks)

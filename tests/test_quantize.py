@@ -109,8 +109,17 @@ def test_quantized_weight_is_a_pytree_with_static_format():
     leaves, treedef = jax.tree_util.tree_flatten(qw)
     assert len(leaves) == 2 and leaves[0].dtype == jnp.int8 and leaves[1].dtype == jnp.float32
     back = jax.tree_util.tree_unflatten(treedef, leaves)
-    assert (back.bits, back.group_size) == (4, 2)
+    assert (back.bits, back.group_size, back.activations) == (4, 2, "fp32")
     np.testing.assert_array_equal(np.asarray(dequantize(back)), np.ones((4, 6)))
+    q8a = quantize_weight(np.ones((4, 6), np.float32), 4, 2, activations="int8")
+    back = jax.tree_util.tree_map(lambda a: a, q8a)
+    assert back.activations == "int8"
+    assert jax.tree_util.tree_structure(q8a) != treedef       # a static part of the format
+    from specsim.models.quantize import concat_columns, split_columns
+    joined = concat_columns([q8a, q8a])
+    assert joined.activations == "int8" and all(
+        p.activations == "int8" for p in split_columns(joined, [6]))
+    assert concat_columns([q8a, qw]) is None                  # formats differ
 
 
 # ---- the quantised model ------------------------------------------------------------------
@@ -324,6 +333,42 @@ def test_quantized_matmul_equals_the_product_with_the_dequantized_matrix(bits, g
     got = np.asarray(quantized_matmul(x, qw))
     assert got.shape == (*lead, 10)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("bits, group_size, asymmetric", [
+    (8, None, False), (8, 6, True), (4, 4, False), (4, 12, True)])
+@pytest.mark.parametrize("lead", [(5,), (3, 7)])                # (3, 7): past DENSE_ROWS
+def test_int8_activations_multiply_the_rounded_x(bits, group_size, asymmetric, lead):
+    """XLA's path with int8 activations: x rounded to int8 per group (NumPy's float32
+    rounding here, `test_kernels_int4._x_hat64`), then the product with ŵ in float64; its
+    derivative in x is the fp32 format's (straight through the rounding)."""
+    from test_kernels_int4 import _x_hat64
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((24, 10)).astype(np.float32) + 0.5
+    qw = quantize_weight(w, bits, group_size, asymmetric=asymmetric, activations="int8")
+    x = rng.standard_normal((*lead, 24)).astype(np.float32)
+    x_hat = _x_hat64(x.reshape(-1, 24), qw.group_size).reshape(x.shape)
+    ref = x_hat @ np.asarray(dequantize(qw), np.float64)
+    got = np.asarray(quantized_matmul(jnp.asarray(x), qw))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    assert not np.allclose(got, np.asarray(quantized_matmul(jnp.asarray(x), QuantizedWeight(
+        qw.values, qw.scales, bits, qw.group_size, qw.offsets))), rtol=1e-6, atol=0)
+    grad = jax.grad(lambda x: jnp.sum(quantized_matmul(x, qw)))(jnp.asarray(x))
+    want = np.broadcast_to(np.asarray(dequantize(qw), np.float64).sum(-1), x.shape)
+    np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-5, atol=1e-5)
+
+
+def test_greedy_speculative_with_an_int8_activation_self_draft_equals_target(target):
+    """An int4 self-draft whose products round x to int8: another draft's numerics, the
+    same output (the loop's exactness does not depend on the draft)."""
+    from specsim.drafters.model import ModelDrafter
+    from specsim.models.transformer import arrange_layers
+    ref = generate_autoregressive(target, PROMPTS_3, MAX_NEW)
+    params = quantize_params(target.params, target.cfg, 4, 4, head=True, activations="int8")
+    drafter = ModelDrafter(arrange_layers(params, target.cfg), target.cfg, "int4-int8x")
+    res = generate_speculative(target, drafter, PROMPTS_3, MAX_NEW, 3)
+    assert res.tokens == ref.tokens
+    assert 0 < res.stats.alpha_per_proposal < 1
 
 
 def test_load_with_offsets_names_and_stores_them():

@@ -16,6 +16,8 @@
 // whatever M, the threads or the panels (panels hold whole groups; the columns past the last
 // whole block of 16 are always the same), so a verify pass agrees with a decode step bit
 // for bit. Panels of about 32 KB and the prefetch follow small_matmul.cc's part_nn.
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -185,6 +187,194 @@ inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, 
 #define BLOCK block
 #endif
 
+// ---- int8 activations (`QuantizedWeight.activations == "int8"`) --------------------------------
+// Each row's x is rounded to int8 per group of g inputs (the weight's groups), as llama.cpp's
+// Q8 activations: d = amax / 127, xq = round-half-even(x * (127 / amax)) (0 where amax is 0),
+// so x̂ = xq * d; the product is y = x̂ @ ŵ, formed per group in integers:
+//   y = Σ_g d_g * (scale_g * Σ_j xq_j q_j  +  offset_g * Σ_j xq_j).
+// The integer sums are exact whatever their order; the float epilogue runs in one fixed
+// order per lane (a multiply, a fused multiply-add for the offsets, a fused multiply-add into
+// the row's sum), so the VNNI path and the portable one agree bit for bit, and a row's result
+// never depends on M.
+
+constexpr int64_t kMaxGroupInt8 = 65536;
+constexpr int kWide = 4;   // blocks of 16 columns side by side for one or two int8 rows
+
+struct Acts {            // one call's rows, quantised once: [M, K] int8, [M, G] scales and sums
+  const float* x;        // fp32 x [M, K] (the fp32-activation path)
+  const float* xs;       // fp32 group sums of x [M, G] (fp32 path with offsets)
+  const int8_t* xq;      // int8 x [M, K]
+  const float* xd;       // its scales [M, G]
+  const int32_t* xsum;   // Σ xq per group [M, G]
+};
+
+// Round rows of x to int8 per group of g (see above). Elementwise IEEE operations and an
+// exact maximum: the vector and the scalar loops give the same bytes.
+static void quantize_rows(const float* x, int64_t M, int64_t K, int64_t g, int8_t* xq,
+                          float* xd, int32_t* xsum) {
+  const int64_t G = K / g;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < G; ++i) {
+      const float* xp = x + m * K + i * g;
+      int8_t* qp = xq + m * K + i * g;
+      int64_t j = 0;
+      float amax = 0.f;
+#if defined(__AVX512F__)
+      __m512 vmax = _mm512_setzero_ps();
+      for (; j + 16 <= g; j += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xp + j)));
+      amax = _mm512_reduce_max_ps(vmax);
+#endif
+      for (; j < g; ++j) amax = std::max(amax, std::fabs(xp[j]));
+      float id = amax > 0.f ? 127.f / amax : 0.f;
+      xd[m * G + i] = amax / 127.f;
+      int32_t s = 0;
+      j = 0;
+#if defined(__AVX512F__)
+      __m512i vs = _mm512_setzero_si512();
+      for (; j + 16 <= g; j += 16) {
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xp + j), _mm512_set1_ps(id)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qp + j), _mm512_cvtsepi32_epi8(v));
+        vs = _mm512_add_epi32(vs, v);
+      }
+      s = _mm512_reduce_add_epi32(vs);
+#endif
+      for (; j < g; ++j) {
+        int32_t v = (int32_t)std::nearbyint(xp[j] * id);
+        qp[j] = (int8_t)v;
+        s += v;
+      }
+      xsum[m * G + i] = s;
+    }
+}
+
+// The group's epilogue for one lane: acc + d * (scale * dot + offset * sum).
+template <bool OFFS>
+inline float epilogue(int32_t dot, int32_t sum, float d, float s, float off, float acc) {
+  float p = (float)dot * s;
+  if (OFFS) p = std::fma((float)sum, off, p);
+  return std::fma(p, d, acc);
+}
+
+// One weight as an integer (columns past the last whole block, the portable path).
+template <int BITS>
+inline int32_t ivalue(const int8_t* q, int64_t N, int64_t k, int64_t c) {
+  if (BITS == 8) return q[k * N + c];
+  int8_t b = q[(k / 2) * N + c];
+  return (k & 1) ? (b >> 4) : ((int8_t)(b << 4) >> 4);
+}
+
+// Columns [c, c_end) of y[0:R] over the groups in rows [k0, k1), one lane at a time: the
+// portable path, and the columns past the last whole block.
+template <int BITS, bool OFFS>
+void lanes_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, const float* off,
+              int64_t N, int64_t g, int64_t c, int64_t c_end, int64_t k0, int64_t k1, float* y,
+              bool first) {
+  const int64_t G = K / g;
+  for (int64_t cc = c; cc < c_end; ++cc)
+    for (int m = 0; m < R; ++m) {
+      float acc = first ? 0.f : y[m * N + cc];
+      for (int64_t k = k0; k < k1; k += g) {
+        int32_t dot = 0;
+        const int8_t* xq = a.xq + m * K + k;
+        for (int64_t j = 0; j < g; ++j) dot += (int32_t)xq[j] * ivalue<BITS>(q, N, k + j, cc);
+        int64_t gi = m * G + k / g;
+        acc = epilogue<OFFS>(dot, a.xsum[gi], a.xd[gi], s[(k / g) * N + cc],
+                             OFFS ? off[(k / g) * N + cc] : 0.f, acc);
+      }
+      y[m * N + cc] = acc;
+    }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#define SPECSIM_VNNI 1
+// up to 4 bytes of a row's int8 x, zero past n, as one 32-bit lane
+inline int32_t x4(const int8_t* p, int64_t n) {
+  uint32_t v = 0;
+  if (n >= 4) { std::memcpy(&v, p, 4); return (int32_t)v; }
+  for (int64_t i = 0; i < n && i < 4; ++i) v |= (uint32_t)(uint8_t)p[i] << (8 * i);
+  return (int32_t)v;
+}
+
+template <int BITS>
+inline __m512i weights_u8(const int8_t* q, int64_t N, int64_t g, int64_t k, int64_t j,
+                          int64_t c) {
+  if (BITS == 4) {
+    const __m512i flip = _mm512_set1_epi32(0x00880088), nib = _mm512_set1_epi32(0x0F0F0F0F);
+    const int8_t* qp = q + ((k + j) / 2) * N + c;
+    __m512i r0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qp)));
+    __m512i r1 = j + 2 < g ? _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp + N))) : _mm512_setzero_si512();
+    __m512i u = _mm512_ternarylogic_epi32(r0, _mm512_slli_epi32(r1, 16), flip, 0x56);  // (a|b)^c
+    return _mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 4), nib, 0xA8);           // (a|b)&c
+  }
+  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080);
+  const int8_t* qp = q + (k + j) * N + c;
+  __m512i r[4];
+  for (int t = 0; t < 4; ++t)
+    r[t] = j + t < g ? _mm512_cvtepu8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp + t * N))) : _mm512_setzero_si512();
+  __m512i u = _mm512_ternarylogic_epi32(r[0], _mm512_slli_epi32(r[1], 8),
+                                        _mm512_slli_epi32(r[2], 16), 0xFE);            // a|b|c
+  return _mm512_ternarylogic_epi32(u, _mm512_slli_epi32(r[3], 24), flip, 0x56);
+}
+
+// y[0:R, c:c+16*NB] over the groups in rows [k0, k1) with VNNI: each 32-bit lane (a column)
+// holds 4 consecutive weights as unsigned bytes (q + 8 for int4, q + 128 for int8,
+// `weights_u8`) and vpdpbusd adds their products with 4 bytes of x; Σ xq (q + b) - b Σ xq
+// = Σ xq q exactly. int4: byte rows i, i+1 hold rows 2i..2i+3; zero-extended to 32-bit
+// lanes and joined, u = b_i | b_{i+1} << 16 (its nibbles flipped by 8), (u | u << 4) &
+// 0x0F0F0F0F puts the four nibbles in the lane's four bytes in row order. NB blocks of
+// 16 columns side by side (NB 4: whole cache lines of int8 weights) and C chains of sums
+// per row and block, so that few rows do not wait on vpdpbusd's latency (integers: the
+// order of the sums changes nothing).
+template <int R, int NB, int BITS, bool OFFS>
+inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
+                     const float* off, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1,
+                     float* y, bool first) {
+  constexpr int C = R * NB >= 4 ? 1 : (R * NB >= 2 ? 2 : 4);
+  const int64_t G = K / g;
+  constexpr int32_t bias = BITS == 4 ? 8 : 128;
+  __m512 acc[R][NB];
+  for (int m = 0; m < R; ++m)
+    for (int b = 0; b < NB; ++b)
+      acc[m][b] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(y + m * N + c + 16 * b);
+  const float* sp = s + (k0 / g) * N + c;
+  const float* op = OFFS ? off + (k0 / g) * N + c : nullptr;
+  for (int64_t k = k0; k < k1; k += g, sp += N) {
+    __m512i dot[R][NB][C];
+    for (int m = 0; m < R; ++m)
+      for (int b = 0; b < NB; ++b)
+        for (int h = 0; h < C; ++h) dot[m][b][h] = _mm512_setzero_si512();
+    for (int64_t j0 = 0; j0 < g; j0 += 4 * C)
+      for (int h = 0; h < C; ++h) {
+        int64_t j = j0 + 4 * h;
+        if (C > 1 && j >= g) break;
+        for (int b = 0; b < NB; ++b) {
+          __m512i w = weights_u8<BITS>(q, N, g, k, j, c + 16 * b);
+          for (int m = 0; m < R; ++m)
+            dot[m][b][h] = _mm512_dpbusd_epi32(
+                dot[m][b][h], w, _mm512_set1_epi32(x4(a.xq + m * K + k + j, g - j)));
+        }
+      }
+    for (int b = 0; b < NB; ++b) {
+      __m512 sc = _mm512_loadu_ps(sp + 16 * b);
+      __m512 of = OFFS ? _mm512_loadu_ps(op + 16 * b) : sc;
+      for (int m = 0; m < R; ++m) {
+        int64_t gi = m * G + k / g;
+        __m512i d = _mm512_set1_epi32(-bias * a.xsum[gi]);
+        for (int h = 0; h < C; ++h) d = _mm512_add_epi32(d, dot[m][b][h]);
+        __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(d), sc);
+        if (OFFS) p = _mm512_fmadd_ps(_mm512_set1_ps((float)a.xsum[gi]), of, p);
+        acc[m][b] = _mm512_fmadd_ps(p, _mm512_set1_ps(a.xd[gi]), acc[m][b]);
+      }
+    }
+    if (OFFS) op += N;
+  }
+  for (int m = 0; m < R; ++m)
+    for (int b = 0; b < NB; ++b) _mm512_storeu_ps(y + m * N + c + 16 * b, acc[m][b]);
+}
+#endif
+
 template <int BITS, bool OFFS>
 void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
           const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1, float* y,
@@ -199,6 +389,34 @@ void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, con
     default: GROUPED_ROWS_CASE(6); break;
   }
 #undef GROUPED_ROWS_CASE
+}
+
+template <int BITS, bool OFFS>
+void rows_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, const float* off,
+             int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1, float* y, bool first,
+             bool portable) {
+#if defined(SPECSIM_VNNI)
+  if (!portable) {
+#define GROUPED_ROWS_CASE(r) block_q8<r, 1, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first)
+    switch (R) {
+      case 1: GROUPED_ROWS_CASE(1); break;
+      case 2: GROUPED_ROWS_CASE(2); break;
+      case 3: GROUPED_ROWS_CASE(3); break;
+      case 4: GROUPED_ROWS_CASE(4); break;
+      case 5: GROUPED_ROWS_CASE(5); break;
+      default: GROUPED_ROWS_CASE(6); break;
+    }
+#undef GROUPED_ROWS_CASE
+    return;
+  }
+#endif
+  lanes_q8<BITS, OFFS>(R, a, K, q, s, off, N, g, c, c + kBlock, k0, k1, y, first);
+}
+
+// The rows from row m on: each array of `a` advanced by m rows.
+inline Acts rows_from(const Acts& a, int64_t m, int64_t K, int64_t G) {
+  return Acts{a.x + m * K, a.xs ? a.xs + m * G : nullptr, a.xq ? a.xq + m * K : nullptr,
+              a.xd ? a.xd + m * G : nullptr, a.xsum ? a.xsum + m * G : nullptr};
 }
 
 // A prefetch cursor over rows [r, end) of a row-major array, `bytes` bytes of each row
@@ -217,12 +435,15 @@ struct Stream {
 
 // Columns [c0, c1) of y, in panels of about 32 KB of packed weights (this part's columns),
 // each consumed block by block while the next panel's weights, scales and offsets are
-// prefetched in address order (as small_matmul.cc's part_nn does). xs [M, K/g]: each row's
-// group sums of x (offsets only).
-template <int BITS, bool OFFS>
-void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s, const float* off,
-          const float* xs, int64_t N, int64_t g, int64_t c0, int64_t c1, float* y) {
+// prefetched in address order (as small_matmul.cc's part_nn does). `a`: the rows, as fp32
+// (and each row's group sums of x, offsets only) or, with ACT8, as int8 (`quantize_rows`);
+// `portable`: ACT8's lane-by-lane loop even where VNNI is built (the same results).
+template <int BITS, bool OFFS, bool ACT8>
+void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, const float* off,
+          int64_t N, int64_t g, int64_t c0, int64_t c1, float* y, bool portable) {
   const int64_t G = K / g;
+  const float* x = a.x;
+  const float* xs = a.xs;
   constexpr int64_t per = BITS == 4 ? 2 : 1;     // weight rows per byte row
   int64_t cols = c1 - c0;
   int64_t cb_end = c0 + (cols / kBlock) * kBlock;
@@ -241,16 +462,32 @@ void part(const float* x, int64_t M, int64_t K, const int8_t* q, const float* s,
     int64_t ws_lines = ((ws.end - ws.r) * cols * 4 + kLine - 1) / kLine;
     int64_t wq_per = (wq_lines + blocks - 1) / blocks, ws_per = (ws_lines + blocks - 1) / blocks;
     for (int64_t c = c0; c < cb_end; c += kBlock) {
+#if defined(SPECSIM_VNNI)
+      if (ACT8 && !portable && M <= 2 && c + kWide * kBlock <= cb_end) {
+        // a decode step or a 2-token verify: whole cache lines a row
+        if (M == 1) block_q8<1, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
+        else block_q8<2, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
+        for (int i = 0; i < kWide; ++i) { wq.ahead(wq_per); ws.ahead(ws_per); if (OFFS) wo.ahead(ws_per); }
+        c += (kWide - 1) * kBlock;
+        continue;
+      }
+#endif
       for (int64_t m = 0; m < M; m += kMaxRows) {
         int R = (int)std::min<int64_t>(kMaxRows, M - m);
-        rows<BITS, OFFS>(R, x + m * K, K, q, s, off, xs + (OFFS ? m * G : 0), N, g, c, k0, k1,
-                         y + m * N, first);
+        if (ACT8)
+          rows_q8<BITS, OFFS>(R, rows_from(a, m, K, G), K, q, s, off, N, g, c, k0, k1,
+                              y + m * N, first, portable);
+        else
+          rows<BITS, OFFS>(R, x + m * K, K, q, s, off, xs + (OFFS ? m * G : 0), N, g, c, k0,
+                           k1, y + m * N, first);
       }
       wq.ahead(wq_per);
       ws.ahead(ws_per);
       if (OFFS) wo.ahead(ws_per);
     }
-    for (int64_t c = cb_end; c < c1; ++c)        // columns past the last whole block
+    if (ACT8 && cb_end < c1)                       // columns past the last whole block
+      lanes_q8<BITS, OFFS>((int)M, a, K, q, s, off, N, g, cb_end, c1, k0, k1, y, first);
+    for (int64_t c = cb_end; !ACT8 && c < c1; ++c)
       for (int64_t m = 0; m < M; ++m) {
         float acc = first ? 0.f : y[m * N + c];
         for (int64_t k = k0; k < k1; k += g) {
@@ -275,12 +512,15 @@ ffi::Error bad(const std::string& what) {
 
 // x [M, K] f32; q [L, K, N] s8 (bits 8) or [L, K/2, N] (bits 4, packed); scales [L, K/g, N]
 // f32; offsets f32 like scales, read only when has_offsets is 1 (else any buffer); layer s32
-// (clamped to [0, L)); y [M, N] = x @ (q[l] * scales[l] (+ offsets[l]) per group of g rows).
+// (clamped to [0, L)); y [M, N] = x @ (q[l] * scales[l] (+ offsets[l]) per group of g rows),
+// with x rounded to int8 per group first where int8_activations is 1 (`quantize_rows`);
+// portable 1: that product by the lane-by-lane loop, not VNNI (for tests; same results).
 static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
                                      ffi::Buffer<ffi::S8> q, ffi::Buffer<ffi::F32> scales,
                                      ffi::Buffer<ffi::F32> offsets, ffi::Buffer<ffi::S32> layer,
                                      ffi::ResultBuffer<ffi::F32> y, int32_t bits,
-                                     int32_t has_offsets) {
+                                     int32_t has_offsets, int32_t int8_activations,
+                                     int32_t portable) {
   auto xd = x.dimensions(), qd = q.dimensions(), sd = scales.dimensions();
   if (bits != 4 && bits != 8) return bad("bits must be 4 or 8");
   if (xd.size() != 2 || qd.size() != 3 || sd.size() != 3)
@@ -290,7 +530,7 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
   if (qd[1] * per != K) return bad("q's rows do not match x's contraction size");
   if (sd[0] != L || sd[2] != N) return bad("scales must be [L, K/g, N] like q");
   if (G < 1 || K % G) return bad("the number of groups must divide K");
-  bool offs = has_offsets != 0;
+  bool offs = has_offsets != 0, act8 = int8_activations != 0;
   if (offs) {
     auto od = offsets.dimensions();
     if (od.size() != 3 || od[0] != L || od[1] != G || od[2] != N)
@@ -298,26 +538,42 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
   }
   int64_t g = K / G;
   if (bits == 4 && g % 2) return bad("the group size must be even for 4 bits");
+  // a group's integer sum Σ xq (q + 128) must fit int32
+  if (act8 && g > kMaxGroupInt8) return bad("the group size must be at most 65536 with int8 activations");
   int64_t l = clamp_layer(layer.typed_data()[0], L);
   const float* xp = x.typed_data();
   const int8_t* ql = q.typed_data() + l * (K / per) * N;
   const float* sl = scales.typed_data() + l * G * N;
   const float* ol = offs ? offsets.typed_data() + l * G * N : nullptr;
   float* yp = y->typed_data();
-  // each row's group sums of x, in one fixed order (a row's result never depends on M)
-  std::vector<float> sums(offs ? M * G : 0);
-  for (int64_t m = 0; offs && m < M; ++m)
+  // each row's group sums of x (fp32 path) or its int8 form (int8 path), in one fixed
+  // order (a row's result never depends on M)
+  std::vector<float> sums(offs && !act8 ? M * G : 0), xscale(act8 ? M * G : 0);
+  std::vector<int8_t> xq(act8 ? M * K : 0);
+  std::vector<int32_t> xsum(act8 ? M * G : 0);
+  for (int64_t m = 0; offs && !act8 && m < M; ++m)
     for (int64_t i = 0; i < G; ++i) {
       float t = 0.f;
       for (int64_t j = 0; j < g; ++j) t += xp[m * K + i * g + j];
       sums[m * G + i] = t;
     }
-  const float* xs = sums.data();
+  if (act8) quantize_rows(xp, M, K, g, xq.data(), xscale.data(), xsum.data());
+  const Acts a{xp, sums.data(), xq.data(), xscale.data(), xsum.data()};
+  bool port = portable != 0;
   run_column_parts(pool, N, [=](int64_t c0, int64_t c1) {
-    if (bits == 4 && offs) part<4, true>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
-    else if (bits == 4) part<4, false>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
-    else if (offs) part<8, true>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
-    else part<8, false>(xp, M, K, ql, sl, ol, xs, N, g, c0, c1, yp);
+#define GROUPED_PART(B, O, A) part<B, O, A>(a, M, K, ql, sl, ol, N, g, c0, c1, yp, port)
+    if (act8) {
+      if (bits == 4 && offs) GROUPED_PART(4, true, true);
+      else if (bits == 4) GROUPED_PART(4, false, true);
+      else if (offs) GROUPED_PART(8, true, true);
+      else GROUPED_PART(8, false, true);
+    } else {
+      if (bits == 4 && offs) GROUPED_PART(4, true, false);
+      else if (bits == 4) GROUPED_PART(4, false, false);
+      else if (offs) GROUPED_PART(8, true, false);
+      else GROUPED_PART(8, false, false);
+    }
+#undef GROUPED_PART
   });
   return ffi::Error::Success();
 }
@@ -332,4 +588,6 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimSmallMatmulGrouped, SmallMatmulGrouped,
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int32_t>("bits")
-                                  .Attr<int32_t>("has_offsets"));
+                                  .Attr<int32_t>("has_offsets")
+                                  .Attr<int32_t>("int8_activations")
+                                  .Attr<int32_t>("portable"));

@@ -309,15 +309,16 @@ def takes_quantized(qw) -> bool:
 
 
 def _per_column_int8(qw) -> bool:
-    return qw.bits == 8 and qw.group_size == qw.shape[-2] and qw.offsets is None
+    return (qw.bits == 8 and qw.group_size == qw.shape[-2] and qw.offsets is None
+            and qw.activations == "fp32")
 
 
 def _check_quantized(qw) -> None:
     """InvalidArgument naming what is wrong unless ``qw`` is a `QuantizedWeight` the
     kernels take: int8 values [..., Din/(8/bits), Dout], fp32 scales [..., Din/g, Dout],
     bits 8 or 4, g (``group_size``) dividing Din, even for 4 bits; offsets None or fp32
-    like scales."""
-    from specsim.models.quantize import BITS, QuantizedWeight
+    like scales; activations one of `quantize.ACTIVATIONS`."""
+    from specsim.models.quantize import BITS, QuantizedWeight, check_activations
     if not isinstance(qw, QuantizedWeight):
         raise InvalidArgument(f"qw must be a QuantizedWeight, got {type(qw).__name__}")
     if qw.bits not in BITS:
@@ -343,6 +344,7 @@ def _check_quantized(qw) -> None:
         raise InvalidArgument(f"qw.offsets must be None or float32 like qw.scales "
                               f"{list(want)}, got {jnp.dtype(offsets.dtype).name} "
                               f"{tuple(offsets.shape)}")
+    check_activations(qw.activations, g)
 
 
 def _call_int8(x2, q3, s3, layer):
@@ -383,44 +385,49 @@ def small_matmul_int8(x, qw, layer=None):
     return y.reshape(*lead, y.shape[-1])
 
 
-def _call_grouped(x2, q3, s3, o3, layer, bits: int):
+def _call_grouped(x2, q3, s3, o3, layer, bits: int, activations: str, portable: bool):
     """o3: the offsets, or None (the scales stand in for the buffer, unread)."""
     has = o3 is not None
     return jax.ffi.ffi_call(TARGET_GROUPED, jax.ShapeDtypeStruct((x2.shape[0], q3.shape[2]),
                                                                  jnp.float32),
-                            vmap_method="sequential")(x2, q3, s3, o3 if has else s3, layer,
-                                                      bits=np.int32(bits),
-                                                      has_offsets=np.int32(has))
+                            vmap_method="sequential")(
+        x2, q3, s3, o3 if has else s3, layer, bits=np.int32(bits), has_offsets=np.int32(has),
+        int8_activations=np.int32(activations == "int8"), portable=np.int32(portable))
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(5,))
-def _matmul_grouped(x2, q3, s3, o3, layer, bits):
-    return _call_grouped(x2, q3, s3, o3, layer, bits)
+@partial(jax.custom_jvp, nondiff_argnums=(5, 6, 7))
+def _matmul_grouped(x2, q3, s3, o3, layer, bits, activations, portable):
+    return _call_grouped(x2, q3, s3, o3, layer, bits, activations, portable)
 
 
 @_matmul_grouped.defjvp
-def _matmul_grouped_jvp(bits, primals, tangents):
+def _matmul_grouped_jvp(bits, activations, portable, primals, tangents):
     """Derivatives by XLA's dots, in x, the scales and the offsets (the integer values
     have none): y = x @ ŵ = Σ_g (x_g @ q_g) * scale_g (+ (Σ x_g) * offset_g) is linear in
-    x and in (scales, offsets) together."""
+    x and in (scales, offsets) together; int8 activations (x̂ for x) pass x's derivative
+    straight through their rounding, as `quantize.quantize_activations` does."""
     from specsim.models.quantize import QuantizedWeight, dequantize, quantized_matmul
     x2, q3, s3, o3, layer = primals
     dx, _, ds, do, _ = tangents
-    y = _matmul_grouped(x2, q3, s3, o3, layer, bits)
+    y = _matmul_grouped(x2, q3, s3, o3, layer, bits, activations, portable)
     g = x2.shape[1] // s3.shape[1]
     ql = q3[layer]
     at = (lambda a: None if a is None else a[layer])                   # noqa: E731
     return y, (dx @ dequantize(QuantizedWeight(ql, s3[layer], bits, g, at(o3)))
-               + quantized_matmul(x2, QuantizedWeight(ql, ds[layer], bits, g, at(do))))
+               + quantized_matmul(x2, QuantizedWeight(ql, ds[layer], bits, g, at(do),
+                                                      activations)))
 
 
-def small_matmul_quantized(x, qw, layer=None):
+def small_matmul_quantized(x, qw, layer=None, *, portable: bool = False):
     """x [..., K] @ ŵ → [..., N] float32 for any `QuantizedWeight` of
     `specsim.models.quantize` (`takes_quantized`), read as its stored bytes by the kernel
     (an error where `available` is False). int8 with one scale per output column:
     `small_matmul_int8`. In groups (int4 packed two per byte, grouped int8):
     y = Σ_g (x_g @ q_g) * scale_g (+ (Σ x_g) * offset_g), the values unpacked in registers
     (``grouped_matmul.cc``).
+    With int8 activations (``qw.activations``): x̂ @ ŵ, each row's x rounded to int8 per
+    group (`quantize.quantize_activations`) and each group's products summed in integers
+    (VNNI where the CPU has it; ``portable``: the ISA-independent loop, the same results).
     ``qw``: values [K or K/2, N] (scales [K/g, N]), or stacked [L, ...] with ``layer``
     (clamped to [0, L) as ``w[layer]`` under jit)."""
     _require_kernel()
@@ -432,7 +439,8 @@ def small_matmul_quantized(x, qw, layer=None):
         arrays += (jnp.asarray(qw.offsets),)
     (q, sc, *off), layer = _stacked(arrays, layer, "qw.values")
     x2, lead = _rows(jnp.asarray(x), qw.shape[-2], "qw's input dimension")
-    y = _matmul_grouped(x2, q, sc, off[0] if off else None, layer, qw.bits)
+    y = _matmul_grouped(x2, q, sc, off[0] if off else None, layer, qw.bits, qw.activations,
+                        bool(portable))
     return y.reshape(*lead, y.shape[-1])
 
 

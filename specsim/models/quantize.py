@@ -63,11 +63,15 @@ import numpy as np
 
 from specsim.errors import InvalidArgument
 
-__all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "quantize_weight", "dequantize",
-           "quantize_params", "dequantize_params", "is_quantized", "quantized_matmul",
-           "check_quantize_args", "param_bytes", "concat_columns", "split_columns"]
+__all__ = ["QuantizedWeight", "QUANTIZED_NAMES", "BITS", "ACTIVATIONS", "quantize_weight",
+           "dequantize", "quantize_params", "dequantize_params", "is_quantized",
+           "quantized_matmul", "quantize_activations", "check_quantize_args", "param_bytes",
+           "concat_columns", "split_columns"]
 
 BITS = (4, 8)
+# What a matmul does with x before multiplying: "fp32" x as it is; "int8" x rounded to int8
+# per group of the weight's group_size (`quantize_activations`), as llama.cpp's Q8 activations
+ACTIVATIONS = ("fp32", "int8")
 QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "w_proj",
                    "w_qkv", "w_gate_up")      # the last two: fused projections
 
@@ -77,20 +81,25 @@ QUANTIZED_NAMES = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "w_fc", "
 class QuantizedWeight:
     """A weight-only quantised matrix. values: int8 [..., Din, Dout] (bits=8) or packed
     [..., Din/2, Dout] (bits=4); scales: fp32 [..., Din/group_size, Dout]; offsets: None
-    (symmetric) or fp32 like scales (asymmetric: ŵ = q * scale + offset)."""
+    (symmetric) or fp32 like scales (asymmetric: ŵ = q * scale + offset); activations:
+    one of `ACTIVATIONS`, what a product does with x (int8: x̂ @ ŵ, x̂ = x rounded to int8
+    per group, `quantize_activations`)."""
     values: Any
     scales: Any
     bits: int
     group_size: int
     offsets: Any = None
+    activations: str = "fp32"
 
     def tree_flatten(self):
-        return (self.values, self.scales, self.offsets), (self.bits, self.group_size)
+        return ((self.values, self.scales, self.offsets),
+                (self.bits, self.group_size, self.activations))
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         values, scales, offsets = children
-        return cls(values, scales, *aux, offsets)
+        bits, group_size, activations = aux
+        return cls(values, scales, bits, group_size, offsets, activations)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -146,10 +155,11 @@ def check_quantize_args(bits, group_size, in_dims=()) -> int | None:
 
 
 def quantize_weight(w, bits: int = 8, group_size: int | None = None, *,
-                    asymmetric: bool = False) -> QuantizedWeight:
+                    asymmetric: bool = False, activations: str = "fp32") -> QuantizedWeight:
     """Quantise one matrix w [..., Din, Dout] (see the module docstring; ``asymmetric``:
-    levels over each group's range, with offsets). The arithmetic runs in float64 on the
-    host, so the only rounding beyond the format's is fp32's in `dequantize`."""
+    levels over each group's range, with offsets; ``activations``: one of `ACTIVATIONS`,
+    kept in the format). The arithmetic runs in float64 on the host, so the only rounding
+    beyond the format's is fp32's in `dequantize`."""
     if isinstance(w, QuantizedWeight):
         w = dequantize(w)
     arr = np.asarray(w, np.float64)
@@ -159,6 +169,7 @@ def quantize_weight(w, bits: int = 8, group_size: int | None = None, *,
     g = check_quantize_args(bits, group_size, (din,)) or din
     if not isinstance(asymmetric, bool):
         raise InvalidArgument(f"asymmetric must be True or False, got {asymmetric!r}")
+    check_activations(activations, g)
     half = 2 ** (bits - 1)
     grouped = arr.reshape(*arr.shape[:-2], din // g, g, dout)         # [..., Din/g, g, Dout]
     if asymmetric:
@@ -177,7 +188,35 @@ def quantize_weight(w, bits: int = 8, group_size: int | None = None, *,
     q = q.reshape(arr.shape).astype(np.int8)
     values = _pack_int4(q) if bits == 4 else q
     return QuantizedWeight(jnp.asarray(values), jnp.asarray(scale, jnp.float32), bits, g,
-                           None if offset is None else jnp.asarray(offset, jnp.float32))
+                           None if offset is None else jnp.asarray(offset, jnp.float32),
+                           activations)
+
+
+# The largest group with int8 activations: a group's integer sum Σ xq (q + 128) fits int32
+MAX_INT8_ACTIVATION_GROUP = 65536
+
+
+def check_activations(activations, group_size: int) -> None:
+    """InvalidArgument unless ``activations`` is one of `ACTIVATIONS` (and, for "int8",
+    ``group_size`` is at most `MAX_INT8_ACTIVATION_GROUP`)."""
+    if activations not in ACTIVATIONS:
+        raise InvalidArgument(f"activations must be one of {ACTIVATIONS}, got {activations!r}")
+    if activations == "int8" and group_size > MAX_INT8_ACTIVATION_GROUP:
+        raise InvalidArgument(f"int8 activations take groups of at most "
+                              f"{MAX_INT8_ACTIVATION_GROUP} inputs, got group_size {group_size}")
+
+
+def quantize_activations(x, group_size: int):
+    """x [..., Din] rounded to int8 per group of ``group_size`` inputs and back to fp32:
+    x̂ = xq * d, d = amax / 127, xq = round-half-even(x * (127 / amax)) in fp32 (0 where a
+    group is all zero), amax the group's max |x|. The kernel forms the same xq and d.
+    Its derivative is taken as one (straight through): the rounding is piecewise constant."""
+    *lead, din = x.shape
+    xg = x.reshape(*lead, din // group_size, group_size)
+    amax = jnp.max(jnp.abs(xg), axis=-1, keepdims=True)
+    inv = jnp.where(amax > 0, jnp.float32(127) / jnp.where(amax > 0, amax, 1), 0)
+    xhat = (jnp.round(xg * inv) * (amax / jnp.float32(127))).reshape(x.shape)
+    return x + jax.lax.stop_gradient(xhat - x)
 
 
 def _grouped_values(qw: QuantizedWeight, dtype):
@@ -198,20 +237,21 @@ def dequantize(qw: QuantizedWeight, dtype=jnp.float32):
 def concat_columns(parts) -> QuantizedWeight | None:
     """Quantised matrices side by side along Dout (their columns are independent), or
     None when their formats differ (bits, groups, offsets or not)."""
-    if len({(p.bits, p.group_size, p.offsets is None) for p in parts}) != 1:
+    if len({(p.bits, p.group_size, p.offsets is None, p.activations) for p in parts}) != 1:
         return None
     cat = lambda xs: jnp.concatenate(xs, -1)                           # noqa: E731
     p0 = parts[0]
     return QuantizedWeight(cat([p.values for p in parts]), cat([p.scales for p in parts]),
                            p0.bits, p0.group_size,
-                           None if p0.offsets is None else cat([p.offsets for p in parts]))
+                           None if p0.offsets is None else cat([p.offsets for p in parts]),
+                           p0.activations)
 
 
 def split_columns(qw: QuantizedWeight, cuts) -> list[QuantizedWeight]:
     """``qw`` cut along Dout at ``cuts`` (column indices), as `jnp.split` does."""
     split = lambda a: jnp.split(a, cuts, -1)                           # noqa: E731
     offs = [None] * (len(cuts) + 1) if qw.offsets is None else split(qw.offsets)
-    return [QuantizedWeight(v, sc, qw.bits, qw.group_size, o)
+    return [QuantizedWeight(v, sc, qw.bits, qw.group_size, o, qw.activations)
             for v, sc, o in zip(split(qw.values), split(qw.scales), offs)]
 
 
@@ -223,8 +263,11 @@ def quantized_matmul(x, qw: QuantizedWeight, preferred_element_type=None):
     (the same sum as x @ ŵ up to fp32 rounding). XLA:CPU still converts q to fp32 before
     each dot: handing `lax.dot_general` the int8 operand with an fp32 accumulator, or
     int8 x int8 -> int32, lowers to the same convert + dot (see docs/studies/int8.md).
-    More than `DENSE_ROWS` rows in groups (a prefill): x @ ŵ with ŵ formed first."""
+    More than `DENSE_ROWS` rows in groups (a prefill): x @ ŵ with ŵ formed first. int8
+    activations: the same with x̂ (`quantize_activations`) for x."""
     out_type = preferred_element_type or x.dtype
+    if qw.activations == "int8":
+        x = quantize_activations(x, qw.group_size)
     rows = int(np.prod(x.shape[:-1]))
     if qw.values.ndim != 2 or (rows > DENSE_ROWS and qw.scales.shape[0] > 1):
         # stacked, or a prefill in groups: ŵ once, then one matmul (per-group dots of
@@ -257,13 +300,15 @@ def _in_dims(cfg) -> tuple[int, ...]:
 
 
 def quantize_params(params: dict, cfg, bits: int = 8, group_size: int | None = None, *,
-                    head: bool | tuple = False, asymmetric: bool = False) -> dict:
+                    head: bool | tuple = False, asymmetric: bool = False,
+                    activations: str = "fp32") -> dict:
     """``params`` with every layer's `QUANTIZED_NAMES` matrices (and, with ``head``, the
     output head) quantised to ``bits`` in groups of ``group_size`` input rows (None: per
     output channel, int8 only), with offsets where ``asymmetric``. ``head``: False (dense),
-    True (as the layers), or its own format (bits, group_size, asymmetric). Works on
-    stacked and per-layer layouts; leaves that are already quantised are re-quantised
-    from their dequantised values."""
+    True (as the layers), or its own format (bits, group_size, asymmetric).
+    ``activations`` (one of `ACTIVATIONS`): what every quantised matrix's product does
+    with x, the head's too. Works on stacked and per-layer layouts; leaves that are
+    already quantised are re-quantised from their dequantised values."""
     check_quantize_args(bits, group_size, _in_dims(cfg))
     head_format = (bits, group_size, asymmetric) if head is True else head
     if head_format:
@@ -273,7 +318,8 @@ def quantize_params(params: dict, cfg, bits: int = 8, group_size: int | None = N
         check_quantize_args(*head_format[:2], (cfg.d_model,))
 
     def layer(lp: dict) -> dict:
-        return {k: quantize_weight(v, bits, group_size, asymmetric=asymmetric)
+        return {k: quantize_weight(v, bits, group_size, asymmetric=asymmetric,
+                                   activations=activations)
                 if k in QUANTIZED_NAMES else v for k, v in lp.items()}
 
     layers = params["layers"]
@@ -285,7 +331,7 @@ def quantize_params(params: dict, cfg, bits: int = 8, group_size: int | None = N
         if dense is None:                                             # tied: quantise embed.T
             dense = np.asarray(params["embed"]).T
         hb, hg, ha = head_format
-        out["lm_head"] = quantize_weight(dense, hb, hg, asymmetric=ha)
+        out["lm_head"] = quantize_weight(dense, hb, hg, asymmetric=ha, activations=activations)
     return out
 
 
