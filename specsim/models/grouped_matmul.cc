@@ -287,6 +287,8 @@ void lanes_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, 
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define SPECSIM_VNNI 1
+typedef int32_t i32u __attribute__((may_alias, aligned(1)));
+
 // up to 4 bytes of a row's int8 x, zero past n, as one 32-bit lane
 inline int32_t x4(const int8_t* p, int64_t n) {
   uint32_t v = 0;
@@ -295,27 +297,73 @@ inline int32_t x4(const int8_t* p, int64_t n) {
   return (int32_t)v;
 }
 
+// Byte tables for the VBMI unpacking (vpermt2b picks bytes of two vectors, vpmultishiftqb
+// takes 8 bits at any offset of its qword).
+struct Table64 { uint8_t b[64]; };
+constexpr Table64 make_table(int kind) {
+  Table64 t{};
+  for (int c = 0; c < 16; ++c)
+    for (int i = 0; i < 4; ++i) {
+      int at = 4 * c + i;
+      if (kind == 0)        // int4: lane c = [row i byte c, row i+1 byte c, -, -]
+        t.b[at] = (uint8_t)(i == 0 ? c : i == 1 ? 64 + c : c);
+      else if (kind == 1)   // int4: the lane's nibbles at bits 0, 4, 8, 12 of its half-qword
+        t.b[at] = (uint8_t)(32 * (c & 1) + 4 * i);
+      else                  // int8: lane c = [r0 c, r1 c, r2 c, r3 c] of r0|r1 and r2|r3
+        t.b[at] = (uint8_t)((i >= 2 ? 64 : 0) + 16 * (i & 1) + c);
+    }
+  return t;
+}
+constexpr Table64 kPick4 = make_table(0), kShift4 = make_table(1), kPick8 = make_table(2);
+
+// The constants of the unpacking, loaded once per block.
+struct Unpack {
+  __m512i flip4 = _mm512_set1_epi32(0x00880088), nib = _mm512_set1_epi32(0x0F0F0F0F);
+  __m512i flip8 = _mm512_set1_epi32((int32_t)0x80808080);
+  __m512i pick4 = _mm512_loadu_si512(kPick4.b), shift4 = _mm512_loadu_si512(kShift4.b);
+  __m512i pick8 = _mm512_loadu_si512(kPick8.b), low = _mm512_set1_epi8(0x0F);
+  __m512i eight = _mm512_set1_epi8(0x08);
+};
+
+inline __m512i load16z(const int8_t* p) {
+  return _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Rows k+j .. k+j+3 (of a group of g, zero past it) of columns c..c+15 as unsigned bytes,
+// 4 to a 32-bit lane in row order: q + 8 (int4) or q + 128 (int8).
 template <int BITS>
-inline __m512i weights_u8(const int8_t* q, int64_t N, int64_t g, int64_t k, int64_t j,
-                          int64_t c) {
+inline __m512i weights_u8(const Unpack& u, const int8_t* q, int64_t N, int64_t g, int64_t k,
+                          int64_t j, int64_t c) {
   if (BITS == 4) {
-    const __m512i flip = _mm512_set1_epi32(0x00880088), nib = _mm512_set1_epi32(0x0F0F0F0F);
     const int8_t* qp = q + ((k + j) / 2) * N + c;
-    __m512i r0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qp)));
-    __m512i r1 = j + 2 < g ? _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp + N))) : _mm512_setzero_si512();
-    __m512i u = _mm512_ternarylogic_epi32(r0, _mm512_slli_epi32(r1, 16), flip, 0x56);  // (a|b)^c
-    return _mm512_ternarylogic_epi32(u, _mm512_slli_epi32(u, 4), nib, 0xA8);           // (a|b)&c
+    __m512i r0 = load16z(qp), r1 = j + 2 < g ? load16z(qp + N) : _mm512_setzero_si512();
+#if defined(__AVX512VBMI__)
+    // [b_i, b_i+1] at the lane's start, each nibble to a byte, (x & 0x0F) ^ 0x08
+    __m512i v = _mm512_multishift_epi64_epi8(u.shift4, _mm512_permutex2var_epi8(r0, u.pick4, r1));
+    return _mm512_ternarylogic_epi32(v, u.low, u.eight, 0x6A);                       // (a&b)^c
+#else
+    // zero-extended to 32-bit lanes and joined, w = b_i | b_i+1 << 16 (nibbles flipped by
+    // 8), (w | w << 4) & 0x0F0F0F0F
+    __m512i a = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(r0));
+    __m512i b = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(r1));
+    __m512i w = _mm512_ternarylogic_epi32(a, _mm512_slli_epi32(b, 16), u.flip4, 0x56);  // (a|b)^c
+    return _mm512_ternarylogic_epi32(w, _mm512_slli_epi32(w, 4), u.nib, 0xA8);         // (a|b)&c
+#endif
   }
-  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080);
   const int8_t* qp = q + (k + j) * N + c;
   __m512i r[4];
-  for (int t = 0; t < 4; ++t)
-    r[t] = j + t < g ? _mm512_cvtepu8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(qp + t * N))) : _mm512_setzero_si512();
-  __m512i u = _mm512_ternarylogic_epi32(r[0], _mm512_slli_epi32(r[1], 8),
-                                        _mm512_slli_epi32(r[2], 16), 0xFE);            // a|b|c
-  return _mm512_ternarylogic_epi32(u, _mm512_slli_epi32(r[3], 24), flip, 0x56);
+  for (int t = 0; t < 4; ++t) r[t] = j + t < g ? load16z(qp + t * N) : _mm512_setzero_si512();
+#if defined(__AVX512VBMI__)
+  __m512i a = _mm512_inserti32x4(r[0], _mm512_castsi512_si128(r[1]), 1);
+  __m512i b = _mm512_inserti32x4(r[2], _mm512_castsi512_si128(r[3]), 1);
+  return _mm512_xor_si512(_mm512_permutex2var_epi8(a, u.pick8, b), u.flip8);
+#else
+  __m512i a[4];
+  for (int t = 0; t < 4; ++t) a[t] = _mm512_cvtepu8_epi32(_mm512_castsi512_si128(r[t]));
+  __m512i w = _mm512_ternarylogic_epi32(a[0], _mm512_slli_epi32(a[1], 8),
+                                        _mm512_slli_epi32(a[2], 16), 0xFE);            // a|b|c
+  return _mm512_ternarylogic_epi32(w, _mm512_slli_epi32(a[3], 24), u.flip8, 0x56);
+#endif
 }
 
 // y[0:R, c:c+16*NB] over the groups in rows [k0, k1) with VNNI: each 32-bit lane (a column)
@@ -334,6 +382,7 @@ inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
   constexpr int C = R * NB >= 4 ? 1 : (R * NB >= 2 ? 2 : 4);
   const int64_t G = K / g;
   constexpr int32_t bias = BITS == 4 ? 8 : 128;
+  const Unpack u;
   __m512 acc[R][NB];
   for (int m = 0; m < R; ++m)
     for (int b = 0; b < NB; ++b)
@@ -345,16 +394,25 @@ inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
     for (int m = 0; m < R; ++m)
       for (int b = 0; b < NB; ++b)
         for (int h = 0; h < C; ++h) dot[m][b][h] = _mm512_setzero_si512();
-    for (int64_t j0 = 0; j0 < g; j0 += 4 * C)
+    const int64_t whole = g & ~(int64_t)3;         // rows in whole lanes of 4
+    for (int64_t j0 = 0; j0 < whole; j0 += 4 * C)
       for (int h = 0; h < C; ++h) {
         int64_t j = j0 + 4 * h;
-        if (C > 1 && j >= g) break;
+        if (C > 1 && j >= whole) break;
         for (int b = 0; b < NB; ++b) {
-          __m512i w = weights_u8<BITS>(q, N, g, k, j, c + 16 * b);
-          for (int m = 0; m < R; ++m)
+          __m512i w = weights_u8<BITS>(u, q, N, g, k, j, c + 16 * b);
+          for (int m = 0; m < R; ++m)      // 4 bytes of x broadcast from memory
             dot[m][b][h] = _mm512_dpbusd_epi32(
-                dot[m][b][h], w, _mm512_set1_epi32(x4(a.xq + m * K + k + j, g - j)));
+                dot[m][b][h], w, _mm512_set1_epi32(*reinterpret_cast<const i32u*>(
+                                     a.xq + m * K + k + j)));
         }
+      }
+    if (whole < g)                                 // the group's last 1-3 rows
+      for (int b = 0; b < NB; ++b) {
+        __m512i w = weights_u8<BITS>(u, q, N, g, k, whole, c + 16 * b);
+        for (int m = 0; m < R; ++m)
+          dot[m][b][0] = _mm512_dpbusd_epi32(
+              dot[m][b][0], w, _mm512_set1_epi32(x4(a.xq + m * K + k + whole, g - whole)));
       }
     for (int b = 0; b < NB; ++b) {
       __m512 sc = _mm512_loadu_ps(sp + 16 * b);
