@@ -297,6 +297,68 @@ def test_dynamic_tree_keeps_the_best_paths_per_row(target, drafters, expand, dep
                 and np.array_equal(kept_trees[0][1], kept_trees[1][1]))
 
 
+def _best_tree_by_brute_force(parents, probs, n):
+    """The ancestor-closed sets of ``n`` nodes of the pool (``parents`` [P], parents
+    first) with the largest sum of path products of ``probs`` [P], by enumerating every
+    set of n nodes: a list of the best ones (kept node indices, sorted)."""
+    import itertools
+    path = np.empty(len(parents))
+    for i, p in enumerate(parents):
+        path[i] = probs[i] * (path[p] if p >= 0 else 1.0)
+    best, sets = -1.0, []
+    for kept in itertools.combinations(range(len(parents)), n):
+        if any(parents[i] >= 0 and parents[i] not in kept for i in kept):
+            continue
+        v = path[list(kept)].sum()
+        if v > best + 1e-12:
+            best, sets = v, [kept]
+        elif v > best - 1e-12:
+            sets.append(kept)
+    return sets
+
+
+@pytest.mark.parametrize("top_k, depth, n_nodes", [(3, 2, 5), (2, 3, 6)])
+def test_score_temperature_keeps_the_best_tree_of_the_tempered_head(target, top_k, depth,
+                                                                    n_nodes):
+    """With every head token a child of every expanded node (top_k = the head
+    vocabulary) and every candidate expanded, the tree kept at temperature T is the
+    ancestor-closed set of n_nodes with the largest sum of path products of
+    softmax(log q / T), q the head's probabilities (read off the T = 1 path scores),
+    found by enumerating every set; T = 2 keeps another tree than T = 1 here."""
+    head = _feature_head(target, head_ids=np.arange(top_k) + 5, seed=11)
+    prompts = jnp.asarray([[4, 8, 15, 16]], jnp.int32)
+    ctx = Context(prompts, jnp.asarray([4]))
+    state = jax.random.normal(jax.random.PRNGKey(2), (1, target.cfg.d_model))
+    big = top_k ** (depth - 1)
+    d1 = dynamic_tree_drafter(head, top_k, depth, n_nodes, expand=big)
+    _, tok, score, parent, _, dep = d1.candidates(state, ctx)
+    parent, score = np.asarray(parent[0]), np.asarray(score[0], np.float64)
+    logq = score - np.where(parent >= 0, score[np.maximum(parent, 0)], 0.0)
+    kept = {}
+    for temp in (1.0, 2.0):
+        sib = logq / temp
+        q = np.empty_like(sib)
+        for p in np.unique(parent):                       # softmax over each node's children
+            m = parent == p
+            q[m] = np.exp(sib[m] - np.logaddexp.reduce(sib[m]))
+        oracle = _best_tree_by_brute_force(parent, q, n_nodes)
+        d = dynamic_tree_drafter(head, top_k, depth, n_nodes, expand=big, temperature=temp)
+        _, draft = d.propose_tree(state, ctx, jax.random.PRNGKey(0), SamplingParams.make(0.0))
+        # the kept nodes as token paths, compared with the oracle's
+        paths = []
+        for i, p in enumerate(np.asarray(draft.parents[0])):
+            paths.append((paths[p] if p >= 0 else ()) + (int(draft.tokens[0, i]),))
+        pool = []
+        for i, p in enumerate(parent):
+            pool.append((pool[p] if p >= 0 else ()) + (int(tok[0, i]),))
+        assert len(oracle) == 1
+        assert sorted(paths) == sorted(pool[i] for i in oracle[0]), temp
+        kept[temp] = sorted(paths)
+    assert kept[1.0] != kept[2.0]
+    with pytest.raises(InvalidArgument, match="^temperature must be a finite number > 0"):
+        dynamic_tree_drafter(head, top_k, depth, n_nodes, temperature=0.0)
+
+
 def test_loop_call_runs_what_generate_runs_and_compiles_once(target, drafters, reference):
     tree = TokenTree.from_top_k([3, 2, 1])
     first = generate_tree(target, drafters["small"], PROMPTS_4, MAX_NEW, tree=tree)

@@ -6,13 +6,20 @@ With top-k k, depth D and a budget of N nodes, per row:
 1. the root's k most probable tokens are depth 1; all k are expanded;
 2. at each depth d < D, the expanded nodes propose their k most probable children
    (k² candidates at depth d + 1), scored by the path's log-probability under the
-   drafter (the sum of its log q along the path); the k best of them are expanded next
+   drafter (the sum of its log q along the path, q the drafter's distribution at the
+   score temperature T: softmax(logits / T), T = 1 by default); the k best of them are
+   expanded next
    (EAGLE-2's rule; ``expand`` > k expands that many, e.g. N: then the kept set is the
    N best paths whose every token is among its parent's k best);
 3. of all P candidates (k + (D − 1)k² with ``expand`` = k), the N with the best path
    scores form the tree
    (`specsim.trees.select_best_nodes` is the same rule on the host). A child's score is
    below its parent's, so the kept set contains every kept node's parent.
+
+The score temperature changes which nodes are kept, never a node's token (top-k does
+not depend on T): T > 1 flattens each node's distribution, so a parent's lower ranks
+compete with deeper nodes below confident parents. It is chosen on prompts apart from
+those a run is judged on (`specsim.experiment.parts.trees_replay`; docs/trees.md).
 
 Candidates are deterministic given the context (top-k, not sampled), so each node's
 proposal is the one-hot of its token: the verifier's multi-candidate rejection sampling
@@ -47,7 +54,7 @@ from specsim.errors import InvalidArgument
 from specsim.models.masked_forward import block_mask, forward_masked
 from specsim.models.transformer import forward, project
 from specsim.sampling import SamplingParams
-from specsim.validation import positive_int
+from specsim.validation import positive_float, positive_int
 
 __all__ = ["DynamicTreeDrafter", "dynamic_tree_drafter"]
 
@@ -57,12 +64,12 @@ its parent even where the drafter gave it probability 1 (the kept set stays a tr
 
 
 @partial(jax.tree_util.register_dataclass, data_fields=["base"],
-         meta_fields=["top_k", "depth", "n_nodes", "name", "expand"])
+         meta_fields=["top_k", "depth", "n_nodes", "name", "expand", "temperature"])
 @dataclass(frozen=True)
 class DynamicTreeDrafter(OverChainDrafter):
     """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter`, a `FeatureHeadDrafter`
-    or a `MedusaDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept (see the
-    module). State: the base's, and for a draft model the expanded slot of each kept
+    or a `MedusaDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept, path
+    scores at ``temperature`` (see the module). State: the base's, and for a draft model the expanded slot of each kept
     node (for `commit_tree`)."""
     base: Any
     top_k: int
@@ -70,6 +77,7 @@ class DynamicTreeDrafter(OverChainDrafter):
     n_nodes: int
     name: str = "dynamic-tree"
     expand: int = 0                  # nodes expanded per depth; 0: top_k (EAGLE-2's)
+    temperature: float = 1.0         # of the distribution the path scores read (1: EAGLE-2's)
 
     tree = None                      # no static tree: one per row, every iteration
 
@@ -181,7 +189,7 @@ class DynamicTreeDrafter(OverChainDrafter):
         ex, root_logits, ids = self._start(state, context)
 
         def best_k(logits):
-            lq = jax.nn.log_softmax(logits.astype(jnp.float32), -1)
+            lq = jax.nn.log_softmax(logits.astype(jnp.float32) / self.temperature, -1)
             v, i = jax.lax.top_k(lq, k)
             return v, (i if ids is None else jnp.asarray(ids)[i]).astype(jnp.int32)
 
@@ -244,14 +252,16 @@ class DynamicTreeDrafter(OverChainDrafter):
 
 
 def dynamic_tree_drafter(drafter, top_k: int, depth: int, n_nodes: int,
-                         name: str | None = None, expand: int | None = None
-                         ) -> DynamicTreeDrafter:
+                         name: str | None = None, expand: int | None = None,
+                         temperature: float = 1.0) -> DynamicTreeDrafter:
     """EAGLE-2's dynamic tree over a draft model (`ModelDrafter`: small model,
     layer-skip, quantised self-draft), the feature head or Medusa heads (``depth`` at
     most their K): ``top_k`` children per expanded node, ``expand`` (default top_k;
     at least top_k; a draft model expands top_k only) nodes expanded per depth,
-    ``depth`` levels, the ``n_nodes`` best of the candidates kept."""
+    ``depth`` levels, the ``n_nodes`` best of the candidates kept, path scores read
+    from the drafter's distribution at ``temperature`` (> 0; 1: EAGLE-2's rule)."""
     top_k, depth = positive_int("top_k", top_k), positive_int("depth", depth)
+    temperature = positive_float("temperature", temperature)
     n_nodes = positive_int("n_nodes", n_nodes)
     expand = top_k if expand is None else positive_int("expand", expand)
     if expand < top_k or (type(drafter) is ModelDrafter and expand != top_k):
@@ -269,7 +279,8 @@ def dynamic_tree_drafter(drafter, top_k: int, depth: int, n_nodes: int,
     if isinstance(drafter, MedusaDrafter) and depth > drafter.heads:
         raise InvalidArgument(f"depth must be at most the Medusa heads' K = {drafter.heads} "
                               f"(got {depth})")
-    label = f"-e{expand}" if expand != top_k else ""
+    label = (f"-e{expand}" if expand != top_k else "") + (
+        f"-t{temperature:g}" if temperature != 1.0 else "")
     return DynamicTreeDrafter(drafter, top_k, depth, n_nodes,
                               name or f"{drafter.name}:dynamic-k{top_k}{label}-d{depth}-n{n_nodes}",
-                              expand)
+                              expand, temperature)
