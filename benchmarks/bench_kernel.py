@@ -13,7 +13,8 @@ the machine falls on both). `ModelConfig.matmul`: "auto" is the kernel here (up 
 `kernels.MAX_ROWS` tokens per pass; ``--force``: "kernel", at any width), "xla" XLA's
 dots; int8 is `quantize_model(model, 8)` (per output channel, head left fp32); ``--int4``
 adds int4 in groups of 32, symmetric and asymmetric ("int4a"), the head int8 in groups
-of 32.
+of 32, each with fp32 activations and with int8 activations ("/x8": x rounded to int8 per
+group, integer products, `specsim.models.quantize.ACTIVATIONS`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def main(argv=None):
     ap.add_argument("--int8", action="store_true", help="also the int8 model (scan only)")
     ap.add_argument("--int4", action="store_true",
                     help="also int4 in groups of 32, symmetric and with offsets (int4a), the "
-                         "head int8 in groups of 32 (scan only)")
+                         "head int8 in groups of 32, with fp32 and int8 activations (/x8; "
+                         "scan only)")
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--force", action="store_true",
@@ -70,9 +72,10 @@ def main(argv=None):
         models["int8", "scan"] = quantize_model(model, 8)
     if args.int4:
         for name, asym in (("int4", False), ("int4a", True)):
-            params = quantize_params(model.params, model.cfg, 4, 32, head=(8, 32, False),
-                                     asymmetric=asym)
-            models[name, "scan"] = model.replace(params=params).with_layer_loop("scan")
+            for act, tag in (("fp32", ""), ("int8", "/x8")):
+                params = quantize_params(model.params, model.cfg, 4, 32, head=(8, 32, False),
+                                         asymmetric=asym, activations=act)
+                models[name + tag, "scan"] = model.replace(params=params).with_layer_loop("scan")
     kv = 2 * model.cfg.n_layers * args.context * model.cfg.kv_dim * 4
     calls, reads = {}, {}
     for (dtype, loop), m in models.items():

@@ -1,8 +1,8 @@
 """SmolLM2-135M decoded by specsim and by its peers, same prompts, one run.
 
     python benchmarks/bench_peers.py [--quick] [--max-new-tokens 96] [--repeats 5] [--k 4]
-        [--self-k 6] [--kinds code json] [--methods ...] [--formats ...] [--xla-too]
-        [--out DIR]
+        [--self-k 6] [--kinds code json] [--methods ...] [--formats ...]
+        [--int4-activations int8|fp32] [--xla-too] [--out DIR]
 
 Prompts: one per kind of work (`specsim.workloads`, default code and JSON), in the
 model's chat template, the same token ids for every engine; every number is given per
@@ -13,10 +13,14 @@ kind. Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tok
   the head too (the fewest bytes), and "int4a" asymmetric (scale and offset per group:
   the GGUF's Q4_1 layers exactly) with the head int8 in groups of 32 (the GGUF's Q8_0
   head exactly), so that its self-draft is the fp32 target to fp32 rounding (see
-  `specsim.models.quantize`). Methods: `generate_autoregressive` ("greedy"), prompt
+  `specsim.models.quantize`). "int4" rounds x to int8 per group in its products
+  (llama.cpp's Q8 activations, integer products in the kernel: a cheaper step, and its
+  self-draft's α no lower); "int4a" keeps x fp32 (rounding x would cost its self-draft
+  α, docs/studies/int4.md); ``--int4-activations`` sets both. Methods:
+  `generate_autoregressive` ("greedy"), prompt
   lookup (`NGramDrafter`, ``--k`` drafts), and over the fp32 and int8 targets the int4
-  self-drafts (`quantized_self_drafter`, ``--self-k`` drafts) in the two int4 formats
-  ("self-int4", "self-int4a"): the int4 targets' format and shapes, so an int4
+  self-drafts (``--self-k`` drafts) in the two int4 formats ("self-int4",
+  "self-int4a"): the int4 targets' own weights and format as a `ModelDrafter`, so an int4
   target's greedy step costs what the draft step does, and c is its time over the
   target's greedy step (prefill excluded). Over the fp32, int4 and int4a targets also the
   trained heads shipped in specsim/data/drafts, greedy: the feature head ("feature-head",
@@ -67,11 +71,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specsim import analytic, models  # noqa: E402
 from specsim.decode import (generate_autoregressive, generate_speculative,  # noqa: E402
                             generate_tree)
-from specsim.drafters import (NGramDrafter, feature_head_drafter, medusa_drafter,  # noqa: E402
-                              quantized_self_drafter)
+from specsim.drafters import (NGramDrafter, feature_head_drafter,  # noqa: E402
+                              medusa_drafter)
+from specsim.drafters.model import ModelDrafter  # noqa: E402
 from specsim.experiment.intervals import bootstrap  # noqa: E402
 from specsim.models.kernels import MAX_ROWS  # noqa: E402
-from specsim.models.quantize import quantize_params  # noqa: E402
+from specsim.models.quantize import ACTIVATIONS, quantize_params  # noqa: E402
 from specsim.pass_costs import pass_calls  # noqa: E402
 from specsim.sampling import SamplingParams  # noqa: E402
 from specsim.trees.measured import measured_acceptance  # noqa: E402
@@ -82,10 +87,12 @@ from specsim.workloads import KINDS, prompt_text  # noqa: E402
 HEADS = ("feature-head", "medusa")      # the trained heads shipped in specsim/data/drafts
 METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4a", *HEADS)
 SPECULATIVE = METHODS[1:]
-# specsim's weight formats: (layers' bits, group size, asymmetric), the head's; None: fp32
+# specsim's weight formats: (layers' bits, group size, asymmetric), the head's, what the
+# products do with x (`quantize.ACTIVATIONS`); None: fp32
 HEAD8 = (8, 32, False)                  # the GGUF's Q8_0 head, exactly
-FORMATS = {"fp32": None, "int8": ((8, None, False), (8, None, False)),
-           "int4": ((4, 32, False), (4, 32, False)), "int4a": ((4, 32, True), HEAD8)}
+FORMATS = {"fp32": None, "int8": ((8, None, False), (8, None, False), "fp32"),
+           "int4": ((4, 32, False), (4, 32, False), "int8"),
+           "int4a": ((4, 32, True), HEAD8, "fp32")}
 SELF_DRAFTS = {"self-int4": "int4", "self-int4a": "int4a"}   # method -> the draft's format
 SELF_TARGETS = ("fp32", "int8")                               # targets the self-drafts serve
 HEAD_TARGETS = ("fp32", "int4", "int4a")                      # targets the shipped heads serve
@@ -98,11 +105,15 @@ MAX_NODES = MAX_ROWS - 1
 STEP = "greedy-1"        # a greedy call of one new token: its time is the prefill's and one step's
 
 
-def quantized(model, fmt):
+def quantized(model, fmt, int4_activations: str | None = None):
     """``model`` in ``fmt`` (a `FORMATS` value), laid out for the scan as
-    `models.quantize_model` does."""
-    (bits, group, asym), head = fmt
-    params = quantize_params(model.params, model.cfg, bits, group, head=head, asymmetric=asym)
+    `models.quantize_model` does; ``int4_activations`` (of `quantize.ACTIVATIONS`), where
+    given, replaces an int4 format's own."""
+    (bits, group, asym), head, activations = fmt
+    if bits == 4 and int4_activations is not None:
+        activations = int4_activations
+    params = quantize_params(model.params, model.cfg, bits, group, head=head, asymmetric=asym,
+                             activations=activations)
     return model.replace(cfg=model.cfg.replace(name=f"{model.cfg.name}-int{bits}"),
                          params=params).with_layer_loop("scan")
 
@@ -469,23 +480,22 @@ def _xla_dots(model):
 
 
 def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS), prompts=None,
-                  plans=None):
+                  plans=None, int4_activations=None):
     """{engine: (weight bytes a step reads, {method: fn(prompt)})} for the specsim
-    ``formats`` (of `FORMATS`), and the α record. With ``prompts`` ({kind: token ids}),
-    the shipped heads over `HEAD_TARGETS` as `plan_heads` plans them on those prompts,
-    its lines appended to ``plans``."""
+    ``formats`` (of `FORMATS`, int4 with ``int4_activations``), and the α record. With
+    ``prompts`` ({kind: token ids}), the shipped heads over `HEAD_TARGETS` as `plan_heads`
+    plans them on those prompts, its lines appended to ``plans``."""
     alphas, engines = {}, {}
     plans = [] if plans is None else plans
-    targets = {f"specsim-{name}": fp32 if FORMATS[name] is None else quantized(fp32, FORMATS[name])
-               for name in formats}
+    targets = {f"specsim-{name}": fp32 if FORMATS[name] is None
+               else quantized(fp32, FORMATS[name], int4_activations) for name in formats}
     for engine, model in targets.items():
         selfs = {}
         if engine.removeprefix("specsim-") in SELF_TARGETS:
             for method, draft in SELF_DRAFTS.items():
                 if want(method):
-                    (bits, group, asym), head = FORMATS[draft]
-                    selfs[method] = quantized_self_drafter(model, bits, group, head=head,
-                                                           asymmetric=asym)
+                    q = quantized(model, FORMATS[draft], int4_activations)
+                    selfs[method] = ModelDrafter(q.params, q.cfg, f"quantized-self:{draft}")
         heads = {}
         if prompts and engine.removeprefix("specsim-") in HEAD_TARGETS \
                 and any(want(m) for m in HEADS):
@@ -516,6 +526,10 @@ def main(argv=None) -> int:
     ap.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS),
                     help="specsim's weight formats to run (default all; a self-draft's c needs "
                          "its format among them)")
+    ap.add_argument("--int4-activations", default=None, choices=ACTIVATIONS,
+                    help="what both int4 formats' products do with x: int8 (rounded per "
+                         "group of 32, integer products) or fp32 (as it is); default each "
+                         "format's own (int4 int8, int4a fp32)")
     ap.add_argument("--xla-too", action="store_true",
                     help="also specsim fp32 and int8 with XLA's dots (matmul='xla'), greedy")
     ap.add_argument("--peers", nargs="*", default=["transformers", "llama.cpp"],
@@ -537,7 +551,7 @@ def main(argv=None) -> int:
                for kind in kinds}
     plans = []
     engines, alphas = build_engines(fp32, n_new, args.k, args.self_k, want, args.formats,
-                                    prompts, plans)
+                                    prompts, plans, args.int4_activations)
     if args.xla_too:
         for name in ("fp32", "int8"):
             model = _xla_dots(fp32 if name == "fp32" else quantized(fp32, FORMATS[name]))

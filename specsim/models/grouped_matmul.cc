@@ -16,6 +16,12 @@
 // whatever M, the threads or the panels (panels hold whole groups; the columns past the last
 // whole block of 16 are always the same), so a verify pass agrees with a decode step bit
 // for bit. Panels of about 32 KB and the prefetch follow small_matmul.cc's part_nn.
+//
+// With int8 activations (a format choice, `QuantizedWeight.activations`) each row of x is
+// rounded to int8 per group once per call and a group's products are summed in integers:
+// by AVX512-VNNI (vpdpbusd, 64 weights an instruction) where the CPU has it, else by a
+// portable loop with the same integer sums and the same fp32 epilogue, so both give the
+// same bits (docs/studies/int4.md for what it saves).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -221,7 +227,8 @@ static void quantize_rows(const float* x, int64_t M, int64_t K, int64_t g, int8_
       float amax = 0.f;
 #if defined(__AVX512F__)
       __m512 vmax = _mm512_setzero_ps();
-      for (; j + 16 <= g; j += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xp + j)));
+      for (; j + 16 <= g; j += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(xp + j)));
       amax = _mm512_reduce_max_ps(vmax);
 #endif
       for (; j < g; ++j) amax = std::max(amax, std::fabs(xp[j]));
@@ -525,7 +532,11 @@ void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, 
         // a decode step or a 2-token verify: whole cache lines a row
         if (M == 1) block_q8<1, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
         else block_q8<2, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
-        for (int i = 0; i < kWide; ++i) { wq.ahead(wq_per); ws.ahead(ws_per); if (OFFS) wo.ahead(ws_per); }
+        for (int i = 0; i < kWide; ++i) {
+          wq.ahead(wq_per);
+          ws.ahead(ws_per);
+          if (OFFS) wo.ahead(ws_per);
+        }
         c += (kWide - 1) * kBlock;
         continue;
       }
@@ -597,7 +608,8 @@ static ffi::Error SmallMatmulGrouped(ffi::ThreadPool pool, ffi::Buffer<ffi::F32>
   int64_t g = K / G;
   if (bits == 4 && g % 2) return bad("the group size must be even for 4 bits");
   // a group's integer sum Σ xq (q + 128) must fit int32
-  if (act8 && g > kMaxGroupInt8) return bad("the group size must be at most 65536 with int8 activations");
+  if (act8 && g > kMaxGroupInt8)
+    return bad("the group size must be at most 65536 with int8 activations");
   int64_t l = clamp_layer(layer.typed_data()[0], L);
   const float* xp = x.typed_data();
   const int8_t* ql = q.typed_data() + l * (K / per) * N;
