@@ -15,11 +15,13 @@ import pytest
 from specsim import decode, roofline
 from specsim.drafters import feature_head_drafter
 from specsim.drafters.feature_head import init_cell
+from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 from specsim.drafters.tree import as_tree_drafter
 from specsim.errors import InvalidArgument
 from specsim.experiment.parts import PARTS, resolve
 from specsim.experiment.parts import trees as part
 from specsim.experiment.parts import trees_ranks as tr
+from specsim.experiment.parts import trees_replay as rp
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_costs import tree_pass_calls
 from specsim.report.trees import best_tree_lines, goal_lines, prediction_lines, trees_section
@@ -238,10 +240,17 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     # part's own runs; each tree's ratio is over its own head's chain
     tokens = state.tables[part.TREE_TOKENS]
     dyn = [tt.dynamic_label(n) for n in tt.DYNAMIC_SIZES]
+    # the score temperature: the grid's best mean ratio on the calibration prompts
+    temps = state.tables[part.TREE_TEMPERATURE]
+    assert list(temps["temperature"].unique()) == list(rp.SCORE_TEMPERATURES[:2])
+    mean = temps.groupby("temperature", sort=False)["tokens_per_iteration_vs_chain"].mean()
+    chosen = rp.chosen_temperature(temps)
+    assert chosen == mean.index[int(np.argmax(mean.to_numpy()))]
+    tempered = [tt.dynamic_label(n, chosen) for n in tt.DYNAMIC_SIZES] if chosen != 1 else []
     for kind in part.KINDS:
         got = tokens[tokens["kind"] == kind]
         assert list(got[got["head"] == tt.FEATURE_HEAD]["tree"]) == \
-            list(runs[runs["kind"] == kind]["tree"]) + dyn
+            list(runs[runs["kind"] == kind]["tree"]) + dyn + tempered
         assert list(got[got["head"] == tt.MEDUSA]["tree"]) == [part.CHAIN] + dyn
         same = runs[runs["kind"] == kind].set_index("tree")["tokens_per_iteration"]
         mine = got[got["head"] == tt.FEATURE_HEAD].set_index("tree")["tokens_per_iteration"]
@@ -257,6 +266,19 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     assert "## Token trees" in text and "tokens per iteration are" in text
     assert f"- {tt.MEDUSA}, code: {dyn[-1]} gives" in text
     assert "one prompt, no interval" in text                     # quick: one prompt per kind
+    # the larger trees, replayed: their chain is the loop's chain, their ratio over it
+    sizes = state.tables[part.TREE_SIZES]
+    assert sorted(sizes["kind"]) == sorted(part.KINDS)
+    assert (sizes["n_nodes"] == rp.REPLAY_SIZES[0]).all() and (sizes["temperature"] == chosen).all()
+    for _, r in sizes.iterrows():
+        loop_chain = tokens[(tokens["head"] == tt.FEATURE_HEAD) & (tokens["kind"] == r["kind"])
+                            & (tokens["tree"] == part.CHAIN)]["tokens_per_iteration"].item()
+        assert r["chain_tokens_per_iteration"] == pytest.approx(loop_chain)
+        assert r["tokens_per_iteration_vs_chain"] == pytest.approx(
+            r["tokens_per_iteration"] / loop_chain)
+    assert (sizes["verify_vs_chain_cpu"] > 0).all()
+    assert (sizes[f"verify_vs_chain_{part.VERIFY_ROW}"] >= 1).all()
+    assert "(chosen)" in text and "Larger dynamic trees" in text
     # the ranks replayed along the greedy continuation give the loop's own chain
     ceiling = state.tables[part.TREE_CEILING].set_index(["head", "kind"])
     for (h, kind), r in ceiling.iterrows():
@@ -271,6 +293,35 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     bins = ranks[["rank_0", "rank_1", "rank_2_3", "rank_4_7"]].sum(axis=1)
     np.testing.assert_allclose(bins, ranks["below_8"])
     assert "at most" in text and "tree_ranks" in text
+
+
+def test_accepted_depth_by_hand():
+    # nodes 0 and 1 below the root, 2 below 0, 3 below 1, 4 below 2; tokens 5..9
+    parents = np.array([[-1, -1, 0, 1, 2]] * 3)
+    tokens = np.array([[5, 6, 7, 8, 9]] * 3)
+    # row 0: 5, 7, 9 → depth 3; row 1: 6, 8 → 2; row 2: no depth-1 node is 4, so the 7
+    # and 9 below 5 do not count → 0
+    truth = np.array([[5, 7, 9], [6, 8, 1], [4, 7, 9]])
+    assert rp.accepted_depth(parents, tokens, truth).tolist() == [3, 2, 0]
+
+
+def test_replay_gives_the_loops_iterations(tiny):
+    """Replayed along the target's continuation, a head's chain and a dynamic tree at a
+    score temperature give, prompt by prompt, the tree loop's accepted + 1 per
+    iteration."""
+    target, head = tiny
+    prompts = {"x": [[3, 5, 7, 9, 11, 13, 2], [2, 4, 6, 8, 10, 12, 14, 16, 18]]}
+    n_new, depth = 20, 3
+    seqs = rp.continuations(target, prompts, depth, n_new)
+    for d in (rp.chain_of(head, depth),
+              dynamic_tree_drafter(head, 4, depth, 10, expand=10, temperature=1.5)):
+        got = rp.replay(d, *seqs["x"], n_new)
+        for row, g in zip(prompts["x"], got):
+            res = decode.generate_tree(target, d, [row], n_new, eos_token_id=None)
+            acc = np.asarray(res.stats.accepted).reshape(-1)
+            assert g.tolist() == (acc[acc >= 0] + 1).tolist()
+    with pytest.raises(ValueError, match="tokens must hold"):
+        rp.replay(rp.chain_of(head, depth), *seqs["x"], n_new + 10)
 
 
 def test_ranks_and_replay_by_hand():

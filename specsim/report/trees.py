@@ -10,7 +10,8 @@ import pandas as pd
 from specsim import schema as S
 from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_CEILING,
                                             TREE_HARDWARE, TREE_PLAN, TREE_RANKS, TREE_RUNS,
-                                            TREE_TOKENS, TOKENS_GOAL)
+                                            TREE_SIZES, TREE_TEMPERATURE, TREE_TOKENS,
+                                            TOKENS_GOAL, VERIFY_ROW)
 from specsim.experiment.parts.trees_ranks import CEILING_RANKS
 from specsim.experiment.parts.trees_tokens import DYNAMIC_TOP_K
 from specsim.report.tables import markdown_table
@@ -93,6 +94,33 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     return out
 
 
+def temperature_lines(temps: pd.DataFrame) -> list[str]:
+    """The score temperatures tried on the calibration prompts, per kind, and the one
+    chosen."""
+    out = []
+    for temp, g in temps.groupby("temperature", sort=False):
+        ratios = ", ".join(f"{r[S.KIND]} {r['tokens_per_iteration_vs_chain']:.2f}×"
+                           for _, r in g.iterrows())
+        out.append(f"- T = {temp:g}: {ratios}" + (" (chosen)" if g["chosen"].all() else ""))
+    return out
+
+
+def size_lines(sizes: pd.DataFrame) -> list[str]:
+    """Per kind and size: the replayed dynamic tree against its chain, with its
+    interval, against `TOKENS_GOAL`, and what its verify pass costs."""
+    out = []
+    for _, r in sizes.iterrows():
+        verdict = "reaches" if r["reaches_goal"] else "below"
+        out.append(f"- {r['head']}, {r[S.KIND]}: dynamic N={r['n_nodes']} T="
+                   f"{r['temperature']:g} gives {r['tokens_per_iteration_vs_chain']:.2f}× the "
+                   f"chain's tokens per iteration (95% interval over {r['prompts']} prompts "
+                   f"{r['vs_chain_ci_lo']:.2f}-{r['vs_chain_ci_hi']:.2f}; {verdict} "
+                   f"{TOKENS_GOAL:g}×); its verify pass costs "
+                   f"{r['verify_vs_chain_cpu']:.1f}× the chain's on this CPU, "
+                   f"{r[f'verify_vs_chain_{VERIFY_ROW}']:.2f}× on {VERIFY_ROW}")
+    return out
+
+
 def ceiling_lines(ceiling: pd.DataFrame) -> list[str]:
     """Per head and kind: the most tokens per iteration over the chain's that any tree
     whose nodes are among their parents' top 8, or top `CEILING_RANKS`, can reach."""
@@ -141,6 +169,17 @@ def trees_section(result) -> list[str]:
                   f"top {DYNAMIC_TOP_K}); the interval resamples prompts:", "",
                   markdown_table(tokens[[c for c in TOKEN_COLUMNS if c in tokens]]), "",
                   *best_tree_lines(tokens), ""]
+    temps, sizes = t.get(TREE_TEMPERATURE), t.get(TREE_SIZES)
+    if temps is not None and not temps.empty:
+        lines += [f"The feature head's score temperature T (its dynamic tree's path scores "
+                  f"read softmax(logits / T)), chosen on {int(temps['prompts'].max())} "
+                  f"other prompts per kind: the dynamic N={int(temps['n_nodes'].iloc[0])} "
+                  f"tree's tokens per iteration over the chain's there "
+                  f"(`tree_temperature`):", "", *temperature_lines(temps), ""]
+    if sizes is not None and not sizes.empty:
+        lines += ["Larger dynamic trees of the feature head on the same prompts, replayed "
+                  "along the target's continuation (untimed; `tree_sizes`):", "",
+                  *size_lines(sizes), ""]
     ranks, ceiling = t.get(TREE_RANKS), t.get(TREE_CEILING)
     if ranks is not None and not ranks.empty:
         lines += ["Where the target's greedy token sits among each head's candidates at "

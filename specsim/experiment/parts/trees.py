@@ -16,13 +16,17 @@ it; the autoregressive step); tokens per iteration and acceptance pool the untim
 (5) `trees.plan_tree` with those measured pass times (verify linear between the widths
 measured, drafting a + b·w per level fitted to the trees' drafting times) picks the size
 the theory expects fastest on this CPU, against the measured best, and
-`trees.plan_per_hardware` says on which datasheet rows a tree pays; (6) each head's
-dynamic tree, and the Medusa heads' chain, run untimed on the same prompts
-(`trees_tokens`): tokens per iteration against the head's own chain, with an interval
-over prompts; (7) each head's ranks of the target's tokens along its greedy
-continuation of the same prompts (`trees_ranks`): where the target's token sits among
-the head's candidates per depth, and the most tokens per iteration any tree of its top
-candidates can reach.
+`trees.plan_per_hardware` says on which datasheet rows a tree pays; (6) the feature
+head's score temperature is chosen on calibration prompts, the next
+`PROMPTS_PER_KIND` of each kind (`trees_replay`); (7) each head's dynamic tree (the
+feature head's also at that temperature), and the Medusa heads' chain, run untimed on
+the same prompts (`trees_tokens`): tokens per iteration against the head's own chain,
+with an interval over prompts; (8) the feature head's larger dynamic trees, replayed
+along the target's continuation (`trees_replay`), say what size the tokens goal needs
+and what its verify costs; (9) each head's ranks of the target's tokens along its
+greedy continuation of the same prompts (`trees_ranks`): where the target's token sits
+among the head's candidates per depth, and the most tokens per iteration any tree of
+its top candidates can reach.
 
 Tables:
 
@@ -44,6 +48,13 @@ Tables:
   reads it back).
 * ``tree_tokens``: per (head, kind, tree): tokens per iteration, its ratio to the head's
   chain with a 95% interval over prompts (`trees_tokens`).
+* ``tree_temperature``: per score temperature and kind, the feature head's dynamic
+  tree's tokens per iteration over its chain's on the calibration prompts, and the
+  one chosen.
+* ``tree_sizes``: per kind and size past the loop's largest, the feature head's
+  replayed dynamic tree at the chosen temperature against its chain with the
+  interval over prompts, and its verify pass's cost over the chain's (this CPU's
+  measured verify line; `VERIFY_ROW`'s roofline).
 * ``tree_ranks``, ``tree_ceiling``: per (head, kind, depth) the share of positions at
   each rank; per (head, kind) the chain's and the ceiling tree's tokens per iteration
   (`trees_ranks`).
@@ -59,6 +70,7 @@ import pandas as pd
 
 from specsim import schema as S
 from specsim.experiment.part import Part
+from specsim.experiment.parts import trees_replay as tr
 from specsim.experiment.parts import trees_tokens as tt
 from specsim.experiment.parts.trees_ranks import rank_tables
 from specsim.experiment.state import DemoState
@@ -82,6 +94,8 @@ TOKENS_GOAL = 1.3       # tokens per iteration a tree should reach over its chai
 TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
 TREE_ACCEPTANCE = "tree_acceptance"
 TREE_TOKENS, TREE_RANKS, TREE_CEILING = "tree_tokens", "tree_ranks", "tree_ceiling"
+TREE_TEMPERATURE, TREE_SIZES = "tree_temperature", "tree_sizes"
+VERIFY_ROW = "h100-sxm"     # the datasheet row a large tree's verify is priced on
 CHAIN, PROBE = "chain", "probe"
 
 
@@ -120,6 +134,16 @@ def kind_prompts(target, kind: str, n: int) -> list[list[int]]:
     rows = encode_prompts([p for p in load_prompts() if p["kind"] == kind], target.tokenizer)
     lo, hi = PROMPT_TOKENS
     return [r for r in rows if lo <= len(r) <= hi][:n]
+
+
+def calibration_prompts(target, kind: str, n: int) -> list[list[int]]:
+    """``n`` prompts of ``kind`` after the ``n`` the part reports on (`kind_prompts`):
+    what the score temperature is chosen on."""
+    rows = kind_prompts(target, kind, 2 * n)[n:]
+    if not rows:
+        raise ValueError(f"no calibration prompts of kind {kind!r}: the shipped prompt set "
+                         f"has at most {n} in {PROMPT_TOKENS} tokens")
+    return rows
 
 
 def _counts(tree: TokenTree, path_end) -> np.ndarray:
@@ -458,6 +482,24 @@ def plan_rows(state, runs: pd.DataFrame, seen: dict, trees, head) -> tuple[pd.Da
     return pd.DataFrame(rows), hw
 
 
+def verify_cost(state: DemoState, runs: pd.DataFrame):
+    """n → the verify pass over n tokens against the chain's (`DEPTH` + 1 tokens): on
+    this CPU from a line a + b·n fitted to the verify times measured (``runs``), and on
+    the H100 datasheet row (`VERIFY_ROW`) from the roofline."""
+    from specsim.trees import roofline_pass_time
+
+    by = runs.drop_duplicates("tree")
+    widths, t = by["n_nodes"].to_numpy(float) + 1, by[S.T_VERIFY].to_numpy(float)
+    b, a = np.polyfit(widths, t, 1)
+    chain = float(by.loc[by["tree"] == CHAIN, S.T_VERIFY].iloc[0])
+    row = roofline_pass_time(VERIFY_ROW, state.target.cfg, context=state_cache(state) // 2)
+
+    def cost(n: int) -> dict:
+        return {"verify_vs_chain_cpu": (a + b * n) / chain,
+                f"verify_vs_chain_{VERIFY_ROW}": row(n) / row(DEPTH + 1)}
+    return cost
+
+
 def feature_head_byte_ratio(head, target_cfg, context: int) -> float:
     """The feature head's bytes per draft step over the target's pass
     (`drafter_study.bytes_ratios`), its cost on a datasheet row relative to the target."""
@@ -500,25 +542,36 @@ def measure(state: DemoState, head) -> None:
     state.tables[TREE_RUNS], state.tables[TREE_PLAN], state.tables[TREE_HARDWARE] = runs, plan, hw
     state.tables[TREE_ACCEPTANCE] = acceptance_rows(kind_counts(seen))
     medusa = tt.medusa_drafter_of(state, TokenTree.chain(DEPTH))
-    state.tables[TREE_TOKENS] = head_tokens(state, head, medusa, trees, seen, prompts)
+    calibration = {kind: calibration_prompts(state.target, kind, n_prompts) for kind in KINDS}
+    temps = tr.temperature_rows(head, tr.continuations(state.target, calibration, DEPTH,
+                                                        NEW_TOKENS),
+                                DEPTH, tt.DYNAMIC_TOP_K, max(tt.DYNAMIC_SIZES), NEW_TOKENS,
+                                tr.SCORE_TEMPERATURES[:2] if quick else tr.SCORE_TEMPERATURES)
+    temp = tr.chosen_temperature(temps)
+    state.tables[TREE_TEMPERATURE] = temps
+    state.tables[TREE_TOKENS] = head_tokens(state, head, medusa, trees, seen, prompts, temp)
+    seqs = tr.continuations(state.target, prompts, DEPTH, NEW_TOKENS)
+    state.tables[TREE_SIZES] = tr.size_rows(
+        head, tt.FEATURE_HEAD, seqs, DEPTH, tt.DYNAMIC_TOP_K, temp, NEW_TOKENS, TOKENS_GOAL,
+        tr.REPLAY_SIZES[:1] if quick else tr.REPLAY_SIZES, verify_cost(state, runs))
     heads = {tt.FEATURE_HEAD: head} | ({tt.MEDUSA: medusa} if medusa is not None else {})
     state.tables[TREE_RANKS], state.tables[TREE_CEILING] = rank_tables(
-        heads, state.target, prompts, DEPTH, NEW_TOKENS)
+        heads, state.target, prompts, DEPTH, NEW_TOKENS, seqs)
     fmt = lambda x: f"{x:.3g}"                                             # noqa: E731
     for t in (runs, plan):
         state.log(t.to_string(index=False, float_format=fmt))
 
 
-def head_tokens(state: DemoState, head, medusa, trees, seen: dict, prompts: dict
-                ) -> pd.DataFrame:
+def head_tokens(state: DemoState, head, medusa, trees, seen: dict, prompts: dict,
+                temperature: float = 1.0) -> pd.DataFrame:
     """Step 6 of the module: the ``tree_tokens`` table (`trees_tokens`) of the feature
-    head ``head`` and the Medusa heads ``medusa`` (None: none), every setup run untimed
-    on every prompt; the feature head's chain and static ``trees`` reuse their runs in
-    ``seen``."""
+    head ``head`` (its dynamic trees' scores also at ``temperature``) and the Medusa
+    heads ``medusa`` (None: none), every setup run untimed on every prompt; the feature
+    head's chain and static ``trees`` reuse their runs in ``seen``."""
     runs = {(tt.FEATURE_HEAD, kind, tree_label(t)): (t.n_nodes, seen[(kind, tree_label(t))]
                                                      .accepted)
             for kind in prompts for t in trees}
-    for name, setups in tt.head_setups(head, medusa, DEPTH, CHAIN).items():
+    for name, setups in tt.head_setups(head, medusa, DEPTH, CHAIN, temperature).items():
         for label, drafter, tree in setups:
             own: dict = {}
             _untimed(state, drafter, [tree], prompts, own, label=lambda _, x=label: x)
@@ -546,4 +599,5 @@ PART = Part(name="trees", summary="the feature head's and Medusa heads' token tr
             "against their chains at equal depth: tokens per iteration, measured and planned "
             "speedup, width per hardware",
             run=run, produces=(TREE_RUNS, TREE_PLAN, TREE_HARDWARE, TREE_ACCEPTANCE,
-                               TREE_TOKENS, TREE_RANKS, TREE_CEILING))
+                               TREE_TOKENS, TREE_RANKS, TREE_CEILING, TREE_TEMPERATURE,
+                               TREE_SIZES))

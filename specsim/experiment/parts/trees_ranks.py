@@ -87,21 +87,21 @@ def head_rank_paths(head, target, tokens: np.ndarray, prompt_lens, feats, depth:
     return out
 
 
-def rank_tables(heads: dict, target, prompts: dict, depth: int, new_tokens: int
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rank_tables(heads: dict, target, prompts: dict, depth: int, new_tokens: int,
+                seqs: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``tree_ranks`` (per head, kind, depth: positions and the share of the target's
     token at each rank bin of `RANK_BINS` and below `CEILING_RANKS`) and
     ``tree_ceiling`` (per head and kind: the chain's and the ceiling trees' replayed
-    tokens per iteration, ranks below 8 and below `CEILING_RANKS`, and their ratios) for ``heads`` (name → drafter) on ``prompts``
-    (kind → token-id lists of one padded length)."""
-    from specsim.decode import reference_tokens
-    from specsim.train.feature_head import target_features
+    tokens per iteration, ranks below 8 and below `CEILING_RANKS`, and their ratios) for
+    ``heads`` (name → drafter) on ``prompts`` (kind → token-id lists of one padded
+    length); ``seqs``: their `trees_replay.continuations` when already computed."""
+    from specsim.experiment.parts.trees_replay import continuations
 
     ranks, ceiling = [], []
     n_pos = new_tokens + 1                  # enough positions for any replay
+    seqs = seqs if seqs is not None else continuations(target, prompts, depth, new_tokens)
     for kind, rows in prompts.items():
-        tokens, lens = reference_tokens(target, rows, n_pos + depth + 1)
-        feats = target_features(target, tokens, batch=len(rows))
+        tokens, lens, feats = seqs[kind]
         for name, head in heads.items():
             paths = head_rank_paths(head, target, tokens, lens, feats, depth, n_pos)
             allp = np.concatenate(paths)

@@ -9,7 +9,9 @@ for its probed rates), and a dynamic tree of `DYNAMIC_SIZES` nodes
 (`specsim.drafters.dynamic_tree`): per row and iteration, the N best paths by the
 head's path log-probability among the `DYNAMIC_TOP_K` best children of every expanded
 node, N nodes expanded per depth (EAGLE-2's rerank with a frontier as wide as the tree:
-where the head is unsure at depth 1, the tree goes wide there). Greedy, so every run
+where the head is unsure at depth 1, the tree goes wide there), scored by the head's
+probabilities and, for the feature head, also at the score temperature its
+calibration prompts chose (`trees_replay`). Greedy, so every run
 emits the target's own continuation and only the iteration count differs.
 
 Tokens per iteration pool every iteration of a kind's prompts (total tokens over total
@@ -39,8 +41,8 @@ TREE_TOKENS = "tree_tokens"
 FEATURE_HEAD, MEDUSA = "feature head", "medusa"
 
 
-def dynamic_label(n: int) -> str:
-    return f"dynamic N={n}"
+def dynamic_label(n: int, temperature: float = 1.0) -> str:
+    return f"dynamic N={n}" + (f" T={temperature:g}" if temperature != 1.0 else "")
 
 
 def prompt_totals(accepted_runs) -> tuple[np.ndarray, np.ndarray]:
@@ -85,21 +87,24 @@ def medusa_drafter_of(state, tree: TokenTree):
     return None if path is None else medusa_drafter(state.target, path, tree=tree)
 
 
-def head_setups(feature_head, medusa, depth: int, chain_label: str) -> dict[str, list]:
+def head_setups(feature_head, medusa, depth: int, chain_label: str,
+                temperature: float = 1.0) -> dict[str, list]:
     """Head name → [(tree label, drafter, tree or None)] to run: the feature head's
-    dynamic trees (its chain and static trees run in the part's own step), the Medusa
-    heads' chain (labelled ``chain_label``) and dynamic trees, all ``depth`` deep; a
-    head that is None is left out."""
+    dynamic trees (its chain and static trees run in the part's own step), with path
+    scores at 1 (EAGLE-2's) and, when it differs, at ``temperature``; the Medusa heads'
+    chain (labelled ``chain_label``) and dynamic trees, all ``depth`` deep; a head that
+    is None is left out."""
     from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 
-    def dynamic(head):
-        return [(dynamic_label(n), dynamic_tree_drafter(head, DYNAMIC_TOP_K, depth, n,
-                                                        expand=n), None)
+    def dynamic(head, temp=1.0):
+        return [(dynamic_label(n, temp), dynamic_tree_drafter(head, DYNAMIC_TOP_K, depth, n,
+                                                              expand=n, temperature=temp), None)
                 for n in DYNAMIC_SIZES]
 
     out = {}
     if feature_head is not None:
-        out[FEATURE_HEAD] = dynamic(feature_head)
+        out[FEATURE_HEAD] = dynamic(feature_head) + (
+            dynamic(feature_head, temperature) if temperature != 1.0 else [])
     if medusa is not None:
         out[MEDUSA] = [(chain_label, dataclasses.replace(medusa, tree=TokenTree.chain(depth)),
                         None), *dynamic(medusa)]
