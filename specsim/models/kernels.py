@@ -21,8 +21,11 @@ caps the threads per call, a positive integer, anything else ignored; 1: the cal
 thread alone). int8 weights with one scale per output column are read as int8 bytes;
 int4 (two per byte) and grouped int8 weights (``grouped_matmul.cc``) as their packed
 bytes, unpacked in registers, each group's sum times its scales (plus, for asymmetric
-formats, the row's group sum of x times the group's offsets). Row m's result does not
-depend on the number of rows, so a verify pass agrees with a decode step bit for bit.
+formats, the row's group sum of x times the group's offsets); with int8 activations (a
+format choice, `quantize.ACTIVATIONS`) x is rounded to int8 per group and each group's
+products are summed in integers (AVX512-VNNI, or a portable loop giving the same bits).
+Row m's result does not depend on the number of rows, so a verify pass agrees with a
+decode step bit for bit.
 
 Attention (``cache_attention.cc``). Under ``lax.scan`` XLA copies each layer's keys and
 values out of the stacked [L, B, S, G, E] cache before its dots, and its dots attend all S

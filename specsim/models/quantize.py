@@ -46,6 +46,12 @@ dequantisation out of the loop and every step reads fp32 copies, so
 is left dense by default: quantising it lowers α at temperature 1 and, with XLA's
 dequantised copy per pass, cost more time than it saved (see docs/studies/int8.md).
 
+Activations: by default a product multiplies x as it is (fp32). With
+``activations="int8"`` the format also rounds x to int8 per group of ``group_size``
+inputs before the product (llama.cpp's Q8 activations: one scale per group,
+`quantize_activations`), y = x̂ @ ŵ, which the kernel sums in integers (VNNI): a
+cheaper step, and another rounding beside the weights' (docs/studies/int4.md).
+
 What is quantised: the projection and MLP matrices of every layer (`QUANTIZED_NAMES`);
 with ``head=True`` also the output head (for tied embeddings an ``lm_head`` is added
 holding the quantised transpose of ``embed``, and ``embed`` stays dense for the input
