@@ -18,13 +18,15 @@ Shapes: B prompts, T sequence, N nodes, D depth.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
 from specsim import schema as S
 
-SCORE_TEMPERATURES = (1.0, 1.25, 1.5, 2.0)  # the grid the calibration prompts choose from
-REPLAY_SIZES = (128, 256)       # dynamic trees past the loop's largest, replayed at the chosen
+SCORE_TEMPERATURES = (1.0, 1.25, 1.5)   # the grid the calibration prompts choose from
+REPLAY_SIZES = (128,)           # dynamic trees past the loop's largest, replayed at the chosen
                                 # temperature
 
 
@@ -50,6 +52,22 @@ def accepted_depth(parents: np.ndarray, tokens: np.ndarray, truth: np.ndarray) -
     return np.where(match, depth, 0).max(1)
 
 
+@functools.cache
+def _proposer():
+    """propose(drafter, z [B, D], root [B]) → the greedy tree ``drafter`` proposes from
+    the features z below the kept tokens root (the context it reads is its last
+    token), compiled once per drafter configuration and shapes."""
+    import jax
+    import jax.numpy as jnp
+
+    from specsim.drafters.base import Context
+    from specsim.sampling import SamplingParams
+
+    return jax.jit(lambda d, z, root: d.propose_tree(
+        z, Context(root[:, None], jnp.ones_like(root)), jax.random.PRNGKey(0),
+        SamplingParams.make(0.0))[1])
+
+
 def replay(drafter, tokens: np.ndarray, prompt_lens, feats: np.ndarray, new_tokens: int
            ) -> list[np.ndarray]:
     """Per prompt: accepted + 1 per iteration (int64 [I]) of greedy decoding with the
@@ -58,11 +76,7 @@ def replay(drafter, tokens: np.ndarray, prompt_lens, feats: np.ndarray, new_toke
     prefill's first one included, as the loop runs them: ``tokens`` [B, T] the prompts
     and the target's greedy continuation (at least new_tokens + depth past each
     prompt), ``feats`` [B, T, D] the target's features along them."""
-    import jax
     import jax.numpy as jnp
-
-    from specsim.drafters.base import Context
-    from specsim.sampling import SamplingParams
 
     tokens = np.asarray(tokens)
     lens = np.asarray(prompt_lens, np.int64)
@@ -70,17 +84,15 @@ def replay(drafter, tokens: np.ndarray, prompt_lens, feats: np.ndarray, new_toke
     if tokens.shape[1] < lens.max() + new_tokens + D:
         raise ValueError(f"tokens must hold new_tokens + depth = {new_tokens + D} tokens "
                          f"past each prompt (got {tokens.shape[1]} slots)")
-    sp = SamplingParams.make(0.0)
-    propose = jax.jit(lambda z, toks, length: drafter.propose_tree(
-        z, Context(toks, length), jax.random.PRNGKey(0), sp)[1])
     B, rows = len(lens), np.arange(len(lens))
     t, emitted = lens - 1, np.ones(len(lens), np.int64)   # ĥ_{P−1} gave the first token
     out: list[list[int]] = [[] for _ in range(B)]
-    toks_dev = jnp.asarray(tokens)
+    last = tokens.shape[1] - D - 2          # finished rows stay in range, ignored
     while (emitted < new_tokens).any():
-        draft = propose(jnp.asarray(feats[rows, t], jnp.float32), toks_dev,
-                        jnp.asarray(t + 2, jnp.int32))
-        truth = tokens[rows[:, None], t[:, None] + 2 + np.arange(D)[None]]
+        at = np.minimum(t, last)
+        draft = _proposer()(drafter, jnp.asarray(feats[rows, at], jnp.float32),
+                         jnp.asarray(tokens[rows, at + 1], jnp.int32))
+        truth = tokens[rows[:, None], at[:, None] + 2 + np.arange(D)[None]]
         acc = accepted_depth(np.asarray(draft.parents), np.asarray(draft.tokens), truth)
         for b in np.flatnonzero(emitted < new_tokens):
             out[b].append(int(acc[b]) + 1)
