@@ -295,6 +295,23 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     assert "at most" in text and "tree_ranks" in text
 
 
+def test_verify_cost_extends_the_measured_verify_line(tiny):
+    """On this CPU the verify pass over n tokens costs the line through the measured
+    verify times (exact here: they lie on one), over the chain's; on the datasheet row it
+    grows with n from 1 at the chain's width."""
+    target, _ = tiny
+    widths = np.array([part.DEPTH, 8, 16, 32])
+    runs = pd.DataFrame({"tree": [part.CHAIN, "N=8", "N=16", "N=32"], "n_nodes": widths,
+                         "t_verify": 0.01 + 0.002 * (widths + 1)})
+    state = type("State", (), {"target": target, "settings": None})()
+    cost = part.verify_cost(state, runs)
+    chain = 0.01 + 0.002 * (part.DEPTH + 1)
+    assert cost(129)["verify_vs_chain_cpu"] == pytest.approx((0.01 + 0.002 * 129) / chain)
+    row = f"verify_vs_chain_{part.VERIFY_ROW}"
+    assert cost(part.DEPTH + 1)[row] == pytest.approx(1.0)
+    assert 1.0 < cost(65)[row] < cost(257)[row]
+
+
 def test_accepted_depth_by_hand():
     # nodes 0 and 1 below the root, 2 below 0, 3 below 1, 4 below 2; tokens 5..9
     parents = np.array([[-1, -1, 0, 1, 2]] * 3)

@@ -11,7 +11,7 @@ from specsim import schema as S
 from specsim.experiment.parts.trees import (DEPTH, TREE_ACCEPTANCE, TREE_CEILING,
                                             TREE_HARDWARE, TREE_PLAN, TREE_RANKS, TREE_RUNS,
                                             TREE_SIZES, TREE_TEMPERATURE, TREE_TOKENS,
-                                            TOKENS_GOAL, VERIFY_ROW)
+                                            TOKENS_GOAL, VERIFY_DTYPE, VERIFY_ROW)
 from specsim.experiment.parts.trees_ranks import CEILING_RANKS
 from specsim.experiment.parts.trees_tokens import DYNAMIC_TOP_K
 from specsim.report.tables import markdown_table
@@ -117,7 +117,8 @@ def size_lines(sizes: pd.DataFrame) -> list[str]:
                    f"{r['vs_chain_ci_lo']:.2f}-{r['vs_chain_ci_hi']:.2f}; {verdict} "
                    f"{TOKENS_GOAL:g}×); its verify pass costs "
                    f"{r['verify_vs_chain_cpu']:.1f}× the chain's on this CPU, "
-                   f"{r[f'verify_vs_chain_{VERIFY_ROW}']:.2f}× on {VERIFY_ROW}")
+                   f"{r[f'verify_vs_chain_{VERIFY_ROW}']:.2f}× on {VERIFY_ROW} in "
+                   f"{VERIFY_DTYPE} (roofline)")
     return out
 
 

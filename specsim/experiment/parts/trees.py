@@ -95,7 +95,8 @@ TREE_RUNS, TREE_PLAN, TREE_HARDWARE = "tree_runs", "tree_plan", "tree_hardware"
 TREE_ACCEPTANCE = "tree_acceptance"
 TREE_TOKENS, TREE_RANKS, TREE_CEILING = "tree_tokens", "tree_ranks", "tree_ceiling"
 TREE_TEMPERATURE, TREE_SIZES = "tree_temperature", "tree_sizes"
-VERIFY_ROW = "h100-sxm"     # the datasheet row a large tree's verify is priced on
+VERIFY_ROW = "h100-sxm"     # the datasheet row a large tree's verify is priced on,
+VERIFY_DTYPE = "bfloat16"   # in the dtype a GPU serves in
 CHAIN, PROBE = "chain", "probe"
 
 
@@ -485,14 +486,15 @@ def plan_rows(state, runs: pd.DataFrame, seen: dict, trees, head) -> tuple[pd.Da
 def verify_cost(state: DemoState, runs: pd.DataFrame):
     """n → the verify pass over n tokens against the chain's (`DEPTH` + 1 tokens): on
     this CPU from a line a + b·n fitted to the verify times measured (``runs``), and on
-    the H100 datasheet row (`VERIFY_ROW`) from the roofline."""
+    the datasheet row `VERIFY_ROW` in `VERIFY_DTYPE` from the roofline."""
     from specsim.trees import roofline_pass_time
 
     by = runs.drop_duplicates("tree")
     widths, t = by["n_nodes"].to_numpy(float) + 1, by[S.T_VERIFY].to_numpy(float)
     b, a = np.polyfit(widths, t, 1)
     chain = float(by.loc[by["tree"] == CHAIN, S.T_VERIFY].iloc[0])
-    row = roofline_pass_time(VERIFY_ROW, state.target.cfg, context=state_cache(state) // 2)
+    row = roofline_pass_time(VERIFY_ROW, state.target.cfg, context=state_cache(state) // 2,
+                             dtype=VERIFY_DTYPE)
 
     def cost(n: int) -> dict:
         return {"verify_vs_chain_cpu": (a + b * n) / chain,
