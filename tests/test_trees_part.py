@@ -312,6 +312,17 @@ def test_verify_cost_extends_the_measured_verify_line(tiny):
     assert 1.0 < cost(65)[row] < cost(257)[row]
 
 
+def test_head_setups_add_the_tempered_dynamic_tree(tiny):
+    _, head = tiny
+    setups = tt.head_setups(head, None, 3, part.CHAIN, temperature=1.25)
+    n = tt.DYNAMIC_SIZES[-1]
+    assert [label for label, _, _ in setups[tt.FEATURE_HEAD]] == [
+        f"dynamic N={n}", f"dynamic N={n} T=1.25"]
+    assert [d.temperature for _, d, _ in setups[tt.FEATURE_HEAD]] == [1.0, 1.25]
+    assert list(tt.head_setups(head, None, 3, part.CHAIN)) == [tt.FEATURE_HEAD]
+    assert len(tt.head_setups(head, None, 3, part.CHAIN)[tt.FEATURE_HEAD]) == 1
+
+
 def test_accepted_depth_by_hand():
     # nodes 0 and 1 below the root, 2 below 0, 3 below 1, 4 below 2; tokens 5..9
     parents = np.array([[-1, -1, 0, 1, 2]] * 3)
