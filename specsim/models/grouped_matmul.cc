@@ -214,6 +214,12 @@ struct Acts {            // one call's rows, quantised once: [M, K] int8, [M, G]
   const int32_t* xsum;   // Σ xq per group [M, G]
 };
 
+// The rows from row m on: each array of `a` advanced by m rows.
+inline Acts rows_from(const Acts& a, int64_t m, int64_t K, int64_t G) {
+  return Acts{a.x + m * K, a.xs ? a.xs + m * G : nullptr, a.xq ? a.xq + m * K : nullptr,
+              a.xd ? a.xd + m * G : nullptr, a.xsum ? a.xsum + m * G : nullptr};
+}
+
 // Round rows of x to int8 per group of g (see above). Elementwise IEEE operations and an
 // exact maximum: the vector and the scalar loops give the same bytes.
 static void quantize_rows(const float* x, int64_t M, int64_t K, int64_t g, int8_t* xq,
@@ -262,34 +268,56 @@ inline float epilogue(int32_t dot, int32_t sum, float d, float s, float off, flo
   return std::fma(p, d, acc);
 }
 
-// One weight as an integer (columns past the last whole block, the portable path).
-template <int BITS>
-inline int32_t ivalue(const int8_t* q, int64_t N, int64_t k, int64_t c) {
-  if (BITS == 8) return q[k * N + c];
-  int8_t b = q[(k / 2) * N + c];
-  return (k & 1) ? (b >> 4) : ((int8_t)(b << 4) >> 4);
+// Columns [c0, c0 + n) (n <= 16) of y[0:R] over the groups in rows [k0, k1), their integer
+// sums side by side (loops the compiler vectorises over the columns for any ISA).
+template <int R, int BITS, bool OFFS>
+void lanes_rows(const Acts& a, int64_t K, const int8_t* q, const float* s, const float* off,
+                int64_t N, int64_t g, int64_t c0, int n, int64_t k0, int64_t k1, float* y,
+                bool first) {
+  const int64_t G = K / g;
+  float acc[R][kBlock];
+  for (int m = 0; m < R; ++m)
+    for (int i = 0; i < n; ++i) acc[m][i] = first ? 0.f : y[m * N + c0 + i];
+  for (int64_t k = k0; k < k1; k += g) {
+    int32_t dot[R][kBlock] = {};
+    int8_t pad[kBlock] = {0};                      // a partial block's bytes, zero past n
+    for (int64_t j = 0; j < g; ++j) {
+      const int8_t* row = q + (BITS == 4 ? (k + j) / 2 : k + j) * N + c0;
+      if (n < kBlock) row = (const int8_t*)std::memcpy(pad, row, n);
+      for (int m = 0; m < R; ++m) {
+        const int32_t xv = a.xq[m * K + k + j];
+        if (BITS == 8 || ((k + j) & 1))            // int8, or the high nibbles: odd rows
+          for (int i = 0; i < kBlock; ++i) dot[m][i] += xv * (BITS == 4 ? row[i] >> 4 : row[i]);
+        else
+          for (int i = 0; i < kBlock; ++i)
+            dot[m][i] += xv * ((int8_t)((uint8_t)row[i] << 4) >> 4);
+      }
+    }
+    const float* sp = s + (k / g) * N + c0;
+    for (int m = 0; m < R; ++m) {
+      const int64_t gi = m * G + k / g;
+      for (int i = 0; i < n; ++i)
+        acc[m][i] = epilogue<OFFS>(dot[m][i], a.xsum[gi], a.xd[gi], sp[i],
+                                   OFFS ? off[(k / g) * N + c0 + i] : 0.f, acc[m][i]);
+    }
+  }
+  for (int m = 0; m < R; ++m)
+    for (int i = 0; i < n; ++i) y[m * N + c0 + i] = acc[m][i];
 }
 
-// Columns [c, c_end) of y[0:R] over the groups in rows [k0, k1), one lane at a time: the
-// portable path, and the columns past the last whole block.
+// Columns [c, c_end) of y[0:R] over the groups in rows [k0, k1), 16 at a time: the
+// portable path (slower than the fp32-activation path: without VNNI, int8 activations
+// save nothing), and the columns past the last whole block.
 template <int BITS, bool OFFS>
 void lanes_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, const float* off,
               int64_t N, int64_t g, int64_t c, int64_t c_end, int64_t k0, int64_t k1, float* y,
               bool first) {
   const int64_t G = K / g;
-  for (int64_t cc = c; cc < c_end; ++cc)
-    for (int m = 0; m < R; ++m) {
-      float acc = first ? 0.f : y[m * N + cc];
-      for (int64_t k = k0; k < k1; k += g) {
-        int32_t dot = 0;
-        const int8_t* xq = a.xq + m * K + k;
-        for (int64_t j = 0; j < g; ++j) dot += (int32_t)xq[j] * ivalue<BITS>(q, N, k + j, cc);
-        int64_t gi = m * G + k / g;
-        acc = epilogue<OFFS>(dot, a.xsum[gi], a.xd[gi], s[(k / g) * N + cc],
-                             OFFS ? off[(k / g) * N + cc] : 0.f, acc);
-      }
-      y[m * N + cc] = acc;
-    }
+  for (int64_t c0 = c; c0 < c_end; c0 += kBlock)
+    for (int m = 0; m < R; ++m)      // a row at a time: what the compiler vectorises best
+      lanes_rows<1, BITS, OFFS>(rows_from(a, m, K, G), K, q, s, off, N, g, c0,
+                                (int)std::min<int64_t>(kBlock, c_end - c0), k0, k1, y + m * N,
+                                first);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -478,11 +506,6 @@ void rows_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, c
   lanes_q8<BITS, OFFS>(R, a, K, q, s, off, N, g, c, c + kBlock, k0, k1, y, first);
 }
 
-// The rows from row m on: each array of `a` advanced by m rows.
-inline Acts rows_from(const Acts& a, int64_t m, int64_t K, int64_t G) {
-  return Acts{a.x + m * K, a.xs ? a.xs + m * G : nullptr, a.xq ? a.xq + m * K : nullptr,
-              a.xd ? a.xd + m * G : nullptr, a.xsum ? a.xsum + m * G : nullptr};
-}
 
 // A prefetch cursor over rows [r, end) of a row-major array, `bytes` bytes of each row
 // (this part's columns) from `base`, with `stride` bytes between rows.
