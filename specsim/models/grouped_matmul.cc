@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "matmul_common.h"
@@ -468,20 +469,26 @@ inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
 }
 #endif
 
+// f(std::integral_constant<int, r>{}) for r = R rows (1 .. kMaxRows; more: kMaxRows).
+template <typename F>
+inline void with_rows(int R, F&& f) {
+  switch (R) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    default: f(std::integral_constant<int, kMaxRows>{}); break;
+  }
+}
+
 template <int BITS, bool OFFS>
 void rows(int R, const float* x, int64_t K, const int8_t* q, const float* s, const float* off,
           const float* xs, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1, float* y,
           bool first) {
-#define GROUPED_ROWS_CASE(r) BLOCK<r, BITS, OFFS>(x, K, q, s, off, xs, N, g, c, k0, k1, y, first)
-  switch (R) {
-    case 1: GROUPED_ROWS_CASE(1); break;
-    case 2: GROUPED_ROWS_CASE(2); break;
-    case 3: GROUPED_ROWS_CASE(3); break;
-    case 4: GROUPED_ROWS_CASE(4); break;
-    case 5: GROUPED_ROWS_CASE(5); break;
-    default: GROUPED_ROWS_CASE(6); break;
-  }
-#undef GROUPED_ROWS_CASE
+  with_rows(R, [&](auto r) {
+    BLOCK<decltype(r)::value, BITS, OFFS>(x, K, q, s, off, xs, N, g, c, k0, k1, y, first);
+  });
 }
 
 template <int BITS, bool OFFS>
@@ -490,16 +497,9 @@ void rows_q8(int R, const Acts& a, int64_t K, const int8_t* q, const float* s, c
              bool portable) {
 #if defined(SPECSIM_VNNI)
   if (!portable) {
-#define GROUPED_ROWS_CASE(r) block_q8<r, 1, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first)
-    switch (R) {
-      case 1: GROUPED_ROWS_CASE(1); break;
-      case 2: GROUPED_ROWS_CASE(2); break;
-      case 3: GROUPED_ROWS_CASE(3); break;
-      case 4: GROUPED_ROWS_CASE(4); break;
-      case 5: GROUPED_ROWS_CASE(5); break;
-      default: GROUPED_ROWS_CASE(6); break;
-    }
-#undef GROUPED_ROWS_CASE
+    with_rows(R, [&](auto r) {
+      block_q8<decltype(r)::value, 1, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
+    });
     return;
   }
 #endif
