@@ -69,8 +69,8 @@ its parent even where the drafter gave it probability 1 (the kept set stays a tr
 class DynamicTreeDrafter(OverChainDrafter):
     """EAGLE-2's dynamic tree over ``base`` (a `ModelDrafter`, a `FeatureHeadDrafter`
     or a `MedusaDrafter`): top-k ``top_k``, ``depth`` levels, ``n_nodes`` kept, path
-    scores at ``temperature`` (see the module). State: the base's, and for a draft model the expanded slot of each kept
-    node (for `commit_tree`)."""
+    scores at ``temperature`` (see the module). State: the base's, and for a draft model
+    the expanded slot of each kept node (for `commit_tree`)."""
     base: Any
     top_k: int
     depth: int
