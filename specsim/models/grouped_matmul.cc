@@ -368,7 +368,7 @@ inline __m512i load16z(const int8_t* p) {
 // Rows k+j .. k+j+3 (of a group of g, zero past it) of columns c..c+15 as unsigned bytes,
 // 4 to a 32-bit lane in row order: q + 8 (int4) or q + 128 (int8).
 template <int BITS>
-inline __m512i weights_u8(const Unpack& u, const int8_t* q, int64_t N, int64_t g, int64_t k,
+__attribute__((always_inline)) inline __m512i weights_u8(const Unpack& u, const int8_t* q, int64_t N, int64_t g, int64_t k,
                           int64_t j, int64_t c) {
   if (BITS == 4) {
     const int8_t* qp = q + ((k + j) / 2) * N + c;
@@ -412,7 +412,7 @@ inline __m512i weights_u8(const Unpack& u, const int8_t* q, int64_t N, int64_t g
 // per row and block, so that few rows do not wait on vpdpbusd's latency (integers: the
 // order of the sums changes nothing).
 template <int R, int NB, int BITS, bool OFFS>
-inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
+__attribute__((always_inline)) inline void block_q8(const Acts& a, int64_t K, const int8_t* q, const float* s,
                      const float* off, int64_t N, int64_t g, int64_t c, int64_t k0, int64_t k1,
                      float* y, bool first) {
   constexpr int C = R * NB >= 4 ? 1 : (R * NB >= 2 ? 2 : 4);
