@@ -78,6 +78,12 @@ def goal_lines(plan: pd.DataFrame) -> list[str]:
             f"{TOKENS_GOAL:g}×)" for _, r in plan.iterrows()]
 
 
+def _spread(r) -> str:
+    """A ratio's 95% interval over the prompts of row ``r``, or that one prompt has none."""
+    return (f"95% interval over {r['prompts']} prompts {r['vs_chain_ci_lo']:.2f}-"
+            f"{r['vs_chain_ci_hi']:.2f}" if r["prompts"] > 1 else "one prompt, no interval")
+
+
 def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     """Per head and kind, its tree with the most tokens per iteration over its chain's,
     with the interval over prompts, against `TOKENS_GOAL`."""
@@ -87,10 +93,8 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     for (head, kind), g in trees.groupby(["head", S.KIND], sort=False):
         r = g.loc[g[ratio].idxmax()]
         verdict = "reaches" if r[ratio] >= TOKENS_GOAL else "below"
-        spread = (f"95% interval over {r['prompts']} prompts {r['vs_chain_ci_lo']:.2f}-"
-                  f"{r['vs_chain_ci_hi']:.2f}" if r["prompts"] > 1 else "one prompt, no interval")
         out.append(f"- {head}, {kind}: {r['tree']} gives {r[ratio]:.2f}× the chain's"
-                   f" tokens per iteration ({spread}; {verdict} {TOKENS_GOAL:g}×)")
+                   f" tokens per iteration ({_spread(r)}; {verdict} {TOKENS_GOAL:g}×)")
     return out
 
 
@@ -113,8 +117,7 @@ def size_lines(sizes: pd.DataFrame) -> list[str]:
         verdict = "reaches" if r["reaches_goal"] else "below"
         out.append(f"- {r['head']}, {r[S.KIND]}: dynamic N={r['n_nodes']} T="
                    f"{r['temperature']:g} gives {r['tokens_per_iteration_vs_chain']:.2f}× the "
-                   f"chain's tokens per iteration (95% interval over {r['prompts']} prompts "
-                   f"{r['vs_chain_ci_lo']:.2f}-{r['vs_chain_ci_hi']:.2f}; {verdict} "
+                   f"chain's tokens per iteration ({_spread(r)}; {verdict} "
                    f"{TOKENS_GOAL:g}×); its verify pass costs "
                    f"{r['verify_vs_chain_cpu']:.1f}× the chain's on this CPU, "
                    f"{r[f'verify_vs_chain_{VERIFY_ROW}']:.2f}× on {VERIFY_ROW} in "
@@ -167,14 +170,15 @@ def trees_section(result) -> list[str]:
                   f"{int(tokens['prompts'].max())} prompts per kind (untimed; static: "
                   f"Sequoia's trees for the feature head's probed rates; dynamic N: per "
                   f"iteration the N best paths by the head's own scores among each node's "
-                  f"top {DYNAMIC_TOP_K}); the interval resamples prompts:", "",
+                  f"top {DYNAMIC_TOP_K}, T: its scores at that temperature); the interval "
+                  f"resamples prompts:", "",
                   markdown_table(tokens[[c for c in TOKEN_COLUMNS if c in tokens]]), "",
                   *best_tree_lines(tokens), ""]
     temps, sizes = t.get(TREE_TEMPERATURE), t.get(TREE_SIZES)
     if temps is not None and not temps.empty:
         lines += [f"The feature head's score temperature T (its dynamic tree's path scores "
-                  f"read softmax(logits / T)), chosen on {int(temps['prompts'].max())} "
-                  f"other prompts per kind: the dynamic N={int(temps['n_nodes'].iloc[0])} "
+                  f"read softmax(logits / T)), chosen on other prompts of each kind "
+                  f"({int(temps['prompts'].max())} per kind): the dynamic N={int(temps['n_nodes'].iloc[0])} "
                   f"tree's tokens per iteration over the chain's there "
                   f"(`tree_temperature`):", "", *temperature_lines(temps), ""]
     if sizes is not None and not sizes.empty:
