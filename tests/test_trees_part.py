@@ -5,7 +5,9 @@ Oracles: the cost model's interpolation and least-squares line against hand-work
 numbers; `plan_per_hardware` with a draft cost ratio against `plan_tree` given the same
 draft times explicitly; the part end to end on a tiny target with a random feature head,
 whose chain row's tokens per iteration must equal `generate_speculative`'s at K = DEPTH
-(the chain loop, not the tree loop) on the same prompt."""
+(the chain loop, not the tree loop) on the same prompt; the replay of a head's trees
+along the target's continuation against the tree loop's own accepted counts, and greedy
+verification by hand."""
 
 import jax
 import numpy as np
