@@ -320,8 +320,9 @@ def peers_section(page: Page, folder: Path) -> None:
         "specsim against transformers and llama.cpp", folder, env, ceil,
         "One prompt per kind of work, the same token ids for every engine; medians over "
         "the interleaved rounds with 95% intervals. int4: symmetric in groups of 32, the head "
-        "too; int4a: with offsets (the GGUF's own Q4_1 layers, exactly) and the GGUF's Q8_0 "
-        "head (int8 in groups of 32); self-int4(a): the fp32 or int8 target drafted by its own "
+        "too, with int8 activations (x rounded to int8 per group, integer products); int4a: "
+        "with offsets (the GGUF's own Q4_1 layers, exactly) and the GGUF's Q8_0 head (int8 in "
+        "groups of 32), fp32 activations; self-int4(a): the fp32 or int8 target drafted by its own "
         "weights in that format. The greedy step excludes the prefill; c is the draft "
         "format's greedy step over its target's; = own greedy: the output equals the target's "
         "greedy output token for token.", rows)
