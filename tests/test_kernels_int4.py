@@ -301,11 +301,12 @@ def test_load_int4_and_the_int4_self_draft_run_the_kernel():
 
 
 @needs_kernel
-@pytest.mark.parametrize("k, asym", [(2, False), (4, False), (3, True)])
-def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k, asym):
+@pytest.mark.parametrize("k, asym, activations", [(2, False, "fp32"), (4, False, "fp32"),
+                                                  (3, True, "fp32"), (3, False, "int8")])
+def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k, asym, activations):
     """The target fp32 (its weights scaled for peaked distributions), the draft its int4
-    self in groups of 4 by the kernel: drafts are rejected (α < 1), yet the output is the
-    target's greedy output token for token."""
+    self in groups of 4 by the kernel (x as it is, or rounded to int8): drafts are
+    rejected (α < 1), yet the output is the target's greedy output token for token."""
     cfg = TINY_LLAMA.replace(layer_loop="scan", eos_token_id=53)
     params = jax.tree_util.tree_map_with_path(         # norm scales as they are
         lambda path, a: a if "norm" in str(path[-1]) else a * 12.0,
@@ -313,7 +314,11 @@ def test_greedy_output_of_an_int4_self_draft_equals_the_fp32_targets(k, asym):
     target = models.Model(cfg, params)
     prompts = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
     ref = generate_autoregressive(target, prompts, 24)
-    drafter = quantized_self_drafter(target, bits=4, group_size=4, asymmetric=asym)
+    drafter = quantized_self_drafter(target, bits=4, group_size=4, asymmetric=asym,
+                                     activations=activations)
+    assert {w.activations for w in jax.tree_util.tree_leaves(
+        drafter.params, is_leaf=lambda a: isinstance(a, QuantizedWeight))
+        if isinstance(w, QuantizedWeight)} == {activations}
     res = generate_speculative(target, drafter, prompts, 24, k)
     assert res.tokens == ref.tokens
     assert 0 < res.stats.alpha_per_proposal < 1

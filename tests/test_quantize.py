@@ -225,6 +225,8 @@ def test_roofline_weight_bytes_equal_the_stored_bytes(cfg, kw):
     (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=4,
                                     head=(8, 7, False)), "group_size 7 must divide"),
     (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=16), "bits must be 4 or 8"),
+    (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=4,
+                                    activations="int4"), r"activations must be one of \('fp32'"),
     (lambda: quantized_self_drafter(models.load("tiny-llama"), bits=4, group_size=32),
      "group_size 32 must divide"),
     (lambda: roofline.forward_cost(TINY_LLAMA, weight_bits=2), "weight_bits must be"),

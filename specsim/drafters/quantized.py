@@ -28,7 +28,8 @@ out of the loop, so the draft would read fp32 copies (`specsim.models.quantize_m
 from __future__ import annotations
 
 from specsim.drafters.model import ModelDrafter
-from specsim.models.quantize import quantize_params
+from specsim.errors import InvalidArgument
+from specsim.models.quantize import ACTIVATIONS, quantize_params
 from specsim.models.transformer import arrange_layers, select_layers
 
 __all__ = ["quantized_self_drafter"]
@@ -36,22 +37,28 @@ __all__ = ["quantized_self_drafter"]
 
 def quantized_self_drafter(target, bits: int = 8, group_size: int | None = None,
                            layers=None, *, head: bool | tuple = False, asymmetric: bool = False,
-                           layer_loop: str = "scan", name: str | None = None) -> ModelDrafter:
+                           activations: str = "fp32", layer_loop: str = "scan",
+                           name: str | None = None) -> ModelDrafter:
     """``target`` (a `specsim.models.Model`) with its layer matrices quantised to
     ``bits`` (8 or 4) in groups of ``group_size`` input rows (None: per output channel,
     int8 only; int4 defaults to 32), with offsets where ``asymmetric``, and with only
     ``layers`` (ids; None: all) of its layers. ``head``: False (dense), True (quantised
     as the layers) or its own format (bits, group_size, asymmetric). Weights the target
     holds already quantised are re-quantised from their dequantised values.
+    ``activations`` (one of `quantize.ACTIVATIONS`): "int8" rounds x to int8 per group
+    in every quantised product (a cheaper step; α may fall, docs/studies/int4.md).
     ``layer_loop``: the draft's loop (default "scan", see the module docstring)."""
+    if activations not in ACTIVATIONS:
+        raise InvalidArgument(f"activations must be one of {ACTIVATIONS}, got {activations!r}")
     if bits == 4 and group_size is None:
         group_size = 32
     params, cfg = target.params, target.cfg
     n_layers = cfg.n_layers
     if layers is not None:
         params, cfg = select_layers(params, cfg, layers)
-    params = quantize_params(params, cfg, bits, group_size, head=head, asymmetric=asymmetric)
-    tag = _format_tag(bits, group_size, asymmetric)
+    params = quantize_params(params, cfg, bits, group_size, head=head, asymmetric=asymmetric,
+                             activations=activations)
+    tag = _format_tag(bits, group_size, asymmetric) + ("x8" if activations == "int8" else "")
     if isinstance(head, tuple):
         tag += "+head:" + _format_tag(*head)
     elif head:
