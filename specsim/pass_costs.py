@@ -66,7 +66,7 @@ from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.sampling import SamplingParams, is_finite_row
-from specsim.simulate import expected_iterations, iterations_pmf
+from specsim.finite_run import expected_iterations, iterations_pmf
 
 __all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "pass_calls",
            "predict_speedup", "expected_iterations", "iterations_pmf"]

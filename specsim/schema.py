@@ -109,7 +109,7 @@ ERR_ACCEPT_SET = "err_accept_set_pct"      # 100 ln(E from the set α / E_effect
 PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline's pass times
 ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
 # the 95% range of err_acceptance over runs simulated at the run's rates, length and batch
-# (`simulate.acceptance_term_draws`): the run's own draw, which no timing interval holds
+# (`finite_run.acceptance_term_draws`): the run's own draw, which no timing interval holds
 ERR_ACCEPTANCE_DRAW_LO = "err_acceptance_draw_lo_pct"
 ERR_ACCEPTANCE_DRAW_HI = "err_acceptance_draw_hi_pct"
 MEASURED_LO = "measured_speedup_lo"        # min over rounds of the per-round speedup

@@ -333,24 +333,24 @@ def test_the_acceptance_term_is_the_runs_own_draw_without_bias():
 
 
 def test_acceptance_term_draws_match_the_loop():
-    """The vectorised simulator of the acceptance term (`simulate.acceptance_term_draws`)
+    """The vectorised simulator of the acceptance term (`finite_run.acceptance_term_draws`)
     against the draft-by-draft oracle: same mean and spread within their sampling error;
     at batch 16 the slowest row's draw is wider; certain acceptance has no draw."""
-    from specsim import simulate
+    from specsim import finite_run
 
     n, k, alpha = 39, 4, 0.7
     oracle = _acceptance_terms_by_loop(n, k, alpha, 800, 5)
-    got = simulate.acceptance_term_draws(np.full(k, alpha), n, 1, draws=800, rng=6)
+    got = finite_run.acceptance_term_draws(np.full(k, alpha), n, 1, draws=800, rng=6)
     assert abs(got.mean() - oracle.mean()) < 4 * math.hypot(got.std(), oracle.std()) / math.sqrt(800)
     assert got.std() == pytest.approx(oracle.std(), rel=0.15)
-    wide = simulate.acceptance_term_draws(np.full(k, alpha), n, 16, draws=200, rng=7)
+    wide = finite_run.acceptance_term_draws(np.full(k, alpha), n, 16, draws=200, rng=7)
     assert wide.std() > got.std()
-    sure = simulate.acceptance_term_draws(np.ones(k), n, 4, draws=5, rng=0)
+    sure = finite_run.acceptance_term_draws(np.ones(k), n, 4, draws=5, rng=0)
     np.testing.assert_allclose(sure, 0.0, atol=1e-9)     # ceil(39 / 5) iterations, always
     with pytest.raises(ValueError, match="rates"):
-        simulate.acceptance_term_draws([[0.5]], n)
+        finite_run.acceptance_term_draws([[0.5]], n)
     with pytest.raises(ValueError, match="n_tokens"):
-        simulate.acceptance_term_draws([0.5], 0)
+        finite_run.acceptance_term_draws([0.5], 0)
 
 
 def test_draw_summary_follows_its_definition():

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specsim import analytic, bench, models, pass_costs, simulate
+from specsim import analytic, bench, finite_run, models, pass_costs, simulate
 from specsim.drafters import NGramDrafter, layer_skip_drafter
 from specsim.models.transformer import forward, init_cache
 
@@ -217,7 +217,7 @@ def _iterations_by_enumeration(pmf, n, batch):
 def test_iterations_pmf_against_enumeration():
     pmf = [0.2, 0.5, 0.3]
     for n, batch in ((5, 1), (5, 3), (6, 2)):
-        got = simulate.iterations_pmf(pmf, n, batch)
+        got = finite_run.iterations_pmf(pmf, n, batch)
         want = _iterations_by_enumeration(pmf, n, batch)
         m = max(got.size, want.size)
         assert np.allclose(np.pad(got, (0, m - got.size)), np.pad(want, (0, m - want.size)),

@@ -32,7 +32,7 @@ def log_pct(ratio: float) -> float:
 def finite_run_tokens(pmf, n_tokens: int, batch: int) -> float:
     """Effective tokens per iteration of a run of ``n_tokens`` decode tokens per row at
     ``batch`` rows whose tokens per iteration follow ``pmf`` (j = 1..K+1): n / E[max_b I_b]."""
-    from specsim.pass_costs import expected_iterations
+    from specsim.finite_run import expected_iterations
     return n_tokens / expected_iterations(pmf, n_tokens, batch)
 
 

@@ -275,11 +275,11 @@ def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
 
 def _draw_columns(stats, n: int, batch: int, seed: int) -> dict:
     """The 95% range of the acceptance term over runs simulated at this run's measured
-    rates, length and batch (`simulate.acceptance_term_draws`): how far a run of this
+    rates, length and batch (`finite_run.acceptance_term_draws`): how far a run of this
     length strays from E_model by its own draw."""
-    from specsim import simulate
+    from specsim import finite_run
 
-    lo, hi = np.percentile(simulate.acceptance_term_draws(_run_rates(stats), n, batch, rng=seed),
+    lo, hi = np.percentile(finite_run.acceptance_term_draws(_run_rates(stats), n, batch, rng=seed),
                            [2.5, 97.5])
     return {schema.ERR_ACCEPTANCE_DRAW_LO: float(lo), schema.ERR_ACCEPTANCE_DRAW_HI: float(hi)}
 
