@@ -199,8 +199,11 @@ static ffi::Error CacheAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
     for (int64_t t = 0; t < d.T; ++t) m = std::max(m, slots_to(pos[b * d.T + t], d.S));
     slots += m * d.G;
   }
+  // at least 128 slot-heads a part: a SmolLM2 step splits from about 43 positions on. One
+  // part leaves the pool idle for the whole call, its threads fall asleep, and waking one
+  // costs the next matmul call more than the attention saved (docs/studies/int4.md).
   const int64_t units = d.B * d.G;
-  int parts = std::min<int64_t>(units, n_parts(pool, slots, 1024));
+  int parts = std::min<int64_t>(units, n_parts(pool, slots, 128));
   run_parts(pool, parts, [=](int p) {
     std::vector<float> w;
     for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
