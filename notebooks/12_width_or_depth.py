@@ -66,7 +66,8 @@ display(runs[["kind", "tree", "widths", "tokens_per_iteration", "tokens_per_iter
 # The feature head (a recurrent cell on the target's features, rolled along each path)
 # and Medusa heads (head d guesses depth d from the root's feature alone) at the same
 # depth of 4: each head's chain, the feature head's static trees and each head's dynamic
-# tree of 64 nodes (the best paths by the head's own scores). The bars are 95% intervals
+# tree of 64 nodes (the best paths by the head's own scores; the feature head's also with its
+# scores at the temperature chosen on other prompts, T). The bars are 95% intervals
 # over prompts; the dashed line is the 1.3× aimed for; the crosses and triangles are what
 # any tree whose nodes are among their parents' top 8 or top 32 candidates could reach
 # (`tree_ceiling`, replayed from where the target's tokens rank among the head's
@@ -91,6 +92,18 @@ ax.set_xticks(trees.index, [f"{r.head} {r.kind}\n{r.tree}" for r in trees.itertu
 ax.set(ylabel="tokens per iteration / the chain's", title="trees of depth 4, greedy")
 ax.legend()
 plt.show()
+
+# %% [markdown]
+# ## The feature head's score temperature and larger trees
+#
+# The temperature of the feature head's path scores is chosen on calibration prompts that
+# are not the ones above (`tree_temperature`); larger dynamic trees at that temperature are
+# replayed along the target's continuation (`tree_sizes`), with what their verify pass
+# costs over the chain's on this CPU and on an H100 in bfloat16 (roofline).
+
+# %%
+display(pd.read_csv(DATA / f"{part.TREE_TEMPERATURE}.csv"))
+display(pd.read_csv(DATA / f"{part.TREE_SIZES}.csv"))
 
 # %% [markdown]
 # ## Where the target's token ranks among each head's candidates
