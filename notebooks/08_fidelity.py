@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -119,7 +119,7 @@ display(dec.round(3).head(12))
 #
 # For the instrument the set α is exact, so what remains is the finite run (the last
 # iteration overshoots n, and the slowest batch row ends the batched loop), which
-# `E_model` models (`pass_costs.expected_iterations`).
+# `E_model` models (`finite_run.expected_iterations`).
 
 # %%
 acc = S.speculative(runs)[[S.DRAFTER, S.K, S.BATCH, S.ALPHA_SET, S.ALPHA, S.E_MODEL,

@@ -41,10 +41,7 @@ times into per-pass medians with their spread. The verify program calls the loop
 acceptance, non-finite policy and statistics steps (`specsim.decode.speculative`'s
 ``verify_drafts``, ``nonfinite_rows``, ``record_stats``); the autoregressive step mirrors the loop's.
 
-Finite runs: a run of n decode tokens at batch B takes the iterations its slowest row
-needs, so its effective tokens per iteration is n / E[max_b I_b], below E;
-`expected_iterations` gives E[max_b I_b] from a tokens-per-iteration pmf
-(`specsim.simulate.tokens_pmf`, ``tokens_pmf_positional``).
+A finite run's iterations (E[max_b I_b] at batch B) are `specsim.finite_run`'s.
 """
 
 from __future__ import annotations
@@ -66,10 +63,9 @@ from specsim.models.compiler import jit
 from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.sampling import SamplingParams, is_finite_row
-from specsim.finite_run import expected_iterations, iterations_pmf
 
 __all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "pass_calls",
-           "predict_speedup", "expected_iterations", "iterations_pmf"]
+           "predict_speedup"]
 
 TRACE_COUNTS: collections.Counter = collections.Counter()
 

@@ -178,7 +178,7 @@ def test_prediction_is_the_closed_form():
 def test_expected_iterations_against_simulation():
     k, n = 4, 47
     # every iteration yields K+1 tokens: exactly ceil(n / (K+1)) iterations
-    assert pass_costs.expected_iterations(np.eye(k + 1)[k], n, 4) == pytest.approx(10)
+    assert finite_run.expected_iterations(np.eye(k + 1)[k], n, 4) == pytest.approx(10)
     alpha = 0.7
     pmf = simulate.tokens_pmf(alpha, k)
     rng = np.random.default_rng(0)
@@ -191,14 +191,14 @@ def test_expected_iterations_against_simulation():
         per_row.append(i)
         offset, start = csum[start + i - 1], start + i
     per_row = np.asarray(per_row)
-    got1 = pass_costs.expected_iterations(pmf, n, 1)
+    got1 = finite_run.expected_iterations(pmf, n, 1)
     assert abs(per_row.mean() - got1) < 4 * per_row.std() / np.sqrt(per_row.size)
     mx = per_row.reshape(-1, 4).max(1)
-    got4 = pass_costs.expected_iterations(pmf, n, 4)
+    got4 = finite_run.expected_iterations(pmf, n, 4)
     assert abs(mx.mean() - got4) < 4 * mx.std() / np.sqrt(mx.size)
     assert got4 > got1 > n / analytic.expected_tokens(alpha, k)
     with pytest.raises(ValueError, match="pmf"):
-        pass_costs.expected_iterations([0.5, 0.6], n)
+        finite_run.expected_iterations([0.5, 0.6], n)
 
 
 def _iterations_by_enumeration(pmf, n, batch):
@@ -222,5 +222,5 @@ def test_iterations_pmf_against_enumeration():
         m = max(got.size, want.size)
         assert np.allclose(np.pad(got, (0, m - got.size)), np.pad(want, (0, m - want.size)),
                            atol=1e-12)
-        assert pass_costs.expected_iterations(pmf, n, batch) == pytest.approx(
+        assert finite_run.expected_iterations(pmf, n, batch) == pytest.approx(
             float(np.arange(want.size) @ want))
