@@ -206,6 +206,7 @@ inline void block16(const float* x, int64_t K, const int8_t* q, const float* s, 
 
 constexpr int64_t kMaxGroupInt8 = 65536;
 constexpr int kWide = 4;   // blocks of 16 columns side by side for one or two int8 rows
+constexpr int kMid = 2;    // ... for three or more (registers for kMaxRows rows)
 
 struct Acts {            // one call's rows, quantised once: [M, K] int8, [M, G] scales and sums
   const float* x;        // fp32 x [M, K] (the fp32-activation path)
@@ -561,6 +562,25 @@ void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, 
           if (OFFS) wo.ahead(ws_per);
         }
         c += (kWide - 1) * kBlock;
+        continue;
+      }
+      if (ACT8 && !portable && c + kMid * kBlock <= cb_end) {
+        // a verify pass of 3 or more: kMid blocks, up to kMaxRows rows at once (halves
+        // past it), so a block's weights are unpacked once per kMaxRows rows
+        for (int64_t m = 0; m < M;) {
+          int64_t R = M - m <= kMaxRows ? M - m : std::min<int64_t>(kMaxRows, (M - m + 1) / 2);
+          with_rows((int)R, [&](auto r) {
+            block_q8<decltype(r)::value, kMid, BITS, OFFS>(rows_from(a, m, K, G), K, q, s, off,
+                                                          N, g, c, k0, k1, y + m * N, first);
+          });
+          m += R;
+        }
+        for (int i = 0; i < kMid; ++i) {
+          wq.ahead(wq_per);
+          ws.ahead(ws_per);
+          if (OFFS) wo.ahead(ws_per);
+        }
+        c += (kMid - 1) * kBlock;
         continue;
       }
 #endif
