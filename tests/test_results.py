@@ -58,7 +58,7 @@ def test_decode_reexports_results():
 
 def test_plan_shapes_buckets_and_refuses():
     plan = decode.plan_shapes([[1, 2, 3], [4] * 9], 20, k=3, caps=[(2048, "max_seq_len")])
-    # P = bucket(9, 8) = 16; need = 9 + 20 + 4 = 33 -> S = 64; I = bucket(20) = 32
+    # P = prompt_bucket(9) = 16; need = 9 + 20 + 4 = 33 -> S = 64; I = bucket(20) = 32
     assert plan == ShapePlan(padded_prompt=16, cache_len=64, iterations=32)
     assert decode.plan_shapes([9], 20).cache_len == 32            # lengths; no k headroom
     assert decode.plan_shapes([9], 20, cache_len=40).cache_len == 40
@@ -68,6 +68,15 @@ def test_plan_shapes_buckets_and_refuses():
         decode.plan_shapes([9], 20, caps=[(64, "max_seq_len")], cache_len=99)
     with pytest.raises(ValueError, match="^max_new_tokens must be a positive integer"):
         decode.plan_shapes([9], 0)
+
+
+def test_prompt_buckets_are_finer_past_64_tokens():
+    from specsim.decode.shapes import prompt_bucket
+    got = {n: prompt_bucket(n) for n in (1, 8, 9, 33, 64, 65, 96, 97, 133, 500, 512, 513, 700)}
+    assert got == {1: 8, 8: 8, 9: 16, 33: 64, 64: 64, 65: 96, 96: 96, 97: 128, 133: 160,
+                   500: 512, 512: 512, 513: 768, 700: 768}
+    plan = decode.plan_shapes([[7] * 133], 96, k=4, caps=[(2048, "max_seq_len")])
+    assert (plan.padded_prompt, plan.cache_len) == (160, 256)   # 133 + 96 + 5 = 234 -> 256
 
 
 def test_warmup_tokens_shares_the_iteration_bucket():

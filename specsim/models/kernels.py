@@ -39,9 +39,10 @@ decode step agree bit for bit here too. `forward` uses it for passes of at most
 
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
 "auto" (the default) on a single-device CPU process for a float32 model and at most
-`MAX_ROWS` rows; "kernel" insists (a clear error if it cannot run); "xla" never.
+`MAX_ROWS` rows, or any number of rows for weights with int8 activations on a CPU with
+VNNI (`integer_products`); "kernel" insists (a clear error if it cannot run); "xla" never.
 ``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. GPUs, TPUs, meshes of several
-devices, prefill and training (many rows) run XLA's dots as before. On the CPU clock (the
+devices, and prefill and training (many rows) of float weights run XLA's dots. On the CPU clock (the
 demo's default) a step on two threads costs about twice its wall time: both threads count.
 
 Building: on first use the sources (and their headers ``kernel_common.h`` and
@@ -63,7 +64,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 import jax
@@ -74,7 +75,7 @@ from specsim.environment import cache_root, is_on
 from specsim.errors import InvalidArgument
 from specsim.models.config import MATMULS
 
-__all__ = ["MATMULS", "MAX_ROWS", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
+__all__ = ["MATMULS", "MAX_ROWS", "integer_products", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
            "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
            "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path",
            "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH", "use_attention_kernel",
@@ -108,6 +109,7 @@ def _compiler() -> str | None:
     return cxx if cxx else (shutil.which("c++") or shutil.which("g++"))
 
 
+@lru_cache(maxsize=1)
 def _cpu_flags() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -215,11 +217,27 @@ def _kernels_run(matmul: str, dtype, env: str = ENV_SWITCH) -> bool:
     return True
 
 
-def use_kernel(matmul: str, rows: int, dtype) -> bool:
+def use_kernel(matmul: str, rows: int, dtype, weights=()) -> bool:
     """Whether a matmul of ``rows`` rows of ``dtype`` runs the kernel under ``matmul``
-    (a `ModelConfig.matmul`), decided while tracing: "auto" up to `MAX_ROWS` rows,
-    "kernel" always (an error where it cannot run), "xla" never."""
-    return _kernels_run(matmul, dtype) and (matmul == "kernel" or rows <= MAX_ROWS)
+    (a `ModelConfig.matmul`), decided while tracing: "auto" up to `MAX_ROWS` rows, and at
+    any number of rows when every one of ``weights`` (the matmuls' weights) sums in
+    integers (`integer_products`); "kernel" always (an error where it cannot run), "xla"
+    never."""
+    return _kernels_run(matmul, dtype) and (
+        matmul == "kernel" or rows <= MAX_ROWS or integer_products(weights))
+
+
+def integer_products(weights) -> bool:
+    """True when ``weights`` is not empty, every one is a `QuantizedWeight` the kernel
+    takes with int8 activations, and the CPU has AVX512-VNNI: the kernel then sums
+    int8 × int4/int8 products in integers, faster than XLA's dots over the dequantised
+    weights at any number of rows (a prefill too; docs/studies/int4.md)."""
+    from specsim.models.quantize import is_quantized
+
+    weights = list(weights)
+    return (bool(weights) and "avx512_vnni" in _cpu_flags().split()
+            and all(is_quantized(w) and w.activations == "int8" and takes_quantized(w)
+                    for w in weights))
 
 
 def use_attention_kernel(matmul: str, new_tokens: int, dtype) -> bool:

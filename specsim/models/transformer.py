@@ -324,6 +324,12 @@ _MATMUL_WEIGHTS = frozenset(("wq", "wk", "wv", "wo", "w_qkv", "w_gate", "w_up", 
                              "w_down", "w_fc", "w_proj"))
 
 
+def _matmul_weights(layers) -> list:
+    """The matmul weights of ``layers`` (stacked, or the first of a per-layer list)."""
+    first = layers if isinstance(layers, dict) else layers[0]
+    return [w for name, w in first.items() if name in _MATMUL_WEIGHTS]
+
+
 class _Kernel(NamedTuple):
     """A layer weight for the kernel (dense fp32, or a `QuantizedWeight`): stacked
     [L, Din, Dout] and the layer to use (the kernel reads it in place; under scan XLA
@@ -579,7 +585,7 @@ def _run_layers(params: dict, cfg: ModelConfig, tokens, cache: KVCache, position
     layers = _check_layout(_check_layers(params["layers"], cfg), cfg)
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
-    kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype)
+    kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype, _matmul_weights(layers))
     in_place = (mask is None and kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
                 and k_all.dtype == jnp.float32 and x.dtype == jnp.float32)
     step = partial(_layer, positions=positions, inv_freq=inv_freq, cfg=cfg,
@@ -621,7 +627,7 @@ def project(params: dict, cfg: ModelConfig, x: jax.Array) -> jax.Array:
         return jax.lax.dot_general(x, params["embed"], (((2,), (1,)), ((), ())),
                                    preferred_element_type=jnp.float32)
     head = params["lm_head"]                                          # [D, V]
-    if kernels.use_kernel(cfg.matmul, rows, cfg.dtype):
+    if kernels.use_kernel(cfg.matmul, rows, cfg.dtype, [head]):
         if not is_quantized(head):
             return kernels.small_matmul(x, head)
         if kernels.takes_quantized(head):
