@@ -18,7 +18,9 @@ kind. Engines and methods (greedy, batch 1, exactly ``--max-new-tokens`` new tok
   self-draft's α no lower); "int4a" keeps x fp32 (rounding x would cost its self-draft
   α, docs/studies/int4.md); ``--int4-activations`` sets both. Methods:
   `generate_autoregressive` ("greedy"), prompt
-  lookup (`NGramDrafter`, ``--k`` drafts), and over the fp32 and int8 targets the int4
+  lookup (`NGramDrafter`, ``--k`` drafts, and "prompt-lookup-plan": the K the theory
+  plans for each kind's prompt from costs and α measured before the rounds,
+  `plan_lookup`), and over the fp32 and int8 targets the int4
   self-drafts (``--self-k`` drafts) in the two int4 formats ("self-int4",
   "self-int4a"): the int4 targets' own weights and format as a `ModelDrafter`, so an int4
   target's greedy step costs what the draft step does, and c is its time over the
@@ -85,7 +87,8 @@ from specsim.trees.tree import TokenTree  # noqa: E402
 from specsim.workloads import KINDS, prompt_text  # noqa: E402
 
 HEADS = ("feature-head", "medusa")      # the trained heads shipped in specsim/data/drafts
-METHODS = ("greedy", "prompt-lookup", "self-int4", "self-int4a", *HEADS)
+PLANNED_LOOKUP = "prompt-lookup-plan"   # prompt lookup at the K the theory plans per kind
+METHODS = ("greedy", "prompt-lookup", PLANNED_LOOKUP, "self-int4", "self-int4a", *HEADS)
 SPECULATIVE = METHODS[1:]
 # specsim's weight formats: (layers' bits, group size, asymmetric), the head's, what the
 # products do with x (`quantize.ACTIVATIONS`); None: fp32
@@ -119,12 +122,16 @@ def quantized(model, fmt, int4_activations: str | None = None):
 
 
 # ---- engines: each returns {method: a function decoding one prompt -> its new tokens} --------
-def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None, heads=()):
+def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None, heads=(),
+                lookup_ks=None):
     """Greedy, greedy of one token (`STEP`), prompt lookup, the given self-drafts
     (``{method: drafter}``) and heads (``{method: (drafter, K)}``, K None: the drafter's
-    own tree, `generate_tree`) on ``model``; a speculative call records (α per
-    proposal, tokens per iteration) in ``alphas[method, prompt]``."""
-    drafters = {"prompt-lookup": (NGramDrafter(model.cfg.vocab_size, n=3), k),
+    own tree, `generate_tree`) on ``model``, and with ``lookup_ks`` ({prompt ids as a
+    tuple: K}, `plan_lookup`) prompt lookup at each prompt's planned K; a speculative
+    call records (α per proposal, tokens per iteration) in ``alphas[method, prompt]``."""
+    ngram = NGramDrafter(model.cfg.vocab_size, n=3)
+    drafters = {"prompt-lookup": (ngram, k),
+                **({PLANNED_LOOKUP: (ngram, dict(lookup_ks))} if lookup_ks else {}),
                 **{m: (d, self_k) for m, d in dict(self_drafts).items()}, **dict(heads)}
     alphas = {} if alphas is None else alphas
 
@@ -132,9 +139,10 @@ def run_specsim(model, n_new, k, self_drafts=(), self_k=6, alphas=None, heads=()
         return generate_autoregressive(model, [p], n_new, eos_token_id=None).tokens[0]
 
     def speculative(method):
-        drafter, kk = drafters[method]
+        drafter, ks = drafters[method]
 
         def run(p):
+            kk = ks[tuple(p)] if isinstance(ks, dict) else ks
             r = (generate_tree(model, drafter, [p], n_new, eos_token_id=None) if kk is None
                  else generate_speculative(model, drafter, [p], n_new, k=kk, eos_token_id=None))
             alphas[method, tuple(p)] = (None if kk is None else float(r.stats.alpha_per_proposal),
@@ -234,6 +242,35 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
     heads = {"feature-head": (fh, k_fh),
              "medusa": (medusa_drafter(model, medusa_file, tree=tree), None)}
     return heads, lines
+
+
+def plan_lookup(model, prompts: dict, n_new: int, rounds: int = 5):
+    """Prompt lookup's K per kind of ``prompts``, as the theory plans it from what is
+    measured here: t(1) and t(5) and the n-gram draft (`specsim.pass_costs`, t(n) linear
+    in between and beyond, as `plan_heads`), and α from a greedy run at K 4 on the
+    kind's prompt (`analytic.alpha_from_expected_tokens`): the K of 1..`MAX_NODES` with
+    the largest `analytic.speedup_from_costs`. → ({prompt ids as a tuple: K}, [a line
+    per kind])."""
+    ngram = NGramDrafter(model.cfg.vocab_size, n=3)
+    pc = pass_calls(model, ngram, batch=1, cache_len=512, k=PROBE_K)
+    med = _timed_medians({"t1": pc.target_1, "tv": pc.verify, "draft": pc.draft}, rounds)
+    t1, tv = med["t1"] / pc.steps, med["tv"] / pc.steps
+    t_draft = med["draft"] / (pc.steps * PROBE_K)
+    ks = np.arange(1, MAX_NODES + 1)
+    t_target = t1 + (tv - t1) / PROBE_K * ks
+    planned, lines = {}, []
+    for kind, p in prompts.items():
+        kept = generate_speculative(model, ngram, [p], n_new, k=PROBE_K,
+                                    eos_token_id=None).stats.accepted.ravel()
+        e_probe = 1.0 + kept[kept >= 0].mean()
+        alpha = float(analytic.alpha_from_expected_tokens(e_probe, PROBE_K))
+        s = analytic.speedup_from_costs(analytic.expected_tokens(alpha, ks), ks, t_draft, t1,
+                                        t_target)
+        planned[tuple(p)] = int(ks[np.argmax(s)])
+        lines.append(f"{PLANNED_LOOKUP} {kind}: alpha {alpha:.2f} (E {e_probe:.2f} at K "
+                     f"{PROBE_K}), c {t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K "
+                     f"{planned[tuple(p)]}, predicted {s.max():.2f}x greedy")
+    return planned, lines
 
 
 def run_transformers(model, n_new, k):
@@ -394,12 +431,12 @@ def report(rows, gbs, n_new, plans=()):
     get = lambda r, c: (r[c], r[c + "_lo"], r[c + "_hi"]) if c in r else None   # noqa: E731
     print(f"\n{n_new} new tokens per prompt; {len(gbs)} interleaved rounds; medians and 95% "
           f"intervals over rounds; read bandwidth (jnp.sum of 512 MB) median {read:.1f} GB/s")
-    print(f"{'engine:method':30s} {'kind':5s} {'tokens/s':>21s} {'vs fp32 greedy':>19s} "
+    print(f"{'engine:method':34s} {'kind':5s} {'tokens/s':>21s} {'vs fp32 greedy':>19s} "
           f"{'vs llama.cpp greedy':>19s} {'MB':>6s} {'step ms':>7s} {'of read':>19s} "
           f"{'c':>19s} {'alpha':>6s} {'E':>5s}  = own greedy")
     for r in rows:
         same = r.get("equals_own_greedy")
-        print(f"{r['engine'] + ':' + r['method']:30s} {r['kind']:5s} "
+        print(f"{r['engine'] + ':' + r['method']:34s} {r['kind']:5s} "
               f"{_fmt(get(r, 'tokens_per_s')):>21s} {_fmt(get(r, 'vs_fp32_greedy')):>19s} "
               f"{_fmt(get(r, 'vs_llamacpp_greedy')):>19s} {r['weight_mb']:6.1f} "
               f"{r.get('step_ms', float('nan')):7.2f} {_fmt(get(r, 'read_share')):>19s} "
@@ -407,8 +444,8 @@ def report(rows, gbs, n_new, plans=()):
               f"{r.get('tokens_per_iteration', float('nan')):5.2f}  "
               f"{'-' if same is None else same}")
     if plans:
-        print("\nshipped heads (K and tree from the theory, with the costs and acceptance "
-              "measured before the rounds):")
+        print("\nplans: the shipped heads and prompt lookup (K and tree from the theory, "
+              "with the costs and acceptance measured before the rounds):")
         for line in plans:
             print(f"  {line}")
     print("\ngoals (per kind):")
@@ -503,8 +540,13 @@ def build_engines(fp32, n_new, k, self_k, want, formats=tuple(FORMATS), prompts=
             heads = {m: v for m, v in planned.items() if want(m)}
             plans += [f"{engine}, {line}" for line in lines]
             print(*plans[-len(lines):], sep="\n", flush=True)
+        lookup_ks = None
+        if prompts and want(PLANNED_LOOKUP):
+            lookup_ks, lines = plan_lookup(model, prompts, n_new)
+            plans += [f"{engine}, {line}" for line in lines]
+            print(*plans[-len(lines):], sep="\n", flush=True)
         got = {}
-        runs = run_specsim(model, n_new, k, selfs, self_k, got, heads)
+        runs = run_specsim(model, n_new, k, selfs, self_k, got, heads, lookup_ks)
         engines[engine] = (weight_bytes(model.params), runs)
         alphas[engine] = got
     return engines, alphas
