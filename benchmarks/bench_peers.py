@@ -101,7 +101,8 @@ SELF_TARGETS = ("fp32", "int8")                               # targets the self
 HEAD_TARGETS = ("fp32", "int4", "int4a")                      # targets the shipped heads serve
 # The heads' plans: the feature head probed at K 4, Medusa with a 7-node tree (ranks 0-1 at
 # depths 1-2, rank 0 down to depth 4); a verify pass of at most MAX_ROWS tokens stays on
-# the kernel (a wider one runs XLA's dots, which dequantise a quantised target per pass).
+# the kernel for every format (a wider one runs XLA's dots for fp32 and fp32-activation
+# weights, which dequantise a quantised target per pass; `kernels.integer_products`).
 PROBE_K = 4
 PROBE_TREE = ((0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0))
 MAX_NODES = MAX_ROWS - 1
