@@ -371,8 +371,9 @@ def test_cache_attention_bad_arguments_are_clear_errors():
 @needs_kernel
 def test_when_auto_attends_in_place(monkeypatch):
     assert kernels.use_attention_kernel("auto", 1, "float32")
-    assert kernels.use_attention_kernel("auto", kernels.MAX_ATTENTION_TOKENS, "float32")
-    assert not kernels.use_attention_kernel("auto", kernels.MAX_ATTENTION_TOKENS + 1, "float32")
+    assert kernels.use_attention_kernel("auto", 500, "float32")     # a prefill too
+    with pytest.raises(InvalidArgument, match="new_tokens must be an integer >= 1"):
+        kernels.use_attention_kernel("auto", 0, "float32")
     assert kernels.use_attention_kernel("kernel", 500, "float32")
     assert not kernels.use_attention_kernel("xla", 1, "float32")
     monkeypatch.setenv(kernels.ATTENTION_SWITCH, "0")       # the attention alone off
@@ -386,7 +387,7 @@ def test_when_auto_attends_in_place(monkeypatch):
 @needs_kernel
 @pytest.mark.parametrize("base", [TINY_LLAMA, TINY_GPT2], ids=lambda c: c.name)
 def test_forward_attends_in_place_and_differentiates_as_xla(base, monkeypatch):
-    """The kernel in a decode step's program (not in a long prefill's), the same logits
+    """The kernel in a decode step's program and in a longer prefill's, the same logits
     as XLA's attention, and the same gradients (the kernel's derivatives are XLA's)."""
     cfg = base.replace(matmul="auto")
     params = tr.arrange_layers(tr.init_params(jax.random.PRNGKey(1), cfg), cfg)
@@ -406,7 +407,7 @@ def test_forward_attends_in_place_and_differentiates_as_xla(base, monkeypatch):
     monkeypatch.setenv(kernels.ATTENTION_SWITCH, "0")
     plain = run()
     assert kernels.TARGET_ATTENTION in ours[2] and kernels.TARGET_ATTENTION not in plain[2]
-    assert kernels.TARGET_ATTENTION not in ours[3]
+    assert kernels.TARGET_ATTENTION in ours[3] and kernels.TARGET_ATTENTION not in plain[3]
     np.testing.assert_allclose(ours[0], plain[0], rtol=1e-5)
     for a, b in zip(jax.tree.leaves(ours[1]), jax.tree.leaves(plain[1])):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)

@@ -33,9 +33,10 @@ preallocated slots. The kernel reads layer i's keys and values where they lie, a
 the slots up to each query's position: scores 8 slots at a time, the softmax with a
 vectorised exp, the values with the sums in registers, parallel over (row, kv head). A
 query's result does not depend on T, the batch or the threads, so a verify pass and a
-decode step agree bit for bit here too. `forward` uses it for passes of at most
-`MAX_ATTENTION_TOKENS` new tokens where the kernels run ("auto"), float32 caches only;
-``SPECSIM_CPU_ATTENTION=0`` turns it off alone. Derivatives are XLA's attention's.
+decode step agree bit for bit here too. `forward` uses it for every pass where the
+kernels run ("auto"), prefill included (it halves a 133-token prefill against XLA's
+attention over the whole cache, docs/studies/cpu-attention-kernel.md), float32 caches
+only; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone. Derivatives are XLA's attention's.
 
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
 "auto" (the default) on a single-device CPU process for a float32 model and at most
@@ -78,7 +79,7 @@ from specsim.models.config import MATMULS
 __all__ = ["MATMULS", "MAX_ROWS", "integer_products", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
            "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
            "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path",
-           "MAX_ATTENTION_TOKENS", "ATTENTION_SWITCH", "use_attention_kernel",
+           "ATTENTION_SWITCH", "use_attention_kernel",
            "cache_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
@@ -91,9 +92,6 @@ TARGET = "specsim_small_matmul"
 TARGET_INT8 = "specsim_small_matmul_int8"
 TARGET_GROUPED = "specsim_small_matmul_grouped"
 TARGET_ATTENTION = "specsim_cache_attention"
-# Attention of at most this many new tokens per row goes to the kernel (decode steps,
-# verify passes); more (prefill) is XLA's.
-MAX_ATTENTION_TOKENS = 16
 _HERE = Path(__file__).parent
 _SOURCES = (_HERE / "small_matmul.cc", _HERE / "grouped_matmul.cc",
             _HERE / "cache_attention.cc")
@@ -242,11 +240,13 @@ def integer_products(weights) -> bool:
 
 def use_attention_kernel(matmul: str, new_tokens: int, dtype) -> bool:
     """Whether attention of ``new_tokens`` new tokens per row over a ``dtype`` cache runs
-    `cache_attention` under ``matmul``: "auto" up to `MAX_ATTENTION_TOKENS` (decode steps,
-    verify passes; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone), "kernel" always,
+    `cache_attention` under ``matmul``: "auto" for any number (decode steps, verify
+    passes, prefill; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone), "kernel" always,
     "xla" never."""
-    return (_kernels_run(matmul, dtype, ATTENTION_SWITCH)
-            and (matmul == "kernel" or new_tokens <= MAX_ATTENTION_TOKENS))
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) \
+            or new_tokens < 1:
+        raise InvalidArgument(f"new_tokens must be an integer >= 1, got {new_tokens!r}")
+    return _kernels_run(matmul, dtype, ATTENTION_SWITCH)
 
 
 def _call(x2, w3, layer, transposed: bool):
