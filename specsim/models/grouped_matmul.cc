@@ -550,17 +550,20 @@ void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, 
     int64_t wq_lines = ((wq.end - wq.r) * cols + kLine - 1) / kLine;
     int64_t ws_lines = ((ws.end - ws.r) * cols * 4 + kLine - 1) / kLine;
     int64_t wq_per = (wq_lines + blocks - 1) / blocks, ws_per = (ws_lines + blocks - 1) / blocks;
+    auto prefetch = [&](int nb) {                 // the next panel's share of nb blocks
+      for (int i = 0; i < nb; ++i) {
+        wq.ahead(wq_per);
+        ws.ahead(ws_per);
+        if (OFFS) wo.ahead(ws_per);
+      }
+    };
     for (int64_t c = c0; c < cb_end; c += kBlock) {
 #if defined(SPECSIM_VNNI)
       if (ACT8 && !portable && M <= 2 && c + kWide * kBlock <= cb_end) {
         // a decode step or a 2-token verify: whole cache lines a row
         if (M == 1) block_q8<1, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
         else block_q8<2, kWide, BITS, OFFS>(a, K, q, s, off, N, g, c, k0, k1, y, first);
-        for (int i = 0; i < kWide; ++i) {
-          wq.ahead(wq_per);
-          ws.ahead(ws_per);
-          if (OFFS) wo.ahead(ws_per);
-        }
+        prefetch(kWide);
         c += (kWide - 1) * kBlock;
         continue;
       }
@@ -575,11 +578,7 @@ void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, 
           });
           m += R;
         }
-        for (int i = 0; i < kMid; ++i) {
-          wq.ahead(wq_per);
-          ws.ahead(ws_per);
-          if (OFFS) wo.ahead(ws_per);
-        }
+        prefetch(kMid);
         c += (kMid - 1) * kBlock;
         continue;
       }
@@ -593,9 +592,7 @@ void part(const Acts& a, int64_t M, int64_t K, const int8_t* q, const float* s, 
           rows<BITS, OFFS>(R, x + m * K, K, q, s, off, xs + (OFFS ? m * G : 0), N, g, c, k0,
                            k1, y + m * N, first);
       }
-      wq.ahead(wq_per);
-      ws.ahead(ws_per);
-      if (OFFS) wo.ahead(ws_per);
+      prefetch(1);
     }
     if (ACT8 && cb_end < c1)                       // columns past the last whole block
       lanes_q8<BITS, OFFS>((int)M, a, K, q, s, off, N, g, cb_end, c1, k0, k1, y, first);
