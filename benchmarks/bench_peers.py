@@ -215,27 +215,17 @@ def plan_heads(model, prompts: dict, n_new: int, rounds: int = 5):
     t1, tv = med["t1"] / pc.steps, med["tv"] / pc.steps
     t_draft, t_medusa = med["draft"] / (pc.steps * PROBE_K), med["medusa"] / pc.steps
     t_target = t1 + (tv - t1) / PROBE_K * np.arange(MAX_NODES + 1)        # t(n), n = 1..8
-    kept, ends = [], []
-    for p in prompts.values():
-        kept.append(generate_speculative(model, fh, [p], n_new, k=PROBE_K,
-                                         eos_token_id=None).stats.accepted.ravel())
-        ends.append(generate_tree(model, probe, [p], n_new, eos_token_id=None
-                                  ).stats.path_end.ravel())
-    kept = np.concatenate(kept)
-    e_probe = 1.0 + kept[kept >= 0].mean()
-    alpha = float(analytic.alpha_from_expected_tokens(e_probe, PROBE_K))
-    ks = np.arange(1, MAX_NODES + 1)
-    s_fh = analytic.speedup_from_costs(analytic.expected_tokens(alpha, ks), ks, t_draft, t1,
-                                       t_target[ks])
-    k_fh = int(ks[np.argmax(s_fh)])
-    ends = np.concatenate(ends)
+    k_fh, alpha, e_probe, s_fh = _planned_k(model, fh, list(prompts.values()), n_new, t1, tv,
+                                            t_draft)
+    ends = np.concatenate([generate_tree(model, probe, [p], n_new, eos_token_id=None
+                                         ).stats.path_end.ravel() for p in prompts.values()])
     plan = plan_tree(measured_acceptance(probe_tree, ends[ends >= 0]), t_target,
                      [t_medusa] * MAX_NODES,
                      max_nodes=MAX_NODES, drafting="one_pass")
     tree = plan.best_tree
     lines = [f"feature-head: alpha {alpha:.2f} (E {e_probe:.2f} at K {PROBE_K}), c "
              f"{t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K {k_fh}, predicted "
-             f"{s_fh.max():.2f}x greedy",
+             f"{s_fh:.2f}x greedy",
              f"medusa: one call {t_medusa / t1:.3f} of a step; tree of {tree.n_nodes} nodes "
              f"(per depth {tree.nodes_per_depth().tolist()}), E "
              f"{plan.expected_tokens[plan.best_n - 1]:.2f}, predicted "
@@ -257,21 +247,32 @@ def plan_lookup(model, prompts: dict, n_new: int, rounds: int = 5):
     med = _timed_medians({"t1": pc.target_1, "tv": pc.verify, "draft": pc.draft}, rounds)
     t1, tv = med["t1"] / pc.steps, med["tv"] / pc.steps
     t_draft = med["draft"] / (pc.steps * PROBE_K)
-    ks = np.arange(1, MAX_NODES + 1)
-    t_target = t1 + (tv - t1) / PROBE_K * ks
     planned, lines = {}, []
     for kind, p in prompts.items():
-        kept = generate_speculative(model, ngram, [p], n_new, k=PROBE_K,
-                                    eos_token_id=None).stats.accepted.ravel()
-        e_probe = 1.0 + kept[kept >= 0].mean()
-        alpha = float(analytic.alpha_from_expected_tokens(e_probe, PROBE_K))
-        s = analytic.speedup_from_costs(analytic.expected_tokens(alpha, ks), ks, t_draft, t1,
-                                        t_target)
-        planned[tuple(p)] = int(ks[np.argmax(s)])
+        k, alpha, e_probe, best = _planned_k(model, ngram, [p], n_new, t1, tv, t_draft)
+        planned[tuple(p)] = k
         lines.append(f"{PLANNED_LOOKUP} {kind}: alpha {alpha:.2f} (E {e_probe:.2f} at K "
-                     f"{PROBE_K}), c {t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K "
-                     f"{planned[tuple(p)]}, predicted {s.max():.2f}x greedy")
+                     f"{PROBE_K}), c {t_draft / t1:.3f}, t(5)/t(1) {tv / t1:.2f} -> K {k}, "
+                     f"predicted {best:.2f}x greedy")
     return planned, lines
+
+
+def _planned_k(model, drafter, prompts: list, n_new: int, t1: float, tv: float,
+               t_draft: float):
+    """The chain's K of 1..`MAX_NODES` with the largest `analytic.speedup_from_costs`,
+    from α of greedy runs of ``drafter`` at K `PROBE_K` over ``prompts``
+    (`analytic.alpha_from_expected_tokens`), a draft step of ``t_draft`` and
+    t(K + 1) linear through t(1) = ``t1`` and t(`PROBE_K` + 1) = ``tv``.
+    → (K, α, E at the probe's K, the predicted speedup over greedy)."""
+    kept = np.concatenate([generate_speculative(model, drafter, [p], n_new, k=PROBE_K,
+                                                eos_token_id=None).stats.accepted.ravel()
+                           for p in prompts])
+    e_probe = 1.0 + kept[kept >= 0].mean()
+    alpha = float(analytic.alpha_from_expected_tokens(e_probe, PROBE_K))
+    ks = np.arange(1, MAX_NODES + 1)
+    s = analytic.speedup_from_costs(analytic.expected_tokens(alpha, ks), ks, t_draft, t1,
+                                    t1 + (tv - t1) / PROBE_K * ks)
+    return int(ks[np.argmax(s)]), alpha, e_probe, float(s.max())
 
 
 def run_transformers(model, n_new, k):

@@ -17,8 +17,8 @@ from specsim.models.config import ModelConfig
 from specsim.results import ShapePlan
 from specsim.validation import nonnegative_int, positive_int
 
-__all__ = ["bucket", "prompt_bucket", "plan_shapes", "warmup_tokens", "encode_prompts", "resolve_eos",
-           "pad_prompts"]
+__all__ = ["bucket", "prompt_bucket", "plan_shapes", "warmup_tokens", "encode_prompts",
+           "resolve_eos", "pad_prompts"]
 
 
 def bucket(n: int, minimum: int = 16) -> int:

@@ -43,8 +43,9 @@ Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_k
 `MAX_ROWS` rows, or any number of rows for weights with int8 activations on a CPU with
 VNNI (`integer_products`); "kernel" insists (a clear error if it cannot run); "xla" never.
 ``SPECSIM_CPU_KERNEL=0`` turns "auto" off from the shell. GPUs, TPUs, meshes of several
-devices, and prefill and training (many rows) of float weights run XLA's dots. On the CPU clock (the
-demo's default) a step on two threads costs about twice its wall time: both threads count.
+devices, and prefill and training (many rows) of float weights run XLA's dots. On the
+CPU clock (the demo's default) a step on two threads costs about twice its wall time:
+both threads count.
 
 Building: on first use the sources (and their headers ``kernel_common.h`` and
 ``matmul_common.h``) are compiled with the machine's C++ compiler
@@ -76,8 +77,8 @@ from specsim.environment import cache_root, is_on
 from specsim.errors import InvalidArgument
 from specsim.models.config import MATMULS
 
-__all__ = ["MATMULS", "MAX_ROWS", "integer_products", "ENV_SWITCH", "TARGET", "TARGET_INT8", "available",
-           "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
+__all__ = ["MATMULS", "MAX_ROWS", "integer_products", "ENV_SWITCH", "TARGET", "TARGET_INT8",
+           "available", "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
            "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path",
            "ATTENTION_SWITCH", "use_attention_kernel",
            "cache_attention"]
