@@ -250,23 +250,34 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     assert chosen == mean.index[int(np.argmax(mean.to_numpy()))]
     tempered = [tt.dynamic_label(n, chosen) for n in tt.DYNAMIC_SIZES] if chosen != 1 else []
     for kind in part.KINDS:
-        got = tokens[tokens["kind"] == kind]
+        got = tokens[(tokens["kind"] == kind) & (tokens["depth"] == part.DEPTH)]
         assert list(got[got["head"] == tt.FEATURE_HEAD]["tree"]) == \
             list(runs[runs["kind"] == kind]["tree"]) + dyn + tempered
         assert list(got[got["head"] == tt.MEDUSA]["tree"]) == [part.CHAIN] + dyn
         same = runs[runs["kind"] == kind].set_index("tree")["tokens_per_iteration"]
         mine = got[got["head"] == tt.FEATURE_HEAD].set_index("tree")["tokens_per_iteration"]
         np.testing.assert_allclose(mine[same.index], same)
-        for h in (tt.FEATURE_HEAD, tt.MEDUSA):
-            g = got[got["head"] == h].set_index("tree")
+        for d in tt.DEEPER:         # the feature head deeper: its own chain of d, as the
+            deep = tokens[(tokens["kind"] == kind) & (tokens["depth"] == d)]   # chain loop
+            assert list(deep["head"].unique()) == [tt.FEATURE_HEAD]
+            assert list(deep["tree"]) == [part.CHAIN] + dyn + tempered
+            ref = decode.generate_speculative(target, head, part.kind_prompts(target, kind, 1),
+                                              part.NEW_TOKENS, k=d, eos_token_id=None,
+                                              cache_len=part.state_cache(state))
+            want = tt.prompt_totals([np.asarray(ref.stats.accepted)])
+            assert deep.set_index("tree").loc[part.CHAIN, "tokens_per_iteration"] == \
+                pytest.approx(want[0].sum() / want[1].sum())
+            assert (deep["tokens_per_iteration"] <= d + 1).all()
+        for (h, d), g in tokens[tokens["kind"] == kind].groupby(["head", "depth"]):
+            g = g.set_index("tree")
             np.testing.assert_allclose(g["tokens_per_iteration_vs_chain"],
                                        g["tokens_per_iteration"] / g.loc[part.CHAIN,
                                                                          "tokens_per_iteration"])
     assert (tokens["tokens_per_iteration"] >= 1).all()
-    assert (tokens["tokens_per_iteration"] <= part.DEPTH + 1).all()
     text = "\n".join(trees_section(type("R", (), {"tables": state.tables})()))
     assert "## Token trees" in text and "tokens per iteration are" in text
-    assert f"- {tt.MEDUSA}, code: {dyn[-1]} gives" in text
+    assert f"- {tt.MEDUSA}, depth {part.DEPTH}, code: {dyn[-1]} gives" in text
+    assert f"- {tt.FEATURE_HEAD}, depth {tt.DEEPER[0]}, code: " in text
     assert "one prompt, no interval" in text                     # quick: one prompt per kind
     # the larger trees, replayed: their chain is the loop's chain, their ratio over it
     sizes = state.tables[part.TREE_SIZES]
@@ -274,7 +285,8 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     assert (sizes["n_nodes"] == rp.REPLAY_SIZES[0]).all() and (sizes["temperature"] == chosen).all()
     for _, r in sizes.iterrows():
         loop_chain = tokens[(tokens["head"] == tt.FEATURE_HEAD) & (tokens["kind"] == r["kind"])
-                            & (tokens["tree"] == part.CHAIN)]["tokens_per_iteration"].item()
+                            & (tokens["tree"] == part.CHAIN) & (tokens["depth"] == part.DEPTH)
+                            ]["tokens_per_iteration"].item()
         assert r["chain_tokens_per_iteration"] == pytest.approx(loop_chain)
         assert r["tokens_per_iteration_vs_chain"] == pytest.approx(
             r["tokens_per_iteration"] / loop_chain)
@@ -285,7 +297,7 @@ def test_the_part_end_to_end_on_a_tiny_target(tiny, monkeypatch):
     ceiling = state.tables[part.TREE_CEILING].set_index(["head", "kind"])
     for (h, kind), r in ceiling.iterrows():
         chain_row = tokens[(tokens["head"] == h) & (tokens["kind"] == kind)
-                           & (tokens["tree"] == part.CHAIN)]
+                           & (tokens["tree"] == part.CHAIN) & (tokens["depth"] == part.DEPTH)]
         assert r["chain_tokens_per_iteration"] == pytest.approx(
             chain_row["tokens_per_iteration"].item())
         assert r["chain_tokens_per_iteration"] <= r["top8_tokens_per_iteration"] \
@@ -314,15 +326,35 @@ def test_verify_cost_extends_the_measured_verify_line(tiny):
     assert 1.0 < cost(65)[row] < cost(257)[row]
 
 
-def test_head_setups_add_the_tempered_dynamic_tree(tiny):
+def test_head_setups_add_the_tempered_dynamic_tree_and_the_deeper_chain(tiny):
     _, head = tiny
-    setups = tt.head_setups(head, None, 3, part.CHAIN, temperature=1.25)
+    setups = tt.head_setups(head, None, 3, part.CHAIN, temperature=1.25, deeper=(5,))
     n = tt.DYNAMIC_SIZES[-1]
-    assert [label for label, _, _ in setups[tt.FEATURE_HEAD]] == [
+    assert list(setups) == [(tt.FEATURE_HEAD, 3), (tt.FEATURE_HEAD, 5)]
+    assert [label for label, _, _ in setups[(tt.FEATURE_HEAD, 3)]] == [
         f"dynamic N={n}", f"dynamic N={n} T=1.25"]
-    assert [d.temperature for _, d, _ in setups[tt.FEATURE_HEAD]] == [1.0, 1.25]
-    assert list(tt.head_setups(head, None, 3, part.CHAIN)) == [tt.FEATURE_HEAD]
-    assert len(tt.head_setups(head, None, 3, part.CHAIN)[tt.FEATURE_HEAD]) == 1
+    assert [d.temperature for _, d, _ in setups[(tt.FEATURE_HEAD, 3)]] == [1.0, 1.25]
+    assert [d.max_depth for _, d, _ in setups[(tt.FEATURE_HEAD, 3)]] == [3, 3]
+    deep = setups[(tt.FEATURE_HEAD, 5)]
+    assert [label for label, _, _ in deep] == [part.CHAIN, f"dynamic N={n}",
+                                               f"dynamic N={n} T=1.25"]
+    assert deep[0][1] is head and deep[0][2].is_chain and deep[0][2].n_nodes == 5
+    assert [d.max_depth for _, d, _ in deep[1:]] == [5, 5]
+    assert list(tt.head_setups(head, None, 3, part.CHAIN)) == [(tt.FEATURE_HEAD, 3)]
+    assert len(tt.head_setups(head, None, 3, part.CHAIN)[(tt.FEATURE_HEAD, 3)]) == 1
+
+
+def test_token_rows_compare_each_tree_with_the_chain_of_its_own_depth():
+    # depth 4: chain 2 tokens per iteration (accepted 1 each), tree 3; depth 5: chain 3, tree 3
+    runs = {("h", 4, "code", "chain"): (4, [np.array([1, 1]), np.array([1])]),
+            ("h", 4, "code", "T"): (64, [np.array([2, 2]), np.array([2])]),
+            ("h", 5, "code", "chain"): (5, [np.array([2, 2]), np.array([2])]),
+            ("h", 5, "code", "T"): (64, [np.array([2, 2]), np.array([2])])}
+    rows = tt.token_rows(runs, "chain", 1.3).set_index(["depth", "tree"])
+    assert rows.loc[(4, "T"), "tokens_per_iteration_vs_chain"] == pytest.approx(1.5)
+    assert bool(rows.loc[(4, "T"), "reaches_goal"])
+    assert rows.loc[(5, "T"), "tokens_per_iteration_vs_chain"] == pytest.approx(1.0)
+    assert not bool(rows.loc[(5, "T"), "reaches_goal"])
 
 
 def test_accepted_depth_by_hand():
@@ -386,18 +418,23 @@ def test_ratio_interval_pools_prompts_and_resamples_them():
         tt.ratio_interval((tree[0], np.array([4, 0])), chain)
 
 
-def test_best_tree_lines_pick_each_heads_best_tree_with_its_interval():
+def test_best_tree_lines_pick_each_heads_best_tree_per_depth_with_its_interval():
     tokens = pd.DataFrame({
-        "head": ["medusa"] * 3 + ["feature head"] * 2, "kind": ["code"] * 5,
-        "tree": ["chain", "dynamic N=64", "N=32", "chain", "dynamic N=64"],
-        "n_nodes": [4, 64, 32, 4, 64], "tokens_per_iteration_vs_chain": [1, 1.33, 1.2, 1, 1.18],
-        "vs_chain_ci_lo": [1, 1.2, 1.1, 1, 1.04], "vs_chain_ci_hi": [1, 1.47, 1.3, 1, 1.32],
-        "prompts": [8] * 5})
+        "head": ["medusa"] * 3 + ["feature head"] * 4, "depth": [4] * 5 + [5] * 2,
+        "kind": ["code"] * 7,
+        "tree": ["chain", "dynamic N=64", "N=32", "chain", "dynamic N=64", "chain",
+                 "dynamic N=64"],
+        "n_nodes": [4, 64, 32, 4, 64, 5, 64],
+        "tokens_per_iteration_vs_chain": [1, 1.33, 1.2, 1, 1.18, 1, 1.37],
+        "vs_chain_ci_lo": [1, 1.2, 1.1, 1, 1.04, 1, 1.15],
+        "vs_chain_ci_hi": [1, 1.47, 1.3, 1, 1.32, 1, 1.61], "prompts": [8] * 7})
     assert best_tree_lines(tokens) == [
-        "- medusa, code: dynamic N=64 gives 1.33× the chain's tokens per iteration (95% "
-        "interval over 8 prompts 1.20-1.47; reaches 1.3×)",
-        "- feature head, code: dynamic N=64 gives 1.18× the chain's tokens per iteration (95% "
-        "interval over 8 prompts 1.04-1.32; below 1.3×)"]
+        "- medusa, depth 4, code: dynamic N=64 gives 1.33× the chain's tokens per iteration "
+        "(95% interval over 8 prompts 1.20-1.47; reaches 1.3×)",
+        "- feature head, depth 4, code: dynamic N=64 gives 1.18× the chain's tokens per "
+        "iteration (95% interval over 8 prompts 1.04-1.32; below 1.3×)",
+        "- feature head, depth 5, code: dynamic N=64 gives 1.37× the chain's tokens per "
+        "iteration (95% interval over 8 prompts 1.15-1.61; reaches 1.3×)"]
 
 
 def test_goal_lines_say_whether_the_tree_reaches_the_goal():

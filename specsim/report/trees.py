@@ -21,7 +21,7 @@ RUN_COLUMNS = [S.KIND, "tree", "widths", S.TOKENS_PER_ITERATION,
                S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.PREDICTED_SPEEDUP,
                "pred_speedup_pooled", "pred_speedup_given_tokens", "speedup_vs_chain",
                S.ROUNDS]
-TOKEN_COLUMNS = ["head", S.KIND, "tree", "n_nodes", S.TOKENS_PER_ITERATION,
+TOKEN_COLUMNS = ["head", "depth", S.KIND, "tree", "n_nodes", S.TOKENS_PER_ITERATION,
                  "tokens_per_iteration_vs_chain", "vs_chain_ci_lo", "vs_chain_ci_hi", "prompts",
                  "iterations"]
 HARDWARE_COLUMNS = ["hardware", "best_n", "depth", "widths", "expected_tokens", "speedup",
@@ -85,16 +85,18 @@ def _spread(r) -> str:
 
 
 def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
-    """Per head and kind, its tree with the most tokens per iteration over its chain's,
-    with the interval over prompts, against `TOKENS_GOAL`."""
+    """Per head, depth and kind, its tree with the most tokens per iteration over its
+    chain's of that depth, with the interval over prompts, against `TOKENS_GOAL`."""
     out = []
     ratio = "tokens_per_iteration_vs_chain"
-    trees = tokens[tokens[ratio].notna() & (tokens["n_nodes"] > DEPTH)]
-    for (head, kind), g in trees.groupby(["head", S.KIND], sort=False):
+    depth = tokens["depth"] if "depth" in tokens else DEPTH
+    trees = tokens[tokens[ratio].notna() & (tokens["n_nodes"] > depth)].copy()
+    trees["depth"] = depth
+    for (head, d, kind), g in trees.groupby(["head", "depth", S.KIND], sort=False):
         r = g.loc[g[ratio].idxmax()]
         verdict = "reaches" if r[ratio] >= TOKENS_GOAL else "below"
-        out.append(f"- {head}, {kind}: {r['tree']} gives {r[ratio]:.2f}× the chain's"
-                   f" tokens per iteration ({_spread(r)}; {verdict} {TOKENS_GOAL:g}×)")
+        out.append(f"- {head}, depth {d}, {kind}: {r['tree']} gives {r[ratio]:.2f}× the "
+                   f"chain's tokens per iteration ({_spread(r)}; {verdict} {TOKENS_GOAL:g}×)")
     return out
 
 
@@ -166,7 +168,8 @@ def trees_section(result) -> list[str]:
              "Tokens per iteration at equal depth:", "", *goal_lines(plan), ""]
     tokens = t.get(TREE_TOKENS)
     if tokens is not None and not tokens.empty:
-        lines += [f"Each head's trees against its own chain at depth {DEPTH} over "
+        lines += [f"Each head's trees against its own chain of the same depth ({DEPTH}; the "
+                  f"feature head also deeper) over "
                   f"{int(tokens['prompts'].max())} prompts per kind (untimed; static: "
                   f"Sequoia's trees for the feature head's probed rates; dynamic N: per "
                   f"iteration the N best paths by the head's own scores among each node's "

@@ -19,8 +19,9 @@ the theory expects fastest on this CPU, against the measured best, and
 `trees.plan_per_hardware` says on which datasheet rows a tree pays; (6) the feature
 head's score temperature is chosen on calibration prompts, the next
 `PROMPTS_PER_KIND` of each kind (`trees_replay`); (7) each head's dynamic tree (the
-feature head's also at that temperature), and the Medusa heads' chain, run untimed on
-the same prompts (`trees_tokens`): tokens per iteration against the head's own chain,
+feature head's also at that temperature), the Medusa heads' chain, and the feature
+head's chain and dynamic trees at the deeper depths of `trees_tokens.DEEPER`, run
+untimed on the same prompts (`trees_tokens`): tokens per iteration against the head's own chain,
 with an interval over prompts; (8) the feature head's larger dynamic trees, replayed
 along the target's continuation (`trees_replay`), say what size the tokens goal needs
 and what its verify costs; (9) each head's ranks of the target's tokens along its
@@ -46,8 +47,8 @@ Tables:
   pooled over the kinds, the feature head's draft pass at its byte ratio to the target's.
 * ``tree_acceptance``: accepted and tried per (kind, depth, rank) (`acceptance_table`
   reads it back).
-* ``tree_tokens``: per (head, kind, tree): tokens per iteration, its ratio to the head's
-  chain with a 95% interval over prompts (`trees_tokens`).
+* ``tree_tokens``: per (head, depth, kind, tree): tokens per iteration, its ratio to the
+  head's chain of that depth with a 95% interval over prompts (`trees_tokens`).
 * ``tree_temperature``: per score temperature and kind, the feature head's dynamic
   tree's tokens per iteration over its chain's on the calibration prompts, and the
   one chosen.
@@ -247,9 +248,10 @@ class Observed:
 
     def add(self, tree: TokenTree | None, accepted, path_end) -> None:
         """One run's iterations; its acceptance counts when ``tree`` (the static tree
-        it ran) is given, none for a dynamic tree."""
+        it ran) is given and at most `DEPTH` deep (what the plan reads), none for a
+        dynamic tree or a deeper one (`trees_tokens.DEEPER`: tokens per iteration only)."""
         self.accepted.append(np.asarray(accepted))
-        if tree is not None:
+        if tree is not None and tree.max_depth <= DEPTH:
             self.counts += _counts(tree, np.asarray(path_end))
 
     @property
@@ -551,7 +553,8 @@ def measure(state: DemoState, head) -> None:
                                 tr.SCORE_TEMPERATURES[:2] if quick else tr.SCORE_TEMPERATURES)
     temp = tr.chosen_temperature(temps)
     state.tables[TREE_TEMPERATURE] = temps
-    state.tables[TREE_TOKENS] = head_tokens(state, head, medusa, trees, seen, prompts, temp)
+    state.tables[TREE_TOKENS] = head_tokens(state, head, medusa, trees, seen, prompts, temp,
+                                           tt.DEEPER)
     seqs = tr.continuations(state.target, prompts, DEPTH, NEW_TOKENS)
     state.tables[TREE_SIZES] = tr.size_rows(
         head, tt.FEATURE_HEAD, seqs, DEPTH, tt.DYNAMIC_TOP_K, temp, NEW_TOKENS, TOKENS_GOAL,
@@ -565,23 +568,26 @@ def measure(state: DemoState, head) -> None:
 
 
 def head_tokens(state: DemoState, head, medusa, trees, seen: dict, prompts: dict,
-                temperature: float = 1.0) -> pd.DataFrame:
-    """Step 6 of the module: the ``tree_tokens`` table (`trees_tokens`) of the feature
-    head ``head`` (its dynamic trees' scores also at ``temperature``) and the Medusa
-    heads ``medusa`` (None: none), every setup run untimed on every prompt; the feature
-    head's chain and static ``trees`` reuse their runs in ``seen``."""
-    runs = {(tt.FEATURE_HEAD, kind, tree_label(t)): (t.n_nodes, seen[(kind, tree_label(t))]
-                                                     .accepted)
+                temperature: float = 1.0, deeper=()) -> pd.DataFrame:
+    """Step 7 of the module: the ``tree_tokens`` table (`trees_tokens`) of the feature
+    head ``head`` (its dynamic trees' scores also at ``temperature``; its chain and
+    dynamic trees also at each depth of ``deeper``) and the Medusa heads ``medusa``
+    (None: none), every setup run untimed on every prompt; the feature head's chain and
+    static ``trees`` reuse their runs in ``seen``."""
+    runs = {(tt.FEATURE_HEAD, DEPTH, kind, tree_label(t)):
+            (t.n_nodes, seen[(kind, tree_label(t))].accepted)
             for kind in prompts for t in trees}
-    for name, setups in tt.head_setups(head, medusa, DEPTH, CHAIN, temperature).items():
+    setups_of = tt.head_setups(head, medusa, DEPTH, CHAIN, temperature, deeper)
+    for (name, depth), setups in setups_of.items():
         for label, drafter, tree in setups:
             own: dict = {}
             _untimed(state, drafter, [tree], prompts, own, label=lambda _, x=label: x)
             n_nodes = tree.n_nodes if tree is not None else (
                 getattr(drafter, "n_nodes", None) or drafter.tree.n_nodes)
-            runs.update({(name, kind, label): (n_nodes, own[(kind, label)].accepted)
+            runs.update({(name, depth, kind, label): (n_nodes, own[(kind, label)].accepted)
                          for kind in prompts})
-        state.log(f"    {name}: {[x[0] for x in setups]} on {len(prompts)} kinds")
+        state.log(f"    {name}, depth {depth}: {[x[0] for x in setups]} on "
+                  f"{len(prompts)} kinds")
     return tt.token_rows(runs, CHAIN, TOKENS_GOAL)
 
 

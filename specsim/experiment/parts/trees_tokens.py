@@ -3,7 +3,7 @@ chain at equal drafting depth, over several prompts per kind of work, untimed.
 
 Heads: the feature head (`specsim.drafters.feature_head`) and Medusa heads
 (`specsim.drafters.medusa`, the trained default or the shipped ones:
-`specsim.train.medusa.find_medusa_heads`). Trees of each head, all of depth `DEPTH`: its
+`specsim.train.medusa.find_medusa_heads`). Trees of each head at the part's `DEPTH`: its
 chain (rank 0 at every depth), for the feature head the part's static trees (Sequoia's
 for its probed rates), and a dynamic tree of `DYNAMIC_SIZES` nodes
 (`specsim.drafters.dynamic_tree`): per row and iteration, the N best paths by the
@@ -11,8 +11,12 @@ head's path log-probability among the `DYNAMIC_TOP_K` best children of every exp
 node, N nodes expanded per depth (EAGLE-2's rerank with a frontier as wide as the tree:
 where the head is unsure at depth 1, the tree goes wide there), scored by the head's
 probabilities and, for the feature head, also at the score temperature its
-calibration prompts chose (`trees_replay`). Greedy, so every run
-emits the target's own continuation and only the iteration count differs.
+calibration prompts chose (`trees_replay`). The feature head drafts one level per
+step, so its chain and dynamic trees also run at each depth of `DEEPER`: Medusa's four
+heads fix its depth, the feature head's is a choice, and a tree's gain over the chain
+grows with depth (at depth d the chain keeps all d drafts with probability ∏ α_j, and
+a tree recovers every level where a lower rank was right). Greedy, so every run emits
+the target's own continuation and only the iteration count differs.
 
 Tokens per iteration pool every iteration of a kind's prompts (total tokens over total
 iterations); the ratio to the chain's has a 95% interval over prompts: a paired
@@ -34,6 +38,8 @@ from specsim.trees import TokenTree
 
 DYNAMIC_TOP_K = 32          # children per expanded node of a dynamic tree
 DYNAMIC_SIZES = (64,)       # nodes a dynamic tree keeps (and expands per depth)
+DEEPER = (5,)               # the feature head's chain and dynamic trees also run this deep:
+                            # EAGLE-2's evaluations draft 5 deep (60 nodes, top 10)
 TOKEN_PROMPTS = 8           # prompts per kind whose runs give the tokens per iteration
 BOOTSTRAP_DRAWS = 2000
 
@@ -88,40 +94,46 @@ def medusa_drafter_of(state, tree: TokenTree):
 
 
 def head_setups(feature_head, medusa, depth: int, chain_label: str,
-                temperature: float = 1.0) -> dict[str, list]:
-    """Head name → [(tree label, drafter, tree or None)] to run: the feature head's
-    dynamic trees (its chain and static trees run in the part's own step), with path
-    scores at 1 (EAGLE-2's) and, when it differs, at ``temperature``; the Medusa heads'
-    chain (labelled ``chain_label``) and dynamic trees, all ``depth`` deep; a head that
-    is None is left out."""
+                temperature: float = 1.0, deeper=()) -> dict[tuple[str, int], list]:
+    """(head name, depth) → [(tree label, drafter, tree or None)] to run: the feature
+    head's dynamic trees ``depth`` deep (its chain and static trees there run in the
+    part's own step), with path scores at 1 (EAGLE-2's) and, when it differs, at
+    ``temperature``, and at every depth of ``deeper`` its chain (labelled
+    ``chain_label``) and the same dynamic trees; the Medusa heads' chain and dynamic
+    trees ``depth`` deep (one head per depth); a head that is None is left out."""
     from specsim.drafters.dynamic_tree import dynamic_tree_drafter
 
-    def dynamic(head, temp=1.0):
-        return [(dynamic_label(n, temp), dynamic_tree_drafter(head, DYNAMIC_TOP_K, depth, n,
+    def dynamic(head, d, temp=1.0):
+        return [(dynamic_label(n, temp), dynamic_tree_drafter(head, DYNAMIC_TOP_K, d, n,
                                                               expand=n, temperature=temp), None)
                 for n in DYNAMIC_SIZES]
 
+    def both(head, d):
+        return dynamic(head, d) + (dynamic(head, d, temperature) if temperature != 1.0 else [])
+
     out = {}
     if feature_head is not None:
-        out[FEATURE_HEAD] = dynamic(feature_head) + (
-            dynamic(feature_head, temperature) if temperature != 1.0 else [])
+        out[(FEATURE_HEAD, depth)] = both(feature_head, depth)
+        for d in deeper:
+            out[(FEATURE_HEAD, d)] = [(chain_label, feature_head, TokenTree.chain(d)),
+                                      *both(feature_head, d)]
     if medusa is not None:
-        out[MEDUSA] = [(chain_label, dataclasses.replace(medusa, tree=TokenTree.chain(depth)),
-                        None), *dynamic(medusa)]
+        out[(MEDUSA, depth)] = [(chain_label, dataclasses.replace(
+            medusa, tree=TokenTree.chain(depth)), None), *dynamic(medusa, depth)]
     return out
 
 
 def token_rows(runs: dict, chain_label: str, goal: float) -> pd.DataFrame:
-    """The ``tree_tokens`` table from ``runs[(head, kind, label)] = (n_nodes, [accepted
-    per prompt])`` (the chain's label ``chain_label``): tokens per iteration, its ratio
-    to the same head's chain on the same prompts with the 95% interval, whether it
-    reaches ``goal``, prompts and iterations."""
+    """The ``tree_tokens`` table from ``runs[(head, depth, kind, label)] = (n_nodes,
+    [accepted per prompt])`` (the chain's label ``chain_label``): tokens per iteration,
+    its ratio to the same head's chain of the same depth on the same prompts with the
+    95% interval, whether it reaches ``goal``, prompts and iterations."""
     rows = []
-    for (head, kind, label), (n_nodes, accepted) in runs.items():
+    for (head, depth, kind, label), (n_nodes, accepted) in runs.items():
         tree = prompt_totals(accepted)
-        iv = ratio_interval(tree, prompt_totals(runs[(head, kind, chain_label)][1]))
-        rows.append({"head": head, S.KIND: kind, "tree": label, "n_nodes": n_nodes,
-                     S.TOKENS_PER_ITERATION: tree[0].sum() / tree[1].sum(),
+        iv = ratio_interval(tree, prompt_totals(runs[(head, depth, kind, chain_label)][1]))
+        rows.append({"head": head, "depth": depth, S.KIND: kind, "tree": label,
+                     "n_nodes": n_nodes, S.TOKENS_PER_ITERATION: tree[0].sum() / tree[1].sum(),
                      "tokens_per_iteration_vs_chain": iv.value, "vs_chain_ci_lo": iv.lo,
                      "vs_chain_ci_hi": iv.hi, "reaches_goal": bool(iv.value >= goal),
                      "prompts": len(accepted), "iterations": int(tree[1].sum())})
