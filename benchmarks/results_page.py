@@ -83,11 +83,16 @@ def ceilings_text(table: pd.DataFrame | None) -> str:
 
 def folder_ceilings(folder: Path) -> str:
     """The ceilings a run measured beside itself (the demo's roofline part writes
-    ceilings.csv), or NOT_MEASURED."""
+    ceilings.csv; every demo part records the machine's at its start and end in
+    environment.json), or NOT_MEASURED."""
     for name in ("ceilings.csv", *sorted(p.name for p in folder.glob("*-ceilings.csv"))):
         if (folder / name).is_file():
             return ceilings_text(pd.read_csv(folder / name))
-    return NOT_MEASURED
+    env = environment(folder)
+    held = [(when, env[f"machine_{when}"]) for when in ("start", "end")
+            if {"matmul_flops_per_s", "copy_bytes_per_s"} <= set(env.get(f"machine_{when}", {}))]
+    return "; ".join(f"{ceilings_text(pd.DataFrame([m]))} at the {when}"
+                     for when, m in held) or NOT_MEASURED
 
 
 def provenance(folder: Path, env: dict, ceilings: str) -> str:
