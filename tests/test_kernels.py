@@ -368,6 +368,76 @@ def test_cache_attention_bad_arguments_are_clear_errors():
         kernels.cache_attention(q.astype(jnp.bfloat16), k, k, 0, pos)
 
 
+def _tree_oracle(q, k, v, layer, start, rows):
+    """float64 attention of query t of row b over the slots before start[b] and start[b]
+    + u where rows[b, t, u] (below S), by hand."""
+    B, T, H, E = q.shape
+    L, _, S, G, _ = k.shape
+    k, v = k[min(max(layer, 0), L - 1)].astype(np.float64), v[min(max(layer, 0), L - 1)]
+    out = np.zeros((B, T, H, E))
+    for b in range(B):
+        for t in range(T):
+            sl = [s for s in range(min(max(start[b], 0), S))] + \
+                 [start[b] + u for u in range(rows.shape[2]) if rows[b, t, u] and start[b] + u < S]
+            for h in range(H):
+                g = h // (H // G)
+                s = k[b, sl, g] @ q[b, t, h].astype(np.float64) / np.sqrt(E)
+                w = np.exp(s - s.max())
+                out[b, t, h] = (w / w.sum()) @ v[b, sl, g]
+    return out.reshape(B, T, H * E)
+
+
+@needs_kernel
+@pytest.mark.parametrize("B, T, H, G, E, S, layer", [
+    (1, 9, 9, 3, 64, 64, 1),       # SmolLM2's heads, a tree of 8 nodes below its root
+    (3, 5, 6, 2, 10, 21, 0),       # head size not a multiple of 8; a row running past S
+])
+def test_tree_attention_matches_a_float64_oracle_and_a_decode_step_bit_for_bit(
+        B, T, H, G, E, S, layer):
+    """Each node attends its context and its ancestors (random masks here, self always);
+    its output is the float64 oracle's, and, bit for bit, `cache_attention`'s for one
+    query whose slots are the same keys and values moved to contiguous slots, as a
+    decode step sees an accepted path."""
+    rng = np.random.default_rng(B * 10 + T)
+    q = rng.standard_normal((B, T, H, E)).astype(np.float32)
+    k = rng.standard_normal((2, B, S, G, E)).astype(np.float32)
+    v = rng.standard_normal((2, B, S, G, E)).astype(np.float32)
+    start = rng.integers(1, S - T, B).astype(np.int32)
+    if B > 1:
+        start[-1] = S - 2                      # nodes past S are dropped
+    rows = (rng.random((B, T, T)) < 0.4) | np.eye(T, dtype=bool)[None]
+    got = np.asarray(kernels.tree_attention(q, k, v, layer, start, rows))
+    np.testing.assert_allclose(got, _tree_oracle(q, k, v, layer, start, rows),
+                               rtol=2e-5, atol=2e-5)
+    traced = jax.jit(kernels.tree_attention)(q, k, v, jnp.int32(layer), start, rows)
+    np.testing.assert_array_equal(np.asarray(traced), got)
+    for b in range(B):
+        for t in range(T):
+            sl = list(range(start[b])) + [start[b] + u for u in range(T)
+                                          if rows[b, t, u] and start[b] + u < S]
+            kk, vv = k.copy(), v.copy()
+            kk[:, b, :len(sl)], vv[:, b, :len(sl)] = k[:, b, sl], v[:, b, sl]
+            one = kernels.cache_attention(q[:, t:t + 1], kk, vv, layer,
+                                          np.full((B, 1), len(sl) - 1, np.int32))
+            np.testing.assert_array_equal(np.asarray(one)[b, 0], got[b, t])
+
+
+def test_tree_attention_bad_arguments_are_clear_errors():
+    if not kernels.available():
+        pytest.skip("no kernel")
+    q = jnp.ones((2, 3, 4, 8), jnp.float32)
+    k = jnp.ones((1, 2, 16, 2, 8), jnp.float32)
+    start, rows = jnp.zeros((2,), jnp.int32), jnp.ones((2, 3, 3), bool)
+    with pytest.raises(InvalidArgument, match=r"tree_attention takes q"):
+        kernels.tree_attention(q, k, k[:, :, :8], 0, start, rows)
+    with pytest.raises(InvalidArgument, match="start must be integer"):
+        kernels.tree_attention(q, k, k, 0, jnp.zeros((3,), jnp.int32), rows)
+    with pytest.raises(InvalidArgument, match="rows must be bool"):
+        kernels.tree_attention(q, k, k, 0, start, rows.astype(jnp.int32))
+    with pytest.raises(InvalidArgument, match="rows must be bool"):
+        kernels.tree_attention(q, k, k, 0, start, rows[:, :2])
+
+
 @needs_kernel
 def test_when_auto_attends_in_place(monkeypatch):
     assert kernels.use_attention_kernel("auto", 1, "float32")

@@ -78,8 +78,8 @@ class TreeStep(NamedTuple):
 
 
 def tree_iteration(params, drafter, sp: SamplingParams, static, tokens, length, cache, dstate,
-                   active, it, stats, path_end, k_draft, k_accept, *, cfg: ModelConfig,
-                   S: int) -> TreeStep:
+                   active, it, stats, path_end, k_draft, k_accept, *, cfg: ModelConfig
+                   ) -> TreeStep:
     """Steps 1-4 of the module for one iteration, with the drafter's observe and commit
     and the iteration's statistics (row ``it``): what the loop's body runs, and what
     `specsim.experiment.parts.trees_costs` times as one iteration. ``static``: the static
@@ -97,7 +97,7 @@ def tree_iteration(params, drafter, sp: SamplingParams, static, tokens, length, 
     start = cache.length                                                         # [B]
     slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]            # [B, C+1]
     positions = start[:, None] + t.positions
-    mask = block_mask(start, S, t.verify_mask)
+    mask = block_mask(start, t.verify_mask)
     h, cache = forward_masked(params, cfg, jnp.concatenate([last, draft.tokens], 1),
                               cache, slots, positions, mask)
     p = sp.probs(project(params, cfg, h))                                        # [B, C+1, V]
@@ -127,9 +127,9 @@ def tree_iteration(params, drafter, sp: SamplingParams, static, tokens, length, 
     return TreeStep(cache, dstate, stats, path_end, new, n_valid, finite)
 
 
-@jit(static_argnames=("cfg", "tree", "S", "I"), donate_argnames=DONATED)
+@jit(static_argnames=("cfg", "tree", "I"), donate_argnames=DONATED)
 def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos, start,
-                 dstate, *, cfg: ModelConfig, tree: TokenTree, S: int, I: int):
+                 dstate, *, cfg: ModelConfig, tree: TokenTree, I: int):
     """The tree loop from ``start`` = `prefill_program`'s (LoopState, cache) and
     ``dstate`` = the drafter's prefill state, both donated. → (LoopState,
     SpecStatsBuffer, cache, drafter state, path ends [I, B]: the verify index where each
@@ -146,8 +146,7 @@ def tree_program(params, drafter, sp: SamplingParams, prompt_lens, max_new, eos,
         c, cache, dstate, stats, path_end = carry
         key, k_draft, k_accept = jax.random.split(c.key, 3)
         step = tree_iteration(params, drafter, sp, static, c.tokens, c.length, cache, dstate,
-                              ~c.done, c.it, stats, path_end, k_draft, k_accept, cfg=cfg,
-                              S=S)
+                              ~c.done, c.it, stats, path_end, k_draft, k_accept, cfg=cfg)
         c = advance(c, step.new, step.n_valid, step.finite, prompt_lens, max_new, eos, key)
         return c, step.cache, step.dstate, step.stats, step.path_end
 
@@ -210,7 +209,7 @@ def _setup(target, drafter, prompts, max_new_tokens, tree, temperature, top_k, t
                                      feature if reads_target_hidden(drafter) else None,
                                      ~start[0].done, S=S)
     loop = LoopCall(tree_program, (params, drafter, sp, lens, max_new_a, eos_a, start, dstate),
-                    dict(cfg=cfg, tree=tree, S=S, I=plan.iterations))
+                    dict(cfg=cfg, tree=tree, I=plan.iterations))
     meta = meta_fields(plan, temperature, top_k, top_p, seed, k=C, drafter=drafter.name,
                        tree=repr(tree) if tree is not None else "dynamic")
     return loop, encoded, plan, drafter, meta

@@ -164,7 +164,7 @@ class DynamicTreeDrafter(OverChainDrafter):
                 rows = jnp.take_along_axis(rows, parent_pos[:, :, None], 1) | own[None]
             slots = base_slot[:, None] + 1 + (d - 1) * k + jnp.arange(k)[None]
             positions = jnp.broadcast_to(base_slot[:, None] + d, slots.shape)
-            mask = block_mask(base_slot + 1, cache.cache_len, rows)
+            mask = block_mask(base_slot + 1, rows)
             h, cache = forward_masked(self.base.params, self.base.cfg, tokens, cache, slots,
                                       positions, mask)
             return (cache, rows), project(self.base.params, self.base.cfg, h)

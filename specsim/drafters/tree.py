@@ -209,7 +209,7 @@ class ModelTreeDrafter:
         tree = self.tree
         cache = state
         start = cache.length                                                  # [B]
-        B, C, V, S = start.shape[0], tree.n_nodes, self.cfg.vocab_size, cache.cache_len
+        B, C, V = start.shape[0], tree.n_nodes, self.cfg.vocab_size
         two = jnp.stack([gather_last(context.tokens, context.length, 2),
                          gather_last(context.tokens, context.length, 1)], axis=1)
         logits, cache = forward(self.params, self.cfg, two, cache)           # [B, 2, V]
@@ -225,7 +225,7 @@ class ModelTreeDrafter:
                 nodes = srcs - 1
                 slots = base[:, None] + jnp.asarray(srcs, jnp.int32)[None]
                 positions = jnp.broadcast_to(base[:, None] + d, slots.shape)
-                mask = block_mask(base + 1, S, anc[nodes])
+                mask = block_mask(base + 1, anc[nodes])
                 h, cache = forward_masked(self.params, self.cfg, tokens[:, nodes], cache,
                                           slots, positions, mask)
                 lg = project(self.params, self.cfg, h)                        # [B, n, V]

@@ -17,6 +17,12 @@
 // sums over slots, and over E, in one fixed order), so a verify pass and a decode step
 // agree bit for bit. A query with no slot to attend (a negative position) gets NaN, as the
 // masked softmax does.
+//
+// A token tree's pass (`specsim.kernels.tree_attention`, SpecsimTreeAttention) attends,
+// per query, the slots before its row's start and, of the W slots from there, those its
+// mask row allows (its ancestors and itself). Those slots are listed in slot order and
+// summed exactly as the same number of contiguous slots would be, so a node's result
+// equals, bit for bit, a decode step's over its path moved to contiguous slots.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -79,14 +85,17 @@ struct Shape {
   int64_t B, T, H, E, S, G, R;
 };
 
-// Query qv [E] against slots [0, n) of keys ks (slot s at ks + s * stride): w[s] = q . k_s
-// * scale, 8 slots at a time (the lanes of each slot's products, then `sum8x8`, then the
-// columns past the last 8 in order).
-static void scores_of(const float* qv, const float* ks, int64_t stride, int64_t n, int64_t E,
-                      float scale, float* w) {
+// Slot i of a query's list: idx[i], or i where the slots are contiguous (idx null).
+static inline int64_t slot_at(const int32_t* idx, int64_t i) { return idx ? idx[i] : i; }
+
+// Query qv [E] against n slots of keys ks (slot s at ks + s * stride; the slots idx[0..n),
+// or 0..n when idx is null): w[i] = q . k_slot(i) * scale, 8 slots at a time (the lanes of
+// each slot's products, then `sum8x8`, then the columns past the last 8 in order).
+static void scores_of(const float* qv, const float* ks, int64_t stride, const int32_t* idx,
+                      int64_t n, int64_t E, float scale, float* w) {
   for (int64_t s0 = 0; s0 < n; s0 += 8) {
     const float* k[8];
-    for (int j = 0; j < 8; ++j) k[j] = ks + (s0 + j < n ? s0 + j : s0) * stride;
+    for (int j = 0; j < 8; ++j) k[j] = ks + slot_at(idx, s0 + j < n ? s0 + j : s0) * stride;
     v8 acc[8];
     for (int j = 0; j < 8; ++j) acc[j] = splat(0.f);
     const int64_t E8 = (E / 8) * 8;
@@ -121,26 +130,44 @@ static float softmax_numerators(float* w, int64_t n) {
   return sum;
 }
 
-// out[0:E] = (sum_s w[s] v_s) * f over slots [0, n) of values vs (slot s at vs + s * stride),
-// 64 columns at a time with the sums in registers, then the columns past the last 8.
-static void weighted_values(const float* w, const float* vs, int64_t stride, int64_t n,
-                            int64_t E, float f, float* out) {
+// out[0:E] = (sum_i w[i] v_slot(i)) * f over n slots of values vs (slot s at vs + s *
+// stride; the slots idx[0..n), or 0..n when idx is null), in list order, 64 columns at a
+// time with the sums in registers, then the columns past the last 8. kListed: idx given
+// (a template, so the contiguous loop keeps its stride walk).
+template <bool kListed>
+static void weighted_values(const float* w, const float* vs, int64_t stride,
+                            const int32_t* idx, int64_t n, int64_t E, float f, float* out) {
   for (int64_t e0 = 0; e0 + 8 <= E; e0 += 64) {
     const int nv = (int)std::min<int64_t>(8, (E - e0) / 8);
     v8 acc[8];
     for (int j = 0; j < 8; ++j) acc[j] = splat(0.f);
     const float* v = vs + e0;
     for (int64_t s = 0; s < n; ++s, v += stride) {
+      const float* vv = kListed ? vs + idx[s] * stride + e0 : v;
       v8 ws = splat(w[s]);
-      for (int j = 0; j < nv; ++j) acc[j] = fma8(ws, load8(v + 8 * j), acc[j]);
+      for (int j = 0; j < nv; ++j) acc[j] = fma8(ws, load8(vv + 8 * j), acc[j]);
     }
     for (int j = 0; j < nv; ++j) store8(out + e0 + 8 * j, acc[j] * splat(f));
   }
   for (int64_t e = (E / 8) * 8; e < E; ++e) {
     float a = 0.f;
-    for (int64_t s = 0; s < n; ++s) a += w[s] * vs[s * stride + e];
+    for (int64_t s = 0; s < n; ++s) a += w[s] * vs[slot_at(kListed ? idx : nullptr, s) * stride + e];
     out[e] = a * f;
   }
+}
+
+// One query's output over n slots (idx as in `scores_of`): NaN where n is 0.
+template <bool kListed>
+static void attend_query(const float* qv, const float* ks, const float* vs, int64_t stride,
+                         const int32_t* idx, int64_t n, int64_t E, float scale, float* w,
+                         float* out) {
+  if (n == 0) {
+    std::fill(out, out + E, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  scores_of(qv, ks, stride, idx, n, E, scale, w);
+  float sum = softmax_numerators(w, n);
+  weighted_values<kListed>(w, vs, stride, idx, n, E, 1.f / sum, out);
 }
 
 // One (row b, kv head g): its T x R queries against slots [0, n_t) of layer l's keys and
@@ -156,13 +183,36 @@ static void attend_head(const Shape& d, const float* q, const float* kl, const f
     const int64_t n = slots_to(pos[b * d.T + t], d.S);
     for (int64_t r = 0; r < d.R; ++r) {
       const int64_t h = (b * d.T + t) * d.H + g * d.R + r;
-      if (n == 0) {
-        std::fill(out + h * E, out + (h + 1) * E, std::numeric_limits<float>::quiet_NaN());
-        continue;
-      }
-      scores_of(q + h * E, ks, stride, n, E, scale, w.data());
-      float sum = softmax_numerators(w.data(), n);
-      weighted_values(w.data(), vs, stride, n, E, 1.f / sum, out + h * E);
+      attend_query<false>(q + h * E, ks, vs, stride, nullptr, n, E, scale, w.data(),
+                          out + h * E);
+    }
+  }
+}
+
+// `attend_head` for a token tree: query t attends slots [0, start[b]) and, of the W slots
+// from start[b], slot start[b] + u where rows[b, t, u] is nonzero (slots past S dropped).
+static void attend_tree_head(const Shape& d, int64_t W, const float* q, const float* kl,
+                             const float* vl, const int32_t* start, const int8_t* rows,
+                             float* out, int64_t b, int64_t g, float scale,
+                             std::vector<float>& w, std::vector<int32_t>& idx) {
+  const int64_t E = d.E, stride = d.G * d.E;
+  const float* ks = kl + (b * d.S * d.G + g) * E;
+  const float* vs = vl + (b * d.S * d.G + g) * E;
+  w.resize(std::max<int64_t>(d.S, 8));
+  idx.resize(std::max<int64_t>(d.S, 1));
+  const int64_t s0 = std::min<int64_t>(std::max<int64_t>(start[b], 0), d.S);
+  for (int64_t s = 0; s < s0; ++s) idx[s] = (int32_t)s;
+  for (int64_t t = 0; t < d.T; ++t) {
+    int64_t n = s0;
+    const int8_t* mrow = rows + (b * d.T + t) * W;
+    for (int64_t u = 0; u < W; ++u) {
+      const int64_t s = (int64_t)start[b] + u;
+      if (mrow[u] && s >= 0 && s < d.S) idx[n++] = (int32_t)s;
+    }
+    for (int64_t r = 0; r < d.R; ++r) {
+      const int64_t h = (b * d.T + t) * d.H + g * d.R + r;
+      attend_query<true>(q + h * E, ks, vs, stride, idx.data(), n, E, scale, w.data(),
+                         out + h * E);
     }
   }
 }
@@ -220,4 +270,59 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimCacheAttention, CacheAttention,
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
                                   .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>());
+
+// q [B, T, H, E]; k, v [L, B, S, G, E]; layer s32[]; start [B] s32; rows [B, T, W] s8;
+// out [B, T, H, E]. The tree form of `CacheAttention` (`attend_tree_head`).
+static ffi::Error TreeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
+                                ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
+                                ffi::Buffer<ffi::S32> layer, ffi::Buffer<ffi::S32> start,
+                                ffi::Buffer<ffi::S8> rows, ffi::ResultBuffer<ffi::F32> out) {
+  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions();
+  auto sd = start.dimensions(), rd = rows.dimensions();
+  if (qd.size() != 4 || kd.size() != 5 || vd.size() != 5 || sd.size() != 1 || rd.size() != 3)
+    return ffi::Error::InvalidArgument(
+        "tree_attention: q must be [B, T, H, E], k and v [L, B, S, G, E], start [B], "
+        "rows [B, T, W]");
+  for (int i = 0; i < 5; ++i)
+    if (kd[i] != vd[i]) return ffi::Error::InvalidArgument("tree_attention: k and v differ in shape");
+  Shape d{qd[0], qd[1], qd[2], qd[3], kd[2], kd[3], 0};
+  if (kd[1] != d.B || kd[4] != d.E || sd[0] != d.B || rd[0] != d.B || rd[1] != d.T ||
+      d.G <= 0 || d.H % d.G != 0)
+    return ffi::Error::InvalidArgument(
+        "tree_attention: batch, head size, start or rows disagree, or H is not a multiple of G");
+  d.R = d.H / d.G;
+  const int64_t W = rd[2], L = kd[0];
+  const int64_t l = clamp_layer(layer.typed_data()[0], L);
+  const int64_t per_layer = d.B * d.S * d.G * d.E;
+  const float* kl = k.typed_data() + l * per_layer;
+  const float* vl = v.typed_data() + l * per_layer;
+  const float* qp = q.typed_data();
+  const int32_t* st = start.typed_data();
+  const int8_t* rp = rows.typed_data();
+  float* op = out->typed_data();
+  const float scale = 1.f / std::sqrt((float)d.E);
+  int64_t slots = 0;
+  for (int64_t b = 0; b < d.B; ++b)
+    slots += std::min<int64_t>(std::max<int64_t>((int64_t)st[b] + W, 0), d.S) * d.T * d.G;
+  const int64_t units = d.B * d.G;
+  int parts = std::min<int64_t>(units, n_parts(pool, slots, 128));
+  run_parts(pool, parts, [=](int p) {
+    std::vector<float> w;
+    std::vector<int32_t> idx;
+    for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
+      attend_tree_head(d, W, qp, kl, vl, st, rp, op, u / d.G, u % d.G, scale, w, idx);
+  });
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(SpecsimTreeAttention, TreeAttention,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::ThreadPool>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Arg<ffi::Buffer<ffi::S8>>()
                                   .Ret<ffi::Buffer<ffi::F32>>());

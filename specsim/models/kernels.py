@@ -9,6 +9,7 @@ memory bound, and attention over the KV cache in place.
     y = kernels.small_matmul_int8(x, qw)    # x @ ŵ, int8 with one scale per column
     y = kernels.small_matmul_quantized(x, qw)  # any QuantizedWeight: int8, int4 in groups
     o = kernels.cache_attention(q, k_all, v_all, i, positions)  # layer i's cache in place
+    o = kernels.tree_attention(q, k_all, v_all, i, start, rows)  # a token tree's pass
 
 Why. A decode step reads every weight once, and XLA:CPU does so well below the machine's
 read bandwidth: a one-row dot is a matrix-vector emitter on one core, a dot of 2 to 5
@@ -36,7 +37,10 @@ query's result does not depend on T, the batch or the threads, so a verify pass 
 decode step agree bit for bit here too. `forward` uses it for every pass where the
 kernels run ("auto"), prefill included (it halves a 133-token prefill against XLA's
 attention over the whole cache, docs/studies/cpu-attention-kernel.md), float32 caches
-only; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone. Derivatives are XLA's attention's.
+only; ``SPECSIM_CPU_ATTENTION=0`` turns it off alone. A token tree's pass
+(`tree_attention`) gives each query the list of slots it attends, its context and its
+ancestors, summed as the same number of contiguous slots, so a tree node agrees bit for
+bit with a decode step over its path. Derivatives are XLA's attention's.
 
 Where it runs: `forward` and `project` use it when ``cfg.matmul`` allows (`use_kernel`):
 "auto" (the default) on a single-device CPU process for a float32 model and at most
@@ -81,7 +85,7 @@ __all__ = ["MATMULS", "MAX_ROWS", "integer_products", "ENV_SWITCH", "TARGET", "T
            "available", "unavailable_reason", "use_kernel", "small_matmul", "small_matmul_int8",
            "small_matmul_quantized", "TARGET_GROUPED", "takes_quantized", "library_path",
            "ATTENTION_SWITCH", "use_attention_kernel",
-           "cache_attention"]
+           "cache_attention", "tree_attention"]
 
 # At most this many rows (batch x new tokens) go to the kernel; more are a GEMM that XLA
 # does well (prefill, training): the kernel is faster up to about 12 rows and slower from
@@ -93,6 +97,7 @@ TARGET = "specsim_small_matmul"
 TARGET_INT8 = "specsim_small_matmul_int8"
 TARGET_GROUPED = "specsim_small_matmul_grouped"
 TARGET_ATTENTION = "specsim_cache_attention"
+TARGET_TREE_ATTENTION = "specsim_tree_attention"
 _HERE = Path(__file__).parent
 _SOURCES = (_HERE / "small_matmul.cc", _HERE / "grouped_matmul.cc",
             _HERE / "cache_attention.cc")
@@ -166,6 +171,9 @@ def _load() -> bool:
                                     platform="cpu")
         jax.ffi.register_ffi_target(TARGET_ATTENTION,
                                     jax.ffi.pycapsule(lib.SpecsimCacheAttention),
+                                    platform="cpu")
+        jax.ffi.register_ffi_target(TARGET_TREE_ATTENTION,
+                                    jax.ffi.pycapsule(lib.SpecsimTreeAttention),
                                     platform="cpu")
         _state.update(ok=True, reason="", path=path, lib=lib)
     except Exception as e:                              # noqa: BLE001 - reported, not raised
@@ -471,6 +479,24 @@ def _call_attention(q, k_all, v_all, layer, positions):
                             vmap_method="sequential")(q, k_all, v_all, layer, positions)
 
 
+def _attention_operands(name: str, q, k_all, v_all):
+    """q, k_all, v_all as arrays, checked for `cache_attention` and `tree_attention`."""
+    q, k_all, v_all = jnp.asarray(q), jnp.asarray(k_all), jnp.asarray(v_all)
+    if q.ndim != 4 or k_all.ndim != 5 or k_all.shape != v_all.shape:
+        raise InvalidArgument(f"{name} takes q [B, T, H, E] and k_all, v_all "
+                              f"[L, B, S, G, E] alike; got q {q.shape}, k_all {k_all.shape}, "
+                              f"v_all {v_all.shape}")
+    B, T, H, E = q.shape
+    G = k_all.shape[3]
+    if k_all.shape[1] != B or k_all.shape[4] != E or H % G:
+        raise InvalidArgument(f"{name}: q {q.shape} does not fit the cache "
+                              f"{k_all.shape} (batch, head size, and H a multiple of G)")
+    if any(a.dtype != jnp.float32 for a in (q, k_all, v_all)):
+        raise InvalidArgument(f"the kernel takes float32 q, k_all and v_all, got {q.dtype}, "
+                              f"{k_all.dtype} and {v_all.dtype}")
+    return q, k_all, v_all
+
+
 def cache_attention(q, k_all, v_all, layer, positions):
     """Attention of new tokens over layer ``layer`` of the KV cache, read in place, by the
     kernel (``cache_attention.cc``; an error where `available` is False). Forward only:
@@ -482,23 +508,40 @@ def cache_attention(q, k_all, v_all, layer, positions):
     positions[b, t], attending slots 0..positions[b, t] (at most S). Returns [B, T, H*E]
     float32, heads in order; a row with no slot to attend (a negative position) is NaN."""
     _require_kernel()
-    q, k_all, v_all = jnp.asarray(q), jnp.asarray(k_all), jnp.asarray(v_all)
+    q, k_all, v_all = _attention_operands("cache_attention", q, k_all, v_all)
     positions = jnp.asarray(positions)
-    if q.ndim != 4 or k_all.ndim != 5 or k_all.shape != v_all.shape:
-        raise InvalidArgument(f"cache_attention takes q [B, T, H, E] and k_all, v_all "
-                              f"[L, B, S, G, E] alike; got q {q.shape}, k_all {k_all.shape}, "
-                              f"v_all {v_all.shape}")
     B, T, H, E = q.shape
-    G = k_all.shape[3]
-    if k_all.shape[1] != B or k_all.shape[4] != E or H % G:
-        raise InvalidArgument(f"cache_attention: q {q.shape} does not fit the cache "
-                              f"{k_all.shape} (batch, head size, and H a multiple of G)")
     if positions.shape != (B, T) or not jnp.issubdtype(positions.dtype, jnp.integer):
         raise InvalidArgument(f"positions must be integer [B, T] = [{B}, {T}], got "
                               f"{positions.dtype} {positions.shape}")
-    if any(a.dtype != jnp.float32 for a in (q, k_all, v_all)):
-        raise InvalidArgument(f"the kernel takes float32 q, k_all and v_all, got {q.dtype}, "
-                              f"{k_all.dtype} and {v_all.dtype}")
     layer = jnp.asarray(layer, jnp.int32).reshape(())
     out = _call_attention(q, k_all, v_all, layer, positions.astype(jnp.int32))
+    return out.reshape(B, T, H * E)
+
+
+def tree_attention(q, k_all, v_all, layer, start, rows):
+    """`cache_attention` for a token tree: query t of row b attends the slots before
+    ``start[b]`` and, of the W slots from ``start[b]`` on, slot ``start[b] + u`` where
+    ``rows[b, t, u]`` (its ancestors and itself); slots past S are dropped. The slots a
+    query attends are summed in slot order exactly as that many contiguous slots would
+    be, so a node's output equals a decode step's over its path moved to contiguous
+    slots, bit for bit. Forward only.
+
+    q [B, T, H, E], k_all, v_all [L, B, S, G, E] float32; layer an int; start [B] int;
+    rows [B, T, W] bool. Returns [B, T, H*E] float32; a query with no slot is NaN."""
+    _require_kernel()
+    q, k_all, v_all = _attention_operands("tree_attention", q, k_all, v_all)
+    B, T, H, E = q.shape
+    start, rows = jnp.asarray(start), jnp.asarray(rows)
+    if start.shape != (B,) or not jnp.issubdtype(start.dtype, jnp.integer):
+        raise InvalidArgument(f"start must be integer [B] = [{B}], got {start.dtype} "
+                              f"{start.shape}")
+    if rows.ndim != 3 or rows.shape[:2] != (B, T) or rows.dtype != jnp.bool_:
+        raise InvalidArgument(f"rows must be bool [B, T, W] = [{B}, {T}, W], got "
+                              f"{rows.dtype} {rows.shape}")
+    layer = jnp.asarray(layer, jnp.int32).reshape(())
+    out = jax.ffi.ffi_call(TARGET_TREE_ATTENTION, jax.ShapeDtypeStruct(q.shape, jnp.float32),
+                           vmap_method="sequential")(q, k_all, v_all, layer,
+                                                     start.astype(jnp.int32),
+                                                     rows.astype(jnp.int8))
     return out.reshape(B, T, H * E)

@@ -473,6 +473,44 @@ def _attention_masked(q, k_all, v_all, mask, cfg: ModelConfig):
     return out.reshape(B, T, G * R * E)
 
 
+class BlockMask(NamedTuple):
+    """The slots each of T new tokens attends, as a token tree needs: every slot before
+    ``start`` [B] int32 and, of the W slots from ``start`` on, those where ``rows``
+    [B, T, W] bool is True (its ancestors and itself); nothing after ``start + W``.
+    `specsim.models.masked_forward.block_mask` makes one."""
+    start: jax.Array
+    rows: jax.Array
+
+    def dense(self, S: int) -> jax.Array:
+        """The mask as [B, T, S] bool over the cache's S slots."""
+        B, T, W = self.rows.shape
+        rel = jnp.arange(S, dtype=jnp.int32)[None, :] - self.start[:, None]    # [B, S]
+        inside = (rel >= 0) & (rel < W)
+        idx = jnp.broadcast_to(jnp.clip(rel, 0, W - 1)[:, None, :], (B, T, S))
+        block = jnp.take_along_axis(self.rows, idx, 2) & inside[:, None, :]   # [B, T, S]
+        return (rel < 0)[:, None, :] | block
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(6,))
+def _attention_tree_in_place(q, k_all, v_all, layer, start, rows, cfg: ModelConfig):
+    """`_attention_masked` with a `BlockMask` (``start``, ``rows``) over layer ``layer``
+    of the whole cache, by `kernels.tree_attention`: in place, each query over its own
+    slots only, a node bit for bit a decode step over its path. Derivatives are
+    `_attention_masked`'s."""
+    return kernels.tree_attention(q, k_all, v_all, layer, start, rows)
+
+
+@_attention_tree_in_place.defjvp
+def _attention_tree_in_place_jvp(cfg, primals, tangents):
+    q, k_all, v_all, layer, start, rows = primals
+    dq, dk, dv = tangents[:3]
+    out = _attention_tree_in_place(q, k_all, v_all, layer, start, rows, cfg)
+    mask = BlockMask(start, rows).dense(k_all.shape[2])
+    _, dout = jax.jvp(lambda q, k, v: _attention_masked(q, k[layer], v[layer], mask, cfg),
+                      (q, k_all, v_all), (dq, dk, dv))
+    return out, dout
+
+
 @partial(jax.custom_jvp, nondiff_argnums=(5,))
 def _attention_in_place(q, k_all, v_all, layer, positions, cfg: ModelConfig):
     """`_attention` over layer ``layer`` of the whole cache k_all, v_all [L, B, S, G, E]
@@ -496,9 +534,10 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
            in_place: bool = False, slots=None, mask=None):
     """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
     k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index;
-    positions [B, T] the rotary positions; in_place: attention by `_attention_in_place`.
-    slots [B, T] where the new keys/values go and mask [B, T, S] the slots each token
-    attends (a token tree); by default ``positions`` and the causal rule.
+    positions [B, T] the rotary positions; in_place: attention by the kernels
+    (`_attention_in_place`, `_attention_tree_in_place`). slots [B, T] where the new
+    keys/values go and mask the slots each token attends (a `BlockMask`: a token tree);
+    by default ``positions`` and the causal rule.
     Returns (x, k_all, v_all) with this layer's new keys/values written."""
     B, T, _ = x.shape
     gpt2 = cfg.arch == "gpt2"
@@ -523,8 +562,11 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
     slots = positions if slots is None else slots
     k_all = _write_layer(k_all, k, layer, slots)
     v_all = _write_layer(v_all, v, layer, slots)
-    if mask is not None:
-        attn = _attention_masked(q, k_all[layer], v_all[layer], mask, cfg)
+    if mask is not None and in_place:
+        attn = _attention_tree_in_place(q, k_all, v_all, layer, mask.start, mask.rows, cfg)
+    elif mask is not None:
+        attn = _attention_masked(q, k_all[layer], v_all[layer], mask.dense(k_all.shape[2]),
+                                 cfg)
     elif in_place:
         attn = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
     else:
@@ -586,7 +628,7 @@ def _run_layers(params: dict, cfg: ModelConfig, tokens, cache: KVCache, position
     k_all, v_all = cache.k, cache.v                                   # [L, B, S, G, E]
 
     kernel = kernels.use_kernel(cfg.matmul, B * T, cfg.dtype, _matmul_weights(layers))
-    in_place = (mask is None and kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
+    in_place = (kernels.use_attention_kernel(cfg.matmul, T, cfg.dtype)
                 and k_all.dtype == jnp.float32 and x.dtype == jnp.float32)
     step = partial(_layer, positions=positions, inv_freq=inv_freq, cfg=cfg,
                    in_place=in_place, slots=slots, mask=mask)

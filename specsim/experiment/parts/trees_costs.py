@@ -47,7 +47,7 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
     state = (tokens [B, S], cache at length − 1), donated and returned. → (state, (the
     last path ends [B] (−1: non-finite), the overlaps summed over nodes and steps [B]))."""
     tokens, cache = state
-    B, C, S = tokens.shape[0], tree.n_nodes, tokens.shape[1]
+    B, C = tokens.shape[0], tree.n_nodes
     t = tree_tables(tree, B)
     start = cache.length
 
@@ -57,7 +57,7 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
         slots = start[:, None] + jnp.arange(C + 1, dtype=jnp.int32)[None]
         h, cache = forward_masked(params, cfg, window, cache, slots,
                                   start[:, None] + t.positions,
-                                  block_mask(start, S, t.verify_mask))
+                                  block_mask(start, t.verify_mask))
         p = sp.probs(project(params, cfg, h))                                     # [B, C+1, V]
         q = jax.nn.one_hot(window[:, 1:], cfg.vocab_size, dtype=jnp.float32)
         best, n_acc, extra = greedy_path(t, window[:, 1:], q, p)
@@ -76,9 +76,9 @@ def _tree_verify_program(state, params, sp: SamplingParams, length, *, cfg: Mode
     return (tokens, cache), (best, total)
 
 
-@jit(static_argnames=("cfg", "tree", "S", "steps"), donate_argnums=0)
+@jit(static_argnames=("cfg", "tree", "steps"), donate_argnums=0)
 def _tree_iteration_program(state, params, drafter, sp: SamplingParams, length, key, *,
-                            cfg: ModelConfig, tree: TokenTree, S: int, steps: int):
+                            cfg: ModelConfig, tree: TokenTree, steps: int):
     """``steps`` whole iterations of the tree loop (`tree_loop.tree_iteration`, the loop
     body itself: the drafting, the masked verify pass, the path, the key/value move, the
     drafter's observe and commit, the statistics). Timed back to back, a drafting pass
@@ -100,7 +100,7 @@ def _tree_iteration_program(state, params, drafter, sp: SamplingParams, length, 
         tokens, cache, dstate, key, stats, path_end = carry
         key, k_draft, k_accept = jax.random.split(key, 3)
         step = tree_iteration(params, drafter, sp, static, tokens, length, cache, dstate,
-                              active, i, stats, path_end, k_draft, k_accept, cfg=cfg, S=S)
+                              active, i, stats, path_end, k_draft, k_accept, cfg=cfg)
         # the kept tokens become the next iteration's root and context
         tokens = jax.vmap(lambda row, x, s: jax.lax.dynamic_update_slice(row, x, (s,)))(
             tokens, step.new, length - 1)
@@ -159,7 +159,7 @@ def tree_pass_calls(target, tree_drafter, tree: TokenTree, *, batch: int, cache_
         _, prefilled = forward(target.params, cfg, tokens[:, :P], init_cache(cfg, batch, S))
         iteration = Chained(_tree_iteration_program, (jnp.copy(tokens), prefilled, dstate),
                             target.params, tree_drafter, sp, length, jax.random.PRNGKey(seed),
-                            cfg=cfg, tree=tree, S=S, steps=int(steps))
+                            cfg=cfg, tree=tree, steps=int(steps))
     for call in (verify, iteration):
         if call is not None:
             jax.block_until_ready(call())
