@@ -219,7 +219,7 @@ def _flops_by(cfg, B: int, T: int, S: int) -> dict[str, float]:
     return flops
 
 
-# The engine's decode/verify attention (`specsim.models.transformer._attention_pairs`)
+# The engine's decode/verify attention (`specsim.models.attention.attention_pairs`)
 # computes every (kv head, kv head) pair and keeps the diagonal, reading the cache in
 # place, when a model has at most this many kv heads and a pass at most this many new
 # tokens: G x the attention FLOPs of the grouped form (tests/test_roofline.py holds the

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import InvalidArgument
-from specsim.models import kernels, transformer as tr
+from specsim.models import attention, kernels, transformer as tr
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
 
 HAS_COMPILER = kernels._compiler() is not None
@@ -344,7 +344,7 @@ def test_a_query_with_no_slot_to_attend_is_nan_as_the_masked_softmax():
     k = np.ones((1, 2, 4, 1, 8), np.float32)
     got = np.asarray(kernels.cache_attention(q, k, k, 0, np.array([[-1], [0]], np.int32)))
     assert np.isnan(got[0]).all() and np.isfinite(got[1]).all()
-    want = np.asarray(tr._attention_grouped(jnp.asarray(q), jnp.asarray(k[0]), jnp.asarray(k[0]),
+    want = np.asarray(attention.attention_grouped(jnp.asarray(q), jnp.asarray(k[0]), jnp.asarray(k[0]),
                                             jnp.asarray([[-1], [0]]), TINY_LLAMA.replace(
                                                 n_heads=2, n_kv_heads=1, head_dim=8)))
     assert np.isnan(want[0]).all()

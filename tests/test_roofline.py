@@ -153,10 +153,10 @@ def test_flops_agree_with_xla_cost_analysis(B, T, S):
 
 
 def test_attention_pairs_limits_match_the_engine():
-    from specsim.models import transformer
+    from specsim.models import attention
     from specsim import roofline
-    assert roofline.PAIRS_MAX_KV_HEADS == transformer._PAIRS_MAX_G
-    assert roofline.PAIRS_MAX_TOKENS == transformer._PAIRS_MAX_T
+    assert roofline.PAIRS_MAX_KV_HEADS == attention.PAIRS_MAX_G
+    assert roofline.PAIRS_MAX_TOKENS == attention.PAIRS_MAX_T
 
 
 @pytest.mark.parametrize("T", [1, 8])

@@ -251,7 +251,7 @@ def test_forward_refuses_a_layout_that_does_not_match_the_loop():
 def test_pairs_attention_equals_grouped_attention(G, T):
     """The decode-time attention that reads the cache in place (all kv-head pairs, then
     the diagonal) gives the grouped einsum's numbers, ragged positions included."""
-    from specsim.models.transformer import _attention_grouped, _attention_pairs
+    from specsim.models.attention import attention_grouped, attention_pairs
     cfg = TINY_LLAMA.replace(n_heads=2 * G, n_kv_heads=G)
     B, S_, E = 2, 23, cfg.head_dim
     kq, kk, kv = jax.random.split(jax.random.PRNGKey(G * 100 + T), 3)
@@ -260,8 +260,8 @@ def test_pairs_attention_equals_grouped_attention(G, T):
     v = jax.random.normal(kv, (B, S_, G, E))
     positions = jnp.asarray([[3], [S_ - T]], jnp.int32) + jnp.arange(T, dtype=jnp.int32)
     # each compiled whole (op by op, every small op compiles on its own)
-    got = jax.jit(_attention_pairs, static_argnums=4)(q, k, v, positions, cfg)
-    ref = jax.jit(_attention_grouped, static_argnums=4)(q, k, v, positions, cfg)
+    got = jax.jit(attention_pairs, static_argnums=4)(q, k, v, positions, cfg)
+    ref = jax.jit(attention_grouped, static_argnums=4)(q, k, v, positions, cfg)
     assert got.shape == (B, T, cfg.n_heads * E)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), atol=1e-5)
 

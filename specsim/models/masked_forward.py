@@ -26,7 +26,8 @@ import jax
 import jax.numpy as jnp
 
 from specsim.models.config import ModelConfig
-from specsim.models.transformer import BlockMask, KVCache, _run_layers
+from specsim.models.attention import BlockMask
+from specsim.models.transformer import KVCache, _run_layers
 
 __all__ = ["forward_masked", "block_mask", "BlockMask"]
 

@@ -52,10 +52,11 @@ is as fast as the unrolled one and compiles about twice as fast; without it
 (``matmul="xla"``) the unrolled step is faster on XLA:CPU, so ``with_layer_loop("unroll")``
 is worth it for long runs there (see docs/studies/layer-loop.md).
 
-Attention: XLA's reads the whole preallocated cache, so size caches to the job (prompt +
-new + k + 1). On one CPU device under matmul "auto", passes of at most 16 new tokens
-attend by `_attention_in_place` instead (`kernels.cache_attention`): no slice copy, and
-only the slots up to each row's position, so a step's cost follows the context (see
+Attention (`specsim.models.attention`): XLA's reads the whole preallocated cache, so
+size caches to the job (prompt + new + k + 1). On one CPU device under matmul "auto",
+every pass attends by the kernel instead (`kernels.cache_attention`, and
+`kernels.tree_attention` for a token tree's `BlockMask`): no slice copy, and only the
+slots each query attends, so a step's cost follows the context (see
 docs/studies/cpu-attention-kernel.md and docs/studies/decode-step-profile.md).
 """
 
@@ -70,6 +71,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from specsim.errors import ConfigError, InvalidArgument
+from specsim.models import attention as att
 from specsim.models import compiler, kernels
 from specsim.models.config import ModelConfig
 from specsim.models.quantize import (QuantizedWeight, concat_columns, is_quantized,
@@ -410,132 +412,12 @@ def _write_layer(cache_all, new, layer, positions):
     return cache_all.at[layer, rows, positions].set(new.astype(cache_all.dtype), mode="drop")
 
 
-# The pairs form below computes every (kv head, kv head) pair and keeps the diagonal:
-# G x the attention flops, so only for few kv heads and few new tokens (decode, verify).
-_PAIRS_MAX_G = 4
-_PAIRS_MAX_T = 16
-
-
-def _attention(q, k_all, v_all, positions, cfg: ModelConfig):
-    """q [B, T, H, E]; k_all, v_all [B, S, G, E]; positions [B, T] (query positions).
-    Query at position p attends cache slots 0..p. Returns [B, T, H*E].
-
-    XLA:CPU's dots want the batch (kv head) axis in front, so the grouped einsum copies
-    each layer's keys and values into a [G, S, E] / [G, E, S] layout first (a transpose
-    per layer and step: 17% of a SmolLM2 decode step in XLA's per-op profile). For few
-    kv heads and new tokens the pairs form reads the cache in place instead."""
-    if cfg.n_kv_heads <= _PAIRS_MAX_G and q.shape[1] <= _PAIRS_MAX_T:
-        return _attention_pairs(q, k_all, v_all, positions, cfg)
-    return _attention_grouped(q, k_all, v_all, positions, cfg)
-
-
-def _slot_mask(positions, S):
-    """[B, T, S]: query t of row b (at positions[b, t]) may attend slot s <= its position."""
-    return jnp.arange(S, dtype=jnp.int32)[None, None, :] <= positions[:, :, None]
-
-
-def _attention_pairs(q, k_all, v_all, positions, cfg: ModelConfig):
-    """`_attention` with the cache read in its own layout: keys and values [B, S, G, E]
-    against every kv head's queries (dots whose free axes (S, G) / (G, E) are the cache's
-    own, so XLA views them as [S*G, E] / [S, G*E] without a copy, and a sharded G stays
-    sharded), then the matching-head diagonal of the scores and of the outputs."""
-    B, T = q.shape[:2]
-    G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
-    S = k_all.shape[1]
-    qg = q.reshape(B, T, G, R, E)
-    scores = jax.lax.dot_general(k_all, qg, (((3,), (4,)), ((0,), (0,))),
-                                 preferred_element_type=jnp.float32)  # [B, S, G, T, G, R]
-    scores = jnp.diagonal(scores, axis1=2, axis2=4) / math.sqrt(E)   # [B, S, T, R, G]
-    scores = jnp.moveaxis(scores, 1, 2)                               # [B, T, S, R, G]
-    scores = jnp.where(_slot_mask(positions, S)[..., None, None], scores, -jnp.inf)
-    weights = jax.nn.softmax(scores, axis=2).astype(v_all.dtype)
-    out = jax.lax.dot_general(weights, v_all, (((2,), (1,)), ((0,), (0,))))  # [B,T,R,G,G,E]
-    out = jnp.diagonal(out, axis1=3, axis2=4)                         # [B, T, R, E, G]
-    return jnp.moveaxis(out, -1, 2).reshape(B, T, G * R * E)         # (g, r, e) order
-
-
-def _attention_grouped(q, k_all, v_all, positions, cfg: ModelConfig):
-    """`_attention` as one grouped einsum per side (flops as written)."""
-    return _attention_masked(q, k_all, v_all, _slot_mask(positions, k_all.shape[1]), cfg)
-
-
-def _attention_masked(q, k_all, v_all, mask, cfg: ModelConfig):
-    """q [B, T, H, E]; k_all, v_all [B, S, G, E]; mask [B, T, S] bool, the slots each
-    query attends (every row allows at least one) → [B, T, H*E], by grouped einsums."""
-    B, T = q.shape[:2]
-    G, R, E = cfg.n_kv_heads, cfg.group_size, cfg.head_dim
-    qg = q.reshape(B, T, G, R, E)
-    scores = jnp.einsum("btgre,bsge->btgrs", qg, k_all,
-                        preferred_element_type=jnp.float32) / math.sqrt(E)
-    scores = jnp.where(mask[:, :, None, None], scores, -jnp.inf)
-    weights = jax.nn.softmax(scores, axis=-1).astype(v_all.dtype)    # [B, T, G, R, S]
-    out = jnp.einsum("btgrs,bsge->btgre", weights, v_all)
-    return out.reshape(B, T, G * R * E)
-
-
-class BlockMask(NamedTuple):
-    """The slots each of T new tokens attends, as a token tree needs: every slot before
-    ``start`` [B] int32 and, of the W slots from ``start`` on, those where ``rows``
-    [B, T, W] bool is True (its ancestors and itself); nothing after ``start + W``.
-    `specsim.models.masked_forward.block_mask` makes one."""
-    start: jax.Array
-    rows: jax.Array
-
-    def dense(self, S: int) -> jax.Array:
-        """The mask as [B, T, S] bool over the cache's S slots."""
-        B, T, W = self.rows.shape
-        rel = jnp.arange(S, dtype=jnp.int32)[None, :] - self.start[:, None]    # [B, S]
-        inside = (rel >= 0) & (rel < W)
-        idx = jnp.broadcast_to(jnp.clip(rel, 0, W - 1)[:, None, :], (B, T, S))
-        block = jnp.take_along_axis(self.rows, idx, 2) & inside[:, None, :]   # [B, T, S]
-        return (rel < 0)[:, None, :] | block
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(6,))
-def _attention_tree_in_place(q, k_all, v_all, layer, start, rows, cfg: ModelConfig):
-    """`_attention_masked` with a `BlockMask` (``start``, ``rows``) over layer ``layer``
-    of the whole cache, by `kernels.tree_attention`: in place, each query over its own
-    slots only, a node bit for bit a decode step over its path. Derivatives are
-    `_attention_masked`'s."""
-    return kernels.tree_attention(q, k_all, v_all, layer, start, rows)
-
-
-@_attention_tree_in_place.defjvp
-def _attention_tree_in_place_jvp(cfg, primals, tangents):
-    q, k_all, v_all, layer, start, rows = primals
-    dq, dk, dv = tangents[:3]
-    out = _attention_tree_in_place(q, k_all, v_all, layer, start, rows, cfg)
-    mask = BlockMask(start, rows).dense(k_all.shape[2])
-    _, dout = jax.jvp(lambda q, k, v: _attention_masked(q, k[layer], v[layer], mask, cfg),
-                      (q, k_all, v_all), (dq, dk, dv))
-    return out, dout
-
-
-@partial(jax.custom_jvp, nondiff_argnums=(5,))
-def _attention_in_place(q, k_all, v_all, layer, positions, cfg: ModelConfig):
-    """`_attention` over layer ``layer`` of the whole cache k_all, v_all [L, B, S, G, E]
-    by `kernels.cache_attention`: the layer's keys and values read where they lie (XLA
-    copies ``k_all[layer]`` out first under scan) and only the slots up to each row's
-    position (XLA's dots attend all S). Derivatives are `_attention`'s."""
-    return kernels.cache_attention(q, k_all, v_all, layer, positions)
-
-
-@_attention_in_place.defjvp
-def _attention_in_place_jvp(cfg, primals, tangents):
-    q, k_all, v_all, layer, positions = primals
-    dq, dk, dv = tangents[:3]
-    out = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
-    _, dout = jax.jvp(lambda q, k, v: _attention(q, k[layer], v[layer], positions, cfg),
-                      (q, k_all, v_all), (dq, dk, dv))
-    return out, dout
-
-
 def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
            in_place: bool = False, slots=None, mask=None):
     """One transformer block. x [B, T, D]; lp this layer's params (no L axis);
     k_all, v_all [L, B, S, G, E] the whole cache; layer a Python or traced index;
     positions [B, T] the rotary positions; in_place: attention by the kernels
-    (`_attention_in_place`, `_attention_tree_in_place`). slots [B, T] where the new
+    (`attention.attention_in_place`, `attention.attention_tree_in_place`). slots [B, T] where the new
     keys/values go and mask the slots each token attends (a `BlockMask`: a token tree);
     by default ``positions`` and the causal rule.
     Returns (x, k_all, v_all) with this layer's new keys/values written."""
@@ -563,14 +445,14 @@ def _layer(x, lp, k_all, v_all, layer, positions, inv_freq, cfg: ModelConfig,
     k_all = _write_layer(k_all, k, layer, slots)
     v_all = _write_layer(v_all, v, layer, slots)
     if mask is not None and in_place:
-        attn = _attention_tree_in_place(q, k_all, v_all, layer, mask.start, mask.rows, cfg)
+        attn = att.attention_tree_in_place(q, k_all, v_all, layer, mask.start, mask.rows, cfg)
     elif mask is not None:
-        attn = _attention_masked(q, k_all[layer], v_all[layer], mask.dense(k_all.shape[2]),
-                                 cfg)
+        attn = att.attention_masked(q, k_all[layer], v_all[layer],
+                                    mask.dense(k_all.shape[2]), cfg)
     elif in_place:
-        attn = _attention_in_place(q, k_all, v_all, layer, positions, cfg)
+        attn = att.attention_in_place(q, k_all, v_all, layer, positions, cfg)
     else:
-        attn = _attention(q, k_all[layer], v_all[layer], positions, cfg)
+        attn = att.attention(q, k_all[layer], v_all[layer], positions, cfg)
     attn = _mm(attn, lp["wo"])                                       # [B, T, D]
     if gpt2:
         attn = attn + lp["bo"]
