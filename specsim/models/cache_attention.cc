@@ -217,47 +217,78 @@ static void attend_tree_head(const Shape& d, int64_t W, const float* q, const fl
   }
 }
 
+// What both handlers read: the shapes, layer l's keys and values, q, out and 1/sqrt(E).
+struct Operands {
+  Shape d;
+  const float *q, *kl, *vl;
+  float* out;
+  float scale;
+};
+
+// q [B, T, H, E]; k, v [L, B, S, G, E]; layer s32[] (clamped as k[layer] is), checked and
+// read into `o`; `name` prefixes the errors.
+static ffi::Error read_operands(const char* name, ffi::Buffer<ffi::F32>& q,
+                                ffi::Buffer<ffi::F32>& k, ffi::Buffer<ffi::F32>& v,
+                                ffi::Buffer<ffi::S32>& layer, ffi::ResultBuffer<ffi::F32>& out,
+                                Operands& o) {
+  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions();
+  if (qd.size() != 4 || kd.size() != 5 || vd.size() != 5)
+    return ffi::Error::InvalidArgument(std::string(name) +
+                                       ": q must be [B, T, H, E], k and v [L, B, S, G, E]");
+  for (int i = 0; i < 5; ++i)
+    if (kd[i] != vd[i])
+      return ffi::Error::InvalidArgument(std::string(name) + ": k and v differ in shape");
+  Shape d{qd[0], qd[1], qd[2], qd[3], kd[2], kd[3], 0};
+  if (kd[1] != d.B || kd[4] != d.E || d.G <= 0 || d.H % d.G != 0)
+    return ffi::Error::InvalidArgument(
+        std::string(name) + ": batch or head size disagree, or H is not a multiple of G");
+  d.R = d.H / d.G;
+  const int64_t l = clamp_layer(layer.typed_data()[0], kd[0]);
+  const int64_t per_layer = d.B * d.S * d.G * d.E;
+  o = Operands{d, q.typed_data(), k.typed_data() + l * per_layer,
+               v.typed_data() + l * per_layer, out->typed_data(),
+               1.f / std::sqrt((float)d.E)};
+  return ffi::Error::Success();
+}
+
+// Run head(b, g, w, idx) for every (row, kv head), split over the pool by ``slots`` (the
+// slot-heads read in all): at least 128 slot-heads a part, so a SmolLM2 step splits from
+// about 43 positions on. One part leaves the pool idle for the whole call, its threads
+// fall asleep, and waking one costs the next matmul call more than the attention saved
+// (docs/studies/int4.md).
+template <typename F>
+static void for_each_head(ffi::ThreadPool& pool, const Shape& d, int64_t slots, F&& head) {
+  const int64_t units = d.B * d.G;
+  int parts = std::min<int64_t>(units, n_parts(pool, slots, 128));
+  run_parts(pool, parts, [=](int p) {
+    std::vector<float> w;
+    std::vector<int32_t> idx;
+    for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
+      head(u / d.G, u % d.G, w, idx);
+  });
+}
+
 // q [B, T, H, E]; k, v [L, B, S, G, E]; layer s32[]; positions [B, T] s32; out [B, T, H, E].
 static ffi::Error CacheAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
                                  ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
                                  ffi::Buffer<ffi::S32> layer, ffi::Buffer<ffi::S32> positions,
                                  ffi::ResultBuffer<ffi::F32> out) {
-  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions(), pd = positions.dimensions();
-  if (qd.size() != 4 || kd.size() != 5 || vd.size() != 5 || pd.size() != 2)
-    return ffi::Error::InvalidArgument(
-        "cache_attention: q must be [B, T, H, E], k and v [L, B, S, G, E], positions [B, T]");
-  for (int i = 0; i < 5; ++i)
-    if (kd[i] != vd[i]) return ffi::Error::InvalidArgument("cache_attention: k and v differ in shape");
-  Shape d{qd[0], qd[1], qd[2], qd[3], kd[2], kd[3], 0};
-  if (kd[1] != d.B || kd[4] != d.E || pd[0] != d.B || pd[1] != d.T || d.G <= 0 ||
-      d.H % d.G != 0)
-    return ffi::Error::InvalidArgument(
-        "cache_attention: batch, head size or positions disagree, or H is not a multiple of G");
-  d.R = d.H / d.G;
-  const int64_t L = kd[0];
-  const int64_t l = clamp_layer(layer.typed_data()[0], L);
-  const int64_t per_layer = d.B * d.S * d.G * d.E;
-  const float* kl = k.typed_data() + l * per_layer;
-  const float* vl = v.typed_data() + l * per_layer;
-  const float* qp = q.typed_data();
+  Operands o;
+  if (auto e = read_operands("cache_attention", q, k, v, layer, out, o); e.failure()) return e;
+  const Shape d = o.d;
+  auto pd = positions.dimensions();
+  if (pd.size() != 2 || pd[0] != d.B || pd[1] != d.T)
+    return ffi::Error::InvalidArgument("cache_attention: positions must be [B, T]");
   const int32_t* pos = positions.typed_data();
-  float* op = out->typed_data();
-  const float scale = 1.f / std::sqrt((float)d.E);
   int64_t slots = 0;                          // slots read over all rows: the work to split
   for (int64_t b = 0; b < d.B; ++b) {
     int64_t m = 0;
     for (int64_t t = 0; t < d.T; ++t) m = std::max(m, slots_to(pos[b * d.T + t], d.S));
     slots += m * d.G;
   }
-  // at least 128 slot-heads a part: a SmolLM2 step splits from about 43 positions on. One
-  // part leaves the pool idle for the whole call, its threads fall asleep, and waking one
-  // costs the next matmul call more than the attention saved (docs/studies/int4.md).
-  const int64_t units = d.B * d.G;
-  int parts = std::min<int64_t>(units, n_parts(pool, slots, 128));
-  run_parts(pool, parts, [=](int p) {
-    std::vector<float> w;
-    for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
-      attend_head(d, qp, kl, vl, pos, op, u / d.G, u % d.G, scale, w);
+  for_each_head(pool, d, slots, [=](int64_t b, int64_t g, std::vector<float>& w,
+                                    std::vector<int32_t>&) {
+    attend_head(d, o.q, o.kl, o.vl, pos, o.out, b, g, o.scale, w);
   });
   return ffi::Error::Success();
 }
@@ -278,40 +309,21 @@ static ffi::Error TreeAttention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> q,
                                 ffi::Buffer<ffi::F32> k, ffi::Buffer<ffi::F32> v,
                                 ffi::Buffer<ffi::S32> layer, ffi::Buffer<ffi::S32> start,
                                 ffi::Buffer<ffi::S8> rows, ffi::ResultBuffer<ffi::F32> out) {
-  auto qd = q.dimensions(), kd = k.dimensions(), vd = v.dimensions();
+  Operands o;
+  if (auto e = read_operands("tree_attention", q, k, v, layer, out, o); e.failure()) return e;
+  const Shape d = o.d;
   auto sd = start.dimensions(), rd = rows.dimensions();
-  if (qd.size() != 4 || kd.size() != 5 || vd.size() != 5 || sd.size() != 1 || rd.size() != 3)
-    return ffi::Error::InvalidArgument(
-        "tree_attention: q must be [B, T, H, E], k and v [L, B, S, G, E], start [B], "
-        "rows [B, T, W]");
-  for (int i = 0; i < 5; ++i)
-    if (kd[i] != vd[i]) return ffi::Error::InvalidArgument("tree_attention: k and v differ in shape");
-  Shape d{qd[0], qd[1], qd[2], qd[3], kd[2], kd[3], 0};
-  if (kd[1] != d.B || kd[4] != d.E || sd[0] != d.B || rd[0] != d.B || rd[1] != d.T ||
-      d.G <= 0 || d.H % d.G != 0)
-    return ffi::Error::InvalidArgument(
-        "tree_attention: batch, head size, start or rows disagree, or H is not a multiple of G");
-  d.R = d.H / d.G;
-  const int64_t W = rd[2], L = kd[0];
-  const int64_t l = clamp_layer(layer.typed_data()[0], L);
-  const int64_t per_layer = d.B * d.S * d.G * d.E;
-  const float* kl = k.typed_data() + l * per_layer;
-  const float* vl = v.typed_data() + l * per_layer;
-  const float* qp = q.typed_data();
+  if (sd.size() != 1 || rd.size() != 3 || sd[0] != d.B || rd[0] != d.B || rd[1] != d.T)
+    return ffi::Error::InvalidArgument("tree_attention: start must be [B], rows [B, T, W]");
+  const int64_t W = rd[2];
   const int32_t* st = start.typed_data();
   const int8_t* rp = rows.typed_data();
-  float* op = out->typed_data();
-  const float scale = 1.f / std::sqrt((float)d.E);
   int64_t slots = 0;
   for (int64_t b = 0; b < d.B; ++b)
     slots += std::min<int64_t>(std::max<int64_t>((int64_t)st[b] + W, 0), d.S) * d.T * d.G;
-  const int64_t units = d.B * d.G;
-  int parts = std::min<int64_t>(units, n_parts(pool, slots, 128));
-  run_parts(pool, parts, [=](int p) {
-    std::vector<float> w;
-    std::vector<int32_t> idx;
-    for (int64_t u = units * p / parts; u < units * (p + 1) / parts; ++u)
-      attend_tree_head(d, W, qp, kl, vl, st, rp, op, u / d.G, u % d.G, scale, w, idx);
+  for_each_head(pool, d, slots, [=](int64_t b, int64_t g, std::vector<float>& w,
+                                    std::vector<int32_t>& idx) {
+    attend_tree_head(d, W, o.q, o.kl, o.vl, st, rp, o.out, b, g, o.scale, w, idx);
   });
   return ffi::Error::Success();
 }
