@@ -81,14 +81,13 @@ def ceilings_text(table: pd.DataFrame | None) -> str:
     return "; ".join(dict.fromkeys(rows))
 
 
-def folder_ceilings(folder: Path) -> str:
+def folder_ceilings(folder: Path, env: dict) -> str:
     """The ceilings a run measured beside itself (the demo's roofline part writes
-    ceilings.csv; every demo part records the machine's at its start and end in
-    environment.json), or NOT_MEASURED."""
+    ceilings.csv; every demo part records the machine's at its start and end in its
+    environment.json, ``env``), or NOT_MEASURED."""
     for name in ("ceilings.csv", *sorted(p.name for p in folder.glob("*-ceilings.csv"))):
         if (folder / name).is_file():
             return ceilings_text(pd.read_csv(folder / name))
-    env = environment(folder)
     held = [(when, env[f"machine_{when}"]) for when in ("start", "end")
             if {"matmul_flops_per_s", "copy_bytes_per_s"} <= set(env.get(f"machine_{when}", {}))]
     return "; ".join(f"{ceilings_text(pd.DataFrame([m]))} at the {when}"
@@ -132,7 +131,8 @@ class Page:
 
 
 def demo_section(page: Page, folder: Path) -> None:
-    env, ceil = environment(folder), folder_ceilings(folder)
+    env = environment(folder)
+    ceil = folder_ceilings(folder, env)
     fidelity = json.loads((folder / "fidelity.json").read_text())
     report = (folder / "report.md").read_text()
     headline = re.search(r"^## Headline\n(.*?)(?=^## |\Z)", report, re.M | re.S)
@@ -216,7 +216,8 @@ def sweep_section(page: Page) -> None:
 
 
 def drafters_section(page: Page, folder: Path) -> None:
-    env, ceil = environment(folder), folder_ceilings(folder)
+    env = environment(folder)
+    ceil = folder_ceilings(folder, env)
     limits = pd.read_csv(folder / "drafter_limits.csv")
     speed = pd.read_csv(folder / "drafter_speedup.csv")
     best = speed.loc[speed.groupby("drafter")["measured_speedup"].idxmax()]
@@ -240,7 +241,8 @@ def drafters_section(page: Page, folder: Path) -> None:
 
 
 def policies_section(page: Page, folder: Path) -> None:
-    env, ceil = environment(folder), folder_ceilings(folder)
+    env = environment(folder)
+    ceil = folder_ceilings(folder, env)
     df = pd.read_csv(folder / "policies.csv")
     g = df[df["policy"] == "goodput"]
     rows = [{"drafter": r.drafter, "kind": r.kind, "batch": int(r.batch),
@@ -334,7 +336,7 @@ def peers_section(page: Page, folder: Path) -> None:
 
 
 def _peers_text_section(page: Page, folder: Path, env: dict) -> None:
-    ceil = folder_ceilings(folder)
+    ceil = folder_ceilings(folder, env)
     text = (folder / "bench_peers.txt").read_text().splitlines()
     start = next(i for i, ln in enumerate(text) if ln.startswith("engine"))
     rows = []
@@ -385,7 +387,8 @@ def kernel_section(page: Page, folder: Path) -> None:
 
 
 def trees_section(page: Page, folder: Path) -> None:
-    env, ceil = environment(folder), folder_ceilings(folder)
+    env = environment(folder)
+    ceil = folder_ceilings(folder, env)
     tokens = pd.read_csv(folder / "tree_tokens.csv")
     ceiling = pd.read_csv(folder / "tree_ceiling.csv").set_index(["head", "kind"])
     shallow = int(tokens["depth"].min())     # the part's depth: the ceiling's

@@ -89,9 +89,9 @@ def best_tree_lines(tokens: pd.DataFrame) -> list[str]:
     chain's of that depth, with the interval over prompts, against `TOKENS_GOAL`."""
     out = []
     ratio = "tokens_per_iteration_vs_chain"
-    depth = tokens["depth"] if "depth" in tokens else DEPTH
-    trees = tokens[tokens[ratio].notna() & (tokens["n_nodes"] > depth)].copy()
-    trees["depth"] = depth
+    if "depth" not in tokens:                     # a table from before the depth column
+        tokens = tokens.assign(depth=DEPTH)
+    trees = tokens[tokens[ratio].notna() & (tokens["n_nodes"] > tokens["depth"])]
     for (head, d, kind), g in trees.groupby(["head", "depth", S.KIND], sort=False):
         r = g.loc[g[ratio].idxmax()]
         verdict = "reaches" if r[ratio] >= TOKENS_GOAL else "below"
