@@ -29,9 +29,10 @@ whose caches live inside its one program; without donation every call would copy
 [L, B, S, G, E] caches on entry and time a step the loop never runs. Every step consumes
 the previous step's output (the sampled tokens are written where the next step reads
 them; the caches are carried), so XLA cannot hoist the work out of the loop; the cache
-length is set back every step, so every step does the same work at context S/2 (XLA's
-attention reads all S slots whatever the context; specsim's CPU attention kernel,
-`specsim.models.kernels.cache_attention`, reads the slots up to each row's position).
+length is set back every step, so every step does the same work at one context (S/2
+unless given; XLA's attention reads all S slots whatever the context; specsim's CPU
+attention kernel, `specsim.models.kernels.cache_attention`, reads the slots up to each
+row's position, so the demo runs them at its loop's mean context).
 How closely these programs track the loop's own step: docs/studies/pass-cost-programs.md.
 ``TRACE_COUNTS`` counts traces (one per distinct shape).
 
@@ -244,14 +245,17 @@ class PassCalls(NamedTuple):
 
 def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
                temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, steps: int = 4,
-               seed: int = 0, pieces=("target_1", "verify", "draft")) -> PassCalls:
+               seed: int = 0, pieces=("target_1", "verify", "draft"),
+               context: int | None = None) -> PassCalls:
     """Compiled calls timing one iteration's pieces for ``target`` (a `Model`, with the
     layer loop and layout of the run) and ``drafter`` (None: no draft work) at the run's
     batch, cache slots and K: the ``pieces`` asked for, of `PIECES` ("draft" and
     "iteration" need a drafter). Compiles here (one warm call each), so timing excludes
-    it. Passes run at context S/2 (XLA's attention reads all S slots whatever the
-    context; the CPU attention kernel reads up to the position: see the module
-    docstring)."""
+    it. Passes run at ``context`` cached tokens (default S/2): the CPU attention kernel
+    reads the slots up to each row's position, so a pass costs more the longer its
+    context, and a run's prediction takes its passes at the loop's mean context
+    (`specsim.experiment.inrun.loop_context`); XLA's attention reads all S slots
+    whatever the context."""
     for name, v in (("batch", batch), ("cache_len", cache_len), ("k", k), ("steps", steps)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise InvalidArgument(f"{name} must be an integer >= 1, got {v!r}")
@@ -260,10 +264,15 @@ def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
         raise InvalidArgument(f"pieces must be a non-empty selection of {PIECES}, got {pieces!r}")
     cfg = target.cfg
     S, K = int(cache_len), int(k)
-    ctx = S // 2
+    if context is not None and (isinstance(context, bool) or not isinstance(
+            context, (int, np.integer)) or context < 2):
+        raise InvalidArgument(f"context must be an integer >= 2 (cached tokens a pass "
+                              f"attends), got {context!r}")
+    ctx = S // 2 if context is None else int(context)
     if ctx + steps * (K + 1) + K + 1 > S or ctx < 2:
-        raise InvalidArgument(f"cache_len ({S}) too small for k ({K}) and steps ({steps}): need "
-                         f"S/2 + steps*(k+1) + k + 1 <= S")
+        raise InvalidArgument(f"cache_len ({S}) too small for k ({K}), steps ({steps}) and "
+                              f"context ({ctx}): need context + steps*(k+1) + k + 1 <= "
+                              f"cache_len")
     sp = SamplingParams.make(temperature, top_k, top_p, vocab_size=cfg.vocab_size)
     rng = np.random.default_rng(seed)
     tokens = jnp.asarray(rng.integers(0, cfg.vocab_size, (batch, S)), jnp.int32)

@@ -54,6 +54,7 @@ PREFILL_S = "prefill_s"
 DECODE_S = "decode_s"                      # time_s − prefill_s
 PADDED_PROMPT = "padded_prompt"
 CACHE_LEN = "cache_len"
+PASS_CONTEXT = "pass_context"              # cached tokens the run's pass programs attend
 TEXT = "text"
 
 # ---- runs: acceptance -------------------------------------------------------------------------

@@ -118,8 +118,8 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
     spec = schema.speculative(demo.runs)
     cal = demo.tables[schema.ACCEPTANCE_PRIOR]
     assert set(cal[schema.DRAFTER]) == {r for r in spec[schema.DRAFTER]}
-    # the roofline fitted to the sweep of the loop's pass programs, read at half the cache
-    # (where those programs run)
+    # the roofline fitted to the sweep of the loop's pass programs, read at the context
+    # the run's pass programs ran at (the loop's mean)
     from specsim.experiment import pass_sweep
     cfg = models.get_preset("tiny-llama")
     tm = pass_sweep.time_model(demo.fits, cfg)
@@ -128,7 +128,8 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
     assert len(ng) and (ng[schema.ALPHA_PRIOR_SOURCE] == prior.THIS_PROMPT).all()
     assert set(cal[schema.ALPHA_SOURCE]) == {prior.THIS_PROMPT, prior.OTHER_PROMPTS}
     for _, r in ng.iterrows():
-        k, S = int(r[schema.K]), int(r[schema.CACHE_LEN]) // 2
+        k, S = int(r[schema.K]), int(r[schema.PASS_CONTEXT])
+        assert 2 <= S < int(r[schema.CACHE_LEN])
         for source, col in ((prior.THIS_PROMPT, schema.PRED_PRIOR),
                             (prior.OTHER_PROMPTS, schema.PRED_PRIOR_OTHER)):
             c = cal[(cal[schema.DRAFTER] == r[schema.DRAFTER]) & (cal[schema.KIND] == r[schema.KIND])

@@ -261,6 +261,49 @@ def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
                                                                  ("iteration", "L8", 2))
 
 
+def test_pass_sets_spread_among_a_blocks_loops_and_a_round_averages_them():
+    """With several pass sets a round, each follows a loop (the last one the last loop),
+    spread evenly, and a run's pass time in a round is the mean of its program's calls."""
+    from specsim.experiment.inrun import Group, SpecRun, _pass_positions, _run_times, blocks
+
+    assert _pass_positions(4, 1) == [3] and _pass_positions(4, 4) == [0, 1, 2, 3]
+    assert _pass_positions(4, 2) == [1, 3] and _pass_positions(2, 4) == [0, 0, 1, 1]
+    rows = ((1, 2),)
+    runs = tuple(SpecRun(name=str(i), drafter_kind="x", drafter=None, k=2, kind="code",
+                         rows=rows, cost_key="a") for i in range(3))
+    group = Group(temperature=0.0, cache_len=64, max_new_tokens=8, runs=runs)
+    passes = (("target_1",), ("verify", 2), ("iteration", "a", 2))
+    (every,) = blocks(group, 3, pass_sets=4)
+    assert every.keys == (("ar", rows), *passes, ("spec", 0), *passes, ("spec", 1), *passes,
+                          ("spec", 2), *passes)
+    (two,) = blocks(group, 3, pass_sets=2)
+    assert two.keys == (("ar", rows), ("spec", 0), *passes, ("spec", 1), ("spec", 2), *passes)
+    # call j took j + 1 seconds (wall) in each of two rounds
+    per_call = [[[j + 1.0, 0.0]] * 2 for j in range(len(every.keys))]
+    t = _run_times(group, every, 1, per_call)
+    t1_calls = [j + 1.0 for j, key in enumerate(every.keys) if key == ("target_1",)]
+    assert t["target_1"].shape == (2, 2) and t["target_1"][0, 0] == np.mean(t1_calls)
+    assert t["spec"][1, 0] == every.keys.index(("spec", 1)) + 1.0
+
+
+def test_passes_run_at_the_loops_mean_context():
+    """A group's pass programs run where its loops spend their steps on average: the mean
+    prompt length plus half the decode tokens, less where the cache has no room."""
+    from specsim.experiment.inrun import Group, SpecRun, loop_context, pass_context
+
+    def group(lengths, n, S, k=2):
+        runs = tuple(SpecRun(name="x", drafter_kind="x", drafter=None, k=k, kind="code",
+                             rows=tuple(tuple(range(m)) for m in lengths), cost_key="a")
+                     for _ in range(2))
+        return Group(temperature=0.0, cache_len=S, max_new_tokens=n, runs=runs)
+
+    assert loop_context(group([28], 40, 128)) == 48          # 28 + 39 / 2 = 47.5
+    assert loop_context(group([20, 30], 11, 64)) == 30       # mean 25, + 5
+    assert pass_context(group([28], 40, 128), 4) == 48
+    # 56 slots: 48 + 4 passes of 3 + 3 > 56, so the context that fits
+    assert pass_context(group([28], 40, 56), 4) == 56 - 4 * 3 - 3
+
+
 def test_each_run_reads_its_own_call_and_the_block_shared_ones():
     """A run's roles come from its block: the shared baseline and t_target(1),
     t_verify(K+1), its own loop and its own cost key's iteration program; its measured speedup

@@ -336,11 +336,20 @@ def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
                            max(s.instrument_ks))
     real = group_cache_len(target, [[0] * s.drafter_prompt_tokens], s.max_new_tokens,
                            max(s.ks))
-    assert set(s.instrument_ks) | set(s.batch_ks) | set(pass_sweep.FIT_KS) <= plan[(1, inst)]
-    assert set(s.ks) <= plan[(1, real)]
+    by_cache = {(b, S): (ctx, ks) for (b, S, ctx), ks in plan.items()}
+    assert len(by_cache) == len(plan)
+    assert set(s.instrument_ks) | set(s.batch_ks) | set(pass_sweep.FIT_KS) <= by_cache[(1, inst)][1]
+    assert set(s.ks) <= by_cache[(1, real)][1]
+    # at the loops' mean context, the prompt and half the decode tokens; the demo's
+    # instrument and real drafters share one cache at batch 1, so their mean
+    ctx_inst = s.prompt_tokens + (s.max_new_tokens - 1) / 2
+    ctx_real = s.drafter_prompt_tokens + (s.max_new_tokens - 1) / 2
+    assert inst == real and by_cache[(1, inst)][0] == round((ctx_inst + ctx_real) / 2)
+    b4 = next(ctx for (b, _), (ctx, _) in by_cache.items() if b == 4)
+    assert b4 == round(s.prompt_tokens + (s.batch_max_new_tokens - 1) / 2)
     for b in s.batches:
         if b > 1:    # its runs' widths, and enough widths for each side of the row split
-            assert set(s.batch_ks) | {1, 2, 4} <= next(ks for (bb, _), ks in plan.items()
+            assert set(s.batch_ks) | {1, 2, 4} <= next(ks for (bb, _), (_, ks) in by_cache.items()
                                                        if bb == b)
     # no in-run part: nothing to sweep
     state = DemoState(settings=DemoSettings(parts=("roofline",)), target=target, drafters={},
@@ -350,7 +359,8 @@ def test_the_pass_sweep_covers_every_batch_and_width_the_in_run_parts_run():
 
 def test_score_counts_coverage_and_agreement_by_hand():
     """Coverage: the prediction inside the measured interval; agreement: 0 inside the
-    error's interval (the in-run prediction only). Four runs worked by hand."""
+    error's interval (the in-run prediction and the one given the run's acceptance).
+    Four runs worked by hand."""
     from specsim.experiment.decomposition import score
 
     d = pd.DataFrame({S.PREDICTED_SPEEDUP: [2.0, 2.0, 2.0, 2.0],
@@ -365,3 +375,21 @@ def test_score_counts_coverage_and_agreement_by_hand():
                                            abs=1e-3)
     d[S.PRED_PRIOR] = d[S.PREDICTED_SPEEDUP]
     assert score(d, S.PRED_PRIOR)["agreement_pct"] is None
+    # given the run's acceptance, the error's interval is the in-run one less the
+    # acceptance term (a constant of the run): shifted by -2, -2, +1, +25
+    d[S.PRED_GIVEN_ACCEPTANCE] = d[S.PREDICTED_SPEEDUP]
+    d[S.ERR_ACCEPTANCE] = [2.0, 2.0, -1.0, 25.0]
+    # intervals [-3, -1], [-2.5, 8], [-8, 0.9], [-5, 10]: three hold 0
+    assert score(d, S.PRED_GIVEN_ACCEPTANCE)["agreement_pct"] == 75.0
+    assert score(d.drop(columns=[S.ERR_ACCEPTANCE]),
+                 S.PRED_GIVEN_ACCEPTANCE)["agreement_pct"] is None
+
+
+def test_the_prior_reads_the_fit_where_the_runs_passes_ran():
+    """The prediction before the run prices a run's passes at the context its pass
+    programs ran at; a table from before that column, at half the cache."""
+    from specsim.experiment import prior
+
+    assert prior._pass_context({S.PASS_CONTEXT: 48, S.CACHE_LEN: 128}) == 48
+    assert prior._pass_context({S.PASS_CONTEXT: math.nan, S.CACHE_LEN: 128}) == 64
+    assert prior._pass_context({S.CACHE_LEN: 256}) == 128

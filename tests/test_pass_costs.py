@@ -125,6 +125,25 @@ def test_free_drafter_and_bad_arguments(tiny):
         pass_costs.pass_calls(tiny, None, batch=1, cache_len=16, k=4, steps=4)
     with pytest.raises(ValueError, match="batch"):
         pass_costs.pass_calls(tiny, None, batch=0, cache_len=S, k=K)
+    for bad in (1, 2.5, True):
+        with pytest.raises(ValueError, match="context must be an integer >= 2"):
+            pass_costs.pass_calls(tiny, None, batch=1, cache_len=S, k=K, context=bad)
+    with pytest.raises(ValueError, match=r"context \(30\)"):
+        pass_costs.pass_calls(tiny, None, batch=1, cache_len=32, k=4, steps=1, context=30)
+
+
+def test_passes_run_at_the_context_asked(tiny):
+    """A pass program's cache holds ``context`` tokens (its length, set back every step)
+    and it reads its last token there; S/2 without one."""
+    half = pass_costs.pass_calls(tiny, None, batch=B, cache_len=S, k=K, steps=1,
+                                 pieces=("target_1",))
+    at = pass_costs.pass_calls(tiny, None, batch=B, cache_len=S, k=K, steps=1,
+                               pieces=("target_1",), context=5)
+    for call, ctx in ((half, S // 2), (at, 5)):
+        np.testing.assert_array_equal(np.asarray(call.target_1.args[2]), np.full(B, ctx))
+        call.target_1()
+        np.testing.assert_array_equal(np.asarray(call.target_1.state[1].length),
+                                      np.full(B, ctx - 1))
 
 
 def test_iteration_is_the_loop_body(tiny):

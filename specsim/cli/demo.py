@@ -63,6 +63,10 @@ def _add_inrun_arguments(p) -> None:
     p.add_argument("--target-half-width", type=float, default=None,
                    help="a run's rounds stop once its measured speedup's 95%% interval is "
                         "within this fraction either side (default 0.03)")
+    p.add_argument("--pass-sets", type=int, default=None,
+                   help="times a round the pass programs a block's predictions read are "
+                        "timed, spread among its loops (default 4: after the baseline and "
+                        "after each run)")
     p.add_argument("--time-budget", type=float, default=None,
                    help="wall seconds from the start by which the timed rounds end, "
                         "compiles included; the in-run parts share what is left (default "
@@ -148,7 +152,7 @@ def _demo_settings(args):
                 "parts": tuple(args.parts) if args.parts else None,
                 "clock": args.clock, "repeats": args.repeats,
                 "max_rounds": args.max_rounds, "target_half_width": args.target_half_width,
-                "time_budget_s": args.time_budget,
+                "pass_sets": args.pass_sets, "time_budget_s": args.time_budget,
                 "calibration_prompts": args.calibration_prompts,
                 "shared_repeats": args.shared_repeats, "loop_repeats": args.loop_repeats,
                 "instrument_alphas": tuple(args.alphas) if args.alphas else None,

@@ -100,9 +100,10 @@ def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_S
     of prediction ``pred`` against ``meas`` over the rows of ``d`` with both finite:
     relative error |predicted − measured| / measured in per cent; coverage, the share of
     runs whose prediction lies inside the measured speedup's 95% interval; and, for the
-    in-run prediction, agreement, the share whose error's 95% interval (both sides
-    resampled over the same paired rounds, so the pass programs' timing noise counts as
-    well as the run's) holds 0 (None where the intervals are missing)."""
+    in-run prediction and the one given the run's acceptance, agreement, the share whose
+    error's 95% interval (both sides resampled over the same paired rounds, so the pass
+    programs' timing noise counts as well as the run's) holds 0 (None where the intervals
+    are missing)."""
     from specsim.experiment.intervals import coverage
 
     d = d[np.isfinite(d[pred]) & np.isfinite(d[meas])] if len(d) else d
@@ -112,12 +113,29 @@ def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_S
         c = coverage(d[pred], d[schema.MEASURED_CI_LO], d[schema.MEASURED_CI_HI])
         cov = round(100 * c, 1) if np.isfinite(c) else None
     agree = None
-    if len(d) and pred == schema.PREDICTED_SPEEDUP and schema.ERR_TOTAL_CI_LO in d:
-        a = coverage(np.zeros(len(d)), d[schema.ERR_TOTAL_CI_LO], d[schema.ERR_TOTAL_CI_HI])
+    bounds = _error_interval(d, pred) if len(d) else None
+    if bounds is not None:
+        a = coverage(np.zeros(len(d)), *bounds)
         agree = round(100 * a, 1) if np.isfinite(a) else None
     return {"mape_pct": round(float(err.mean()), 3) if len(d) else None,
             "max_abs_error_pct": round(float(err.max()), 3) if len(d) else None,
             "coverage_pct": cov, "agreement_pct": agree, "n_runs": int(len(d))}
+
+
+def _error_interval(d, pred: str):
+    """(lo, hi) of the 95% interval of prediction ``pred``'s error in log-percent over the
+    rows of ``d``, or None where the runs table has none: the in-run prediction's own, and
+    the same less the acceptance term for the prediction given the run's acceptance (its
+    E is a constant of the run, so its error's interval is the in-run one shifted)."""
+    if schema.ERR_TOTAL_CI_LO not in d:
+        return None
+    lo, hi = d[schema.ERR_TOTAL_CI_LO].astype(float), d[schema.ERR_TOTAL_CI_HI].astype(float)
+    if pred == schema.PREDICTED_SPEEDUP:
+        return lo, hi
+    if pred == schema.PRED_GIVEN_ACCEPTANCE and schema.ERR_ACCEPTANCE in d:
+        term = d[schema.ERR_ACCEPTANCE].astype(float)
+        return lo - term, hi - term
+    return None
 
 
 def fidelity_summary(runs) -> dict:

@@ -68,16 +68,26 @@ class Group:
 class Block:
     """One unit of the paired rounds: ``runs`` (indices into the group's runs, one set of
     rows and one K) and ``keys``, its calls in the order a round runs them: the shared
-    baseline ("ar", rows), each run ("spec", i), then t_target(1), t_verify(K+1) and one
-    iteration program (K drafts and the verify, `pass_costs`) per cost key of its runs."""
+    baseline ("ar", rows) and each run ("spec", i), with the pass programs their
+    predictions read (t_target(1), t_verify(K+1) and one iteration program per cost key,
+    `pass_costs`) as a set after some of them: a key may occur more than once."""
     runs: tuple[int, ...]
     keys: tuple[tuple, ...]
 
 
-def blocks(group: Group, runs_per_baseline: int) -> list[Block]:
+def _pass_positions(loops: int, sets: int) -> list[int]:
+    """After which of ``loops`` loop calls each of ``sets`` pass sets runs: spread evenly,
+    the last after the last loop (one set: after the last loop only)."""
+    return [math.ceil((t + 1) * loops / sets) - 1 for t in range(sets)]
+
+
+def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Block]:
     """The group's runs in blocks of one set of rows and one K, at most
     ``runs_per_baseline`` runs each (a larger set split evenly, runs of one cost key kept
-    together, so a block times as few iteration programs as it can)."""
+    together, so a block times as few iteration programs as it can). A block's pass
+    programs run ``pass_sets`` times a round, spread among its loops (baseline, runs):
+    the drift of a shared machine then falls on the passes as on the loops they are
+    held against (docs/measurement.md, "Rounds")."""
     by_cell: dict[tuple, list[int]] = {}
     for i, run in enumerate(group.runs):
         by_cell.setdefault((run.rows, run.k), []).append(i)
@@ -88,8 +98,14 @@ def blocks(group: Group, runs_per_baseline: int) -> list[Block]:
         for part in np.array_split(np.asarray(idx), n):
             part = tuple(int(i) for i in part)
             drafts = dict.fromkeys(("iteration", group.runs[i].cost_key, k) for i in part)
-            out.append(Block(part, (("ar", rows), *(("spec", i) for i in part),
-                                    ("target_1",), ("verify", k), *drafts)))
+            passes = (("target_1",), ("verify", k), *drafts)
+            loops = (("ar", rows), *(("spec", i) for i in part))
+            where = _pass_positions(len(loops), pass_sets)
+            keys = []
+            for j, loop in enumerate(loops):
+                keys.append(loop)
+                keys.extend(passes * where.count(j))
+            out.append(Block(part, tuple(keys)))
     return out
 
 
@@ -134,7 +150,8 @@ def build_jobs(state: DemoState, group: Group) -> dict[tuple, Callable]:
                                           cache_len=group.cache_len, k=run.k,
                                           temperature=group.temperature,
                                           steps=state.settings.pass_steps, seed=seed,
-                                          pieces=(*need, "iteration"))
+                                          pieces=(*need, "iteration"),
+                                          context=pass_context(group, state.settings.pass_steps))
             if calls.target_1 is not None:
                 jobs[("target_1",)] = calls.target_1
             if calls.verify is not None:
@@ -168,21 +185,23 @@ class GroupTiming:
     blocks: list[Block]
 
 
-def _run_roles(group: Group, block: Block, i: int) -> dict[str, int]:
-    """Call index in ``block`` of each of run ``i``'s `ROLES`."""
+def _run_roles(group: Group, block: Block, i: int) -> dict[str, tuple[int, ...]]:
+    """Call indices in ``block`` of each of run ``i``'s `ROLES` (a pass program runs
+    once per pass set)."""
     run = group.runs[i]
-    idx = {key: j for j, key in enumerate(block.keys)}
-    return {"ar": idx[("ar", run.rows)], "spec": idx[("spec", i)],
-            "target_1": idx[("target_1",)], "verify": idx[("verify", run.k)],
-            "iteration": idx[("iteration", run.cost_key, run.k)]}
+    wanted = {"ar": ("ar", run.rows), "spec": ("spec", i), "target_1": ("target_1",),
+              "verify": ("verify", run.k), "iteration": ("iteration", run.cost_key, run.k)}
+    return {role: tuple(j for j, key in enumerate(block.keys) if key == want)
+            for role, want in wanted.items()}
 
 
 def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
-    """Run ``i``'s role -> [rounds, clocks] array from its block's per-call samples."""
+    """Run ``i``'s role -> [rounds, clocks] array from its block's per-call samples: a
+    role's calls of one round averaged (one call of its program a round)."""
     from specsim.experiment import paired
 
-    return {role: paired.as_array(per_call[j])
-            for role, j in _run_roles(group, block, i).items()}
+    return {role: np.mean([paired.as_array(per_call[j]) for j in js], axis=0)
+            for role, js in _run_roles(group, block, i).items()}
 
 
 def _measured_interval(state: DemoState, times: dict):
@@ -221,7 +240,7 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
     s = state.settings
     t0 = time.perf_counter()
     jobs = build_jobs(state, group)
-    units = blocks(group, s.runs_per_baseline)
+    units = blocks(group, s.runs_per_baseline, s.pass_sets)
     t1 = time.perf_counter()
 
     def widest(u: int, samples: list) -> float:
@@ -241,8 +260,9 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
         for i in b.runs:
             roles = _run_roles(group, b, i)
             times[i] = _run_times(group, b, i, res.samples[u])
-            prepared[i] = {r: paired.as_array(res.prepared[u][roles[r]]) for r in ("ar", "spec")}
-            results[i] = {r: jobs[b.keys[roles[r]]].result(res.outputs[u][roles[r]])
+            prepared[i] = {r: paired.as_array(res.prepared[u][roles[r][0]])
+                           for r in ("ar", "spec")}
+            results[i] = {r: jobs[b.keys[roles[r][0]]].result(res.outputs[u][roles[r][0]])
                           for r in ("ar", "spec")}
             rounds[i], stopped[i] = res.rounds[u], res.stopped[u]
     total = np.sum([paired.as_array(v).sum(axis=0) for unit in res.samples for v in unit],
@@ -396,7 +416,7 @@ def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict
                 if run.acceptance else math.nan,
                 schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
                 schema.PADDED_PROMPT: res.plan.padded_prompt, schema.CACHE_LEN: group.cache_len,
-                schema.CLOCK: s.clock, schema.TEXT: res.text[0] if res.text else "",
+                schema.PASS_CONTEXT: pass_context(group, s.pass_steps), schema.CLOCK: s.clock, schema.TEXT: res.text[0] if res.text else "",
                 schema.MEASURED_INPUTS: ";".join(_measured_inputs(run)), **run.extra})
     return row
 
@@ -458,6 +478,24 @@ def add_runs(state: DemoState, rows: list[dict]) -> None:
     old = state.tables.get(schema.RUNS)
     state.tables[schema.RUNS] = new if old is None or old.empty else pd.concat(
         [old, new], ignore_index=True)
+
+
+def loop_context(group: Group) -> int:
+    """Cached tokens a step of the group's loops attends on average: the mean prompt
+    length over its runs' rows plus half the decode tokens. The CPU attention kernel
+    reads the slots up to each row's position, so a pass costs more the longer its
+    context; the pass programs run here, where the loops spend their steps on average
+    (docs/studies/pass-cost-programs.md)."""
+    lengths = [len(r) for run in group.runs for r in run.rows]
+    return max(2, round(float(np.mean(lengths)) + (group.max_new_tokens - 1) / 2))
+
+
+def pass_context(group: Group, steps: int) -> int:
+    """The context the group's pass programs run at: `loop_context`, or less where the
+    cache leaves no room for ``steps`` passes of the widest verify beyond it (the
+    programs' own bound, `pass_costs.pass_calls`)."""
+    k = max(run.k for run in group.runs)
+    return max(2, min(loop_context(group), group.cache_len - steps * (k + 1) - k - 1))
 
 
 def group_cache_len(target, rows, max_new_tokens: int, k_max: int) -> int:

@@ -6,8 +6,8 @@ A bare forward pass misses the loop's per-pass work (sampling over the vocabular
 acceptance test, statistics), so a roofline of bare passes misses the loop's own step
 ratios; this sweep times the loop's pieces instead, at every batch and verify width the
 in-run parts will run and at their cache lengths, in interleaved rounds before any run
-(never the runs' own rounds). Rows record ``context`` = cache slots / 2, where the
-programs run.
+(never the runs' own rounds). Each point runs at the context its groups' pass programs
+run at (the loops' mean, `inrun.pass_context`), which rows record as ``context``.
 
 The engine's few-row matmuls run specsim's CPU kernel up to `kernels.MAX_ROWS` rows per
 pass (batch × tokens) and XLA's dots above it: two implementations with their own
@@ -75,35 +75,46 @@ def wide_passes(n_tokens, batch, split: int | None) -> np.ndarray | None:
     return wide if min(wide.sum(), (~wide).sum()) >= MIN_REGIME_POINTS else None
 
 
-def plan(state: DemoState) -> dict[tuple[int, int], set[int]]:
-    """(batch, cache slots) -> the draft lengths K whose verify pass (width K + 1) the
-    in-run parts will run there, from the settings as the parts build their groups."""
-    from specsim.experiment.inrun import group_cache_len
-
-    s, t = state.settings, state.target
-    out: dict[tuple[int, int], set[int]] = {}
-
-    def add(batch, prompt_len, n, ks):
-        S = group_cache_len(t, [[0] * prompt_len], n, max(ks))
-        out.setdefault((batch, S), set()).update(int(k) for k in ks)
-
+def _groups(state: DemoState):
+    """(batch, prompt tokens, new tokens, draft lengths) of every group the in-run parts
+    will time, from the settings as the parts build them."""
+    s = state.settings
     if {"instrument", "batch"} & set(s.parts):
-        add(1, s.prompt_tokens or 28, s.max_new_tokens,
-            (*s.instrument_ks, *(s.batch_ks if "batch" in s.parts else ())))
+        yield (1, s.prompt_tokens or 28, s.max_new_tokens,
+               (*s.instrument_ks, *(s.batch_ks if "batch" in s.parts else ())))
     if "batch" in s.parts:
         for b in s.batches:
             if b > 1:
-                add(b, s.prompt_tokens or 28, s.batch_max_new_tokens or s.max_new_tokens,
-                    s.batch_ks)
+                yield b, s.prompt_tokens or 28, s.batch_max_new_tokens or s.max_new_tokens, s.batch_ks
     if "fidelity" in s.parts:
         longest = max(len(p) for p in state.prompts.values())
-        add(1, min(longest, s.drafter_prompt_tokens or longest), s.max_new_tokens, s.ks)
-    single = sorted(S for b, S in out if b == 1)
-    for (b, S), ks in out.items():
+        yield 1, min(longest, s.drafter_prompt_tokens or longest), s.max_new_tokens, s.ks
+
+
+def plan(state: DemoState) -> dict[tuple[int, int, int], set[int]]:
+    """(batch, cache slots, context) -> the draft lengths K whose verify pass (width
+    K + 1) the in-run parts will run there, from the settings as the parts build their
+    groups; the context is the one their pass programs run at (the loops' mean,
+    `inrun.pass_context`), averaged where several groups share a cache."""
+    from specsim.experiment.inrun import group_cache_len
+
+    s, t = state.settings, state.target
+    by_cache: dict[tuple[int, int], tuple[set, list]] = {}
+    for batch, prompt_len, n, ks in _groups(state):
+        S = group_cache_len(t, [[0] * prompt_len], n, max(ks))
+        ctx = min(round(prompt_len + (n - 1) / 2), S - s.pass_steps * (max(ks) + 1) - max(ks) - 1)
+        widths, ctxs = by_cache.setdefault((batch, S), (set(), []))
+        widths.update(int(k) for k in ks)
+        ctxs.append(max(2, ctx))
+    single = sorted(S for b, S in by_cache if b == 1)
+    out = {}
+    for (b, S), (ks, ctxs) in by_cache.items():
+        ctx = round(float(np.mean(ctxs)))
         # enough widths to fit each side of the kernel's row split: at batch 1 in its
         # smallest cache, and in every cache of a larger batch
         if b > 1 or (single and S == single[0]):
-            ks.update(k for k in FIT_KS if S // 2 + s.pass_steps * (k + 1) + k + 1 <= S)
+            ks.update(k for k in FIT_KS if ctx + s.pass_steps * (k + 1) + k + 1 <= S)
+        out[(b, S, ctx)] = ks
     return out
 
 
@@ -116,24 +127,25 @@ def sweep(state: DemoState) -> pd.DataFrame:
 
     s = state.settings
     calls, keys = [], []
-    for (b, S), ks in sorted(plan(state).items()):
+    for (b, S, ctx), ks in sorted(plan(state).items()):
         for i, k in enumerate(sorted(ks)):
             c = pass_costs.pass_calls(state.target, None, batch=b, cache_len=S, k=k,
-                                      temperature=0.0, steps=s.pass_steps, seed=s.seed)
+                                      temperature=0.0, steps=s.pass_steps, seed=s.seed,
+                                      context=ctx)
             if i == 0:
                 calls.append(c.target_1)
-                keys.append((1, b, S))
+                keys.append((1, b, ctx))
             calls.append(c.verify)
-            keys.append((k + 1, b, S))
+            keys.append((k + 1, b, ctx))
     clock = time.process_time if s.clock == "cpu" else time.perf_counter
     samples, _ = bench.interleaved_rounds(calls, s.sweep_repeats, np.random.default_rng(s.seed),
                                           clock=clock)
     name = state.target.cfg.name
     return pd.DataFrame([{schema.MODEL: fit_key(name), schema.N_TOKENS: n, schema.BATCH: b,
-                          schema.CONTEXT: S // 2,
+                          schema.CONTEXT: ctx,
                           schema.TIME_S: float(np.median(ts)) / s.pass_steps,
                           schema.CLOCK: s.clock}
-                         for (n, b, S), ts in zip(keys, samples)])
+                         for (n, b, ctx), ts in zip(keys, samples)])
 
 
 def fit(state: DemoState, df: pd.DataFrame, ceilings=None) -> dict:

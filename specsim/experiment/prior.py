@@ -182,19 +182,26 @@ def _bytes(cfg, batch: int, context: int) -> float:
     return float(roofline.forward_cost(cfg, batch, 1, context).bytes)
 
 
+def _pass_context(row) -> int:
+    """The context a run's pass programs ran at (its ``pass_context``; half its cache in
+    tables written before the column)."""
+    ctx = row.get(schema.PASS_CONTEXT, math.nan)
+    return int(ctx) if ctx is not None and np.isfinite(ctx) else int(row[schema.CACHE_LEN]) // 2
+
+
 def target_time_model(state: DemoState):
-    """(the target's time model, cache slots -> the context it is read at): the rooflines
-    fitted to the pass-program sweep where the roofline part ran it (context: half the
-    cache, where the programs run), else the one fitted to bare forward passes (context:
-    the cache); (None, None) without either."""
+    """(the target's time model, run row -> the context it is read at): the rooflines
+    fitted to the pass-program sweep where the roofline part ran it (context: where the
+    run's pass programs ran, the loop's mean), else the one fitted to bare forward passes
+    (context: the cache); (None, None) without either."""
     from specsim import batching
     from specsim.experiment import pass_sweep
 
     name = state.target.cfg.name
     if pass_sweep.fit_key(name) in state.fits:
-        return pass_sweep.time_model(state.fits, state.target.cfg), lambda S: S // 2
+        return pass_sweep.time_model(state.fits, state.target.cfg), _pass_context
     if name in state.fits:
-        return batching.fit_time_model(state.fits[name]), lambda S: S
+        return batching.fit_time_model(state.fits[name]), lambda r: int(r[schema.CACHE_LEN])
     return None, None
 
 
@@ -228,7 +235,7 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         e_other = _tokens(r, calibration, OTHER_PROMPTS)[0]
         if not (np.isfinite(e) or np.isfinite(e_other)):
             continue
-        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), at(int(r[schema.CACHE_LEN]))
+        k, b, S = int(r[schema.K]), int(r[schema.BATCH]), at(r)
         costs = (_draft_time(state, r, tm, b, S, pass_fitted), tm(cfg, 1, b, S),
                  tm(cfg, k + 1, b, S))        # the same fitted costs for either α
         m = r[schema.MEASURED_SPEEDUP]

@@ -63,6 +63,8 @@ class DemoSettings:
     max_rounds: int = 12
     target_half_width: float = 0.03
     runs_per_baseline: int = 3       # runs sharing one baseline and passes (`inrun.blocks`)
+    pass_sets: int = 1               # times a block's pass programs run a round, spread
+                                     # among its loops (`inrun.blocks`)
     bootstrap_draws: int = 1000
     # wall seconds from the start of the demo by which its timed rounds end (compile,
     # sweep and calibration included; the report and figures take seconds more); each
@@ -136,7 +138,7 @@ class DemoSettings:
             validation.nonnegative_float("temperatures", t)
         for name in ("max_new_tokens", "repeats", "sweep_repeats", "pass_steps",
                      "shared_repeats", "loop_repeats", "max_rounds", "bootstrap_draws",
-                     "calibration_prompts", "runs_per_baseline"):
+                     "calibration_prompts", "runs_per_baseline", "pass_sets"):
             validation.positive_int(name, getattr(self, name))
         if self.max_rounds < self.repeats:
             raise InvalidArgument(f"max_rounds must be >= repeats (the least rounds, "
@@ -192,7 +194,8 @@ class DemoSettings:
 
         Timing: paired rounds of blocks (`inrun.blocks`: up to three runs of one set of
         rows and one K with the baseline and passes they share, each call's loop program
-        timed alone), three rounds whatever the budget (two degrees of freedom: the
+        timed alone, the passes four times a round, after the baseline and after each
+        run), three rounds whatever the budget (two degrees of freedom: the
         least that gives a usable interval), then more, up to eight, for every block
         whose runs' speedups are not yet known to ±3%, the widest first when the budget
         runs short: the timed rounds end by 540 s from the start (quick: 150 s),
@@ -203,7 +206,7 @@ class DemoSettings:
         not inflate; every call is timed by both clocks at once, so the wall-clock
         speedup stays in every row (``measured_speedup_wall``)."""
         base = dict(parts=DEMO_PARTS, ks=(4,), temperatures=(0.0,), repeats=3, max_rounds=8,
-                    clock="cpu",
+                    clock="cpu", pass_sets=4,
                     shared_repeats=3, sweep_repeats=5,
                     kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=48,
                     drafter_prompt_tokens=64, instrument_alphas=(0.5, 0.7, 0.9),

@@ -22,8 +22,8 @@ def mape_table(result_or_runs) -> pd.DataFrame:
     """The report's one table of prediction errors: per prediction (`PREDICTION_LABELS`)
     and scope (all runs, each drafter kind, each batch), its runs, MAPE, worst error and
     coverage (the share of runs whose prediction lies inside the measured 95%
-    interval) and, for the in-run prediction, agreement (the share whose error's 95%
-    interval holds 0), from `fidelity_summary`. Empty without in-run runs."""
+    interval) and, for the in-run prediction and the cost model alone, agreement (the
+    share whose error's 95% interval holds 0), from `fidelity_summary`. Empty without in-run runs."""
     runs = as_runs(result_or_runs)
     if not has_inrun(runs):
         return pd.DataFrame()
