@@ -416,7 +416,8 @@ def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict
                 if run.acceptance else math.nan,
                 schema.NEW_TOKENS: res.n_generated, schema.ITERATIONS: res.n_iterations,
                 schema.PADDED_PROMPT: res.plan.padded_prompt, schema.CACHE_LEN: group.cache_len,
-                schema.PASS_CONTEXT: pass_context(group, s.pass_steps), schema.CLOCK: s.clock, schema.TEXT: res.text[0] if res.text else "",
+                schema.PASS_CONTEXT: pass_context(group, s.pass_steps), schema.CLOCK: s.clock,
+                schema.TEXT: res.text[0] if res.text else "",
                 schema.MEASURED_INPUTS: ";".join(_measured_inputs(run)), **run.extra})
     return row
 

@@ -85,7 +85,8 @@ def _groups(state: DemoState):
     if "batch" in s.parts:
         for b in s.batches:
             if b > 1:
-                yield b, s.prompt_tokens or 28, s.batch_max_new_tokens or s.max_new_tokens, s.batch_ks
+                yield (b, s.prompt_tokens or 28, s.batch_max_new_tokens or s.max_new_tokens,
+                       s.batch_ks)
     if "fidelity" in s.parts:
         longest = max(len(p) for p in state.prompts.values())
         yield 1, min(longest, s.drafter_prompt_tokens or longest), s.max_new_tokens, s.ks
