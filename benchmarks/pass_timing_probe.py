@@ -7,10 +7,9 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
   decode step (its plain-decoding loop over the decode tokens), interleaved rounds;
   the mean and 95% interval of 100 ln(pass / step) per context.
 * ``sets``: per round, the plain loop and three speculative runs (α 0.5, 0.7, 0.9,
-  8 draft layers), with the pass programs (t_target(1) and the iteration) timed once
-  after the loops, or once after each loop (4 steps or 2 steps a call); the standard
-  deviation over rounds of the prediction's cost ratio ln(t1 / t_iteration) against
-  that of the measured ln(T_AR / T_spec).
+  8 draft layers) with the pass programs (4 steps a call) in each order of `DESIGNS`;
+  the standard deviation over rounds of the measured ln(T_AR / T_spec), of the
+  prediction's cost ratio ln(t1 / t_iteration), and of their difference.
 
     python benchmarks/pass_timing_probe.py context --rounds 30
     python benchmarks/pass_timing_probe.py sets --rounds 20
@@ -73,49 +72,50 @@ def context_probe(rounds: int) -> None:
               f"± {1.96 * x.std(ddof=1) / np.sqrt(rounds):.2f}")
 
 
+DESIGNS = {"one set after the loops": "A012P",
+           "a set after each loop": "AP0P1P2P",
+           "two sets before the loops, two after": "PPA012PP"}
+"""Orders of one round: A the plain loop, 0-2 the speculative runs, P a pass set."""
+
+
 def sets_probe(rounds: int) -> None:
     import jax
     from specsim import pass_costs
 
     state, g, inrun = _setup((0.5, 0.7, 0.9), 0.25)
-    ctx = inrun.loop_context(g)
-    pcs = {st: pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1,
-                                     cache_len=g.cache_len, k=4, steps=st,
-                                     pieces=("target_1", "iteration"), context=ctx)
-           for st in (2, 4)}
+    pc = pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1, cache_len=g.cache_len,
+                               k=4, steps=4, pieces=("target_1", "verify", "iteration"),
+                               context=inrun.loop_context(g))
     ar = inrun._staged(state.target, None, g.runs[0].rows, g, 0, g.max_new_tokens)
     specs = [inrun._staged(state.target, r, r.rows, g, 0, g.max_new_tokens) for r in g.runs]
     for c in (ar, *specs):
         jax.block_until_ready(c())
-    designs = {"one set of 4 steps after the loops": (4, "end"),
-               "a set of 4 steps after each loop": (4, "each"),
-               "a set of 2 steps after each loop": (2, "each")}
-    base, spec = [], [[] for _ in specs]
-    pred = {d: [] for d in designs}
+    rng = np.random.default_rng(0)
+    got = {d: {"ar": [], "spec": [], "t1": [], "it": []} for d in DESIGNS}
     for _ in range(rounds):
-        acc = {d: np.zeros(2) for d in designs}
-
-        def passes(where: str) -> None:
-            for d, (steps, when) in designs.items():
-                if when == where:
-                    pc = pcs[steps]
-                    acc[d] += [_timed(pc.target_1), _timed(pc.iteration)]
-
-        base.append(_timed(ar))
-        passes("each")
-        for j, c in enumerate(specs):
-            spec[j].append(_timed(c))
-            passes("each")
-        passes("end")
-        for d in designs:
-            pred[d].append(acc[d])
+        for d in rng.permutation(list(DESIGNS)):      # the designs in a fresh order
+            spec, t1, it = [0.0] * len(specs), [], []
+            for ch in DESIGNS[d]:
+                if ch == "A":
+                    got[d]["ar"].append(_timed(ar))
+                elif ch == "P":
+                    t1.append(_timed(pc.target_1))
+                    _timed(pc.verify)
+                    it.append(_timed(pc.iteration))
+                else:
+                    spec[int(ch)] = _timed(specs[int(ch)])
+            got[d]["spec"].append(spec)
+            got[d]["t1"].append(np.mean(t1))
+            got[d]["it"].append(np.mean(it))
     sd = lambda x: 100 * float(np.std(x, ddof=1))
-    measured = [sd(np.log(np.asarray(base) / np.asarray(s))) for s in spec]
-    print(f"{rounds} rounds; per-round sd of the measured speedups: "
-          + ", ".join(f"{m:.2f}%" for m in measured))
-    for d, v in pred.items():
-        v = np.asarray(v)
-        print(f"  {d}: sd of the prediction's cost ratio {sd(np.log(v[:, 0] / v[:, 1])):.2f}%")
+    print(f"{rounds} rounds; standard deviation over rounds, per cent")
+    for d, v in got.items():
+        measured = np.log(np.asarray(v["ar"])[:, None] / np.asarray(v["spec"]))    # [R, 3]
+        pred = np.log(np.asarray(v["t1"]) / np.asarray(v["it"]))                    # [R]
+        m = np.mean([sd(measured[:, j]) for j in range(len(specs))])
+        gap = np.mean([sd(pred - measured[:, j]) for j in range(len(specs))])
+        print(f"  {d}: measured speedup {m:.2f}, prediction's cost ratio {sd(pred):.2f}, "
+              f"their difference {gap:.2f}")
 
 
 def main(argv=None) -> None:

@@ -261,29 +261,29 @@ def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
                                                                  ("iteration", "L8", 2))
 
 
-def test_pass_sets_spread_among_a_blocks_loops_and_a_round_averages_them():
-    """With several pass sets a round, each follows a loop (the last one the last loop),
-    spread evenly, and a run's pass time in a round is the mean of its program's calls."""
-    from specsim.experiment.inrun import Group, SpecRun, _pass_positions, _run_times, blocks
+def test_pass_sets_go_around_a_blocks_loops_and_a_round_averages_them():
+    """With several pass sets a round, half run before the block's loops and the rest
+    after, the loops back to back between them; a run's pass time in a round is the mean
+    of its program's calls."""
+    from specsim.experiment.inrun import Group, SpecRun, _run_times, blocks
 
-    assert _pass_positions(4, 1) == [3] and _pass_positions(4, 4) == [0, 1, 2, 3]
-    assert _pass_positions(4, 2) == [1, 3] and _pass_positions(2, 4) == [0, 0, 1, 1]
     rows = ((1, 2),)
     runs = tuple(SpecRun(name=str(i), drafter_kind="x", drafter=None, k=2, kind="code",
                          rows=rows, cost_key="a") for i in range(3))
     group = Group(temperature=0.0, cache_len=64, max_new_tokens=8, runs=runs)
     passes = (("target_1",), ("verify", 2), ("iteration", "a", 2))
-    (every,) = blocks(group, 3, pass_sets=4)
-    assert every.keys == (("ar", rows), *passes, ("spec", 0), *passes, ("spec", 1), *passes,
-                          ("spec", 2), *passes)
-    (two,) = blocks(group, 3, pass_sets=2)
-    assert two.keys == (("ar", rows), ("spec", 0), *passes, ("spec", 1), ("spec", 2), *passes)
+    loops = (("ar", rows), ("spec", 0), ("spec", 1), ("spec", 2))
+    (four,) = blocks(group, 3, pass_sets=4)
+    assert four.keys == passes * 2 + loops + passes * 2
+    (three,) = blocks(group, 3, pass_sets=3)
+    assert three.keys == passes + loops + passes * 2
+    assert blocks(group, 3)[0].keys == loops + passes        # one set: after the loops
     # call j took j + 1 seconds (wall) in each of two rounds
-    per_call = [[[j + 1.0, 0.0]] * 2 for j in range(len(every.keys))]
-    t = _run_times(group, every, 1, per_call)
-    t1_calls = [j + 1.0 for j, key in enumerate(every.keys) if key == ("target_1",)]
+    per_call = [[[j + 1.0, 0.0]] * 2 for j in range(len(four.keys))]
+    t = _run_times(group, four, 1, per_call)
+    t1_calls = [j + 1.0 for j, key in enumerate(four.keys) if key == ("target_1",)]
     assert t["target_1"].shape == (2, 2) and t["target_1"][0, 0] == np.mean(t1_calls)
-    assert t["spec"][1, 0] == every.keys.index(("spec", 1)) + 1.0
+    assert t["spec"][1, 0] == four.keys.index(("spec", 1)) + 1.0
 
 
 def test_passes_run_at_the_loops_mean_context():

@@ -65,8 +65,7 @@ def _add_inrun_arguments(p) -> None:
                         "within this fraction either side (default 0.03)")
     p.add_argument("--pass-sets", type=int, default=None,
                    help="times a round the pass programs a block's predictions read are "
-                        "timed, spread among its loops (default 4: after the baseline and "
-                        "after each run)")
+                        "timed, half before its loops and the rest after (default 4)")
     p.add_argument("--time-budget", type=float, default=None,
                    help="wall seconds from the start by which the timed rounds end, "
                         "compiles included; the in-run parts share what is left (default "

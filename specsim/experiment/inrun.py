@@ -70,24 +70,19 @@ class Block:
     rows and one K) and ``keys``, its calls in the order a round runs them: the shared
     baseline ("ar", rows) and each run ("spec", i), with the pass programs their
     predictions read (t_target(1), t_verify(K+1) and one iteration program per cost key,
-    `pass_costs`) as a set after some of them: a key may occur more than once."""
+    `pass_costs`) as sets before and after them: a key may occur more than once."""
     runs: tuple[int, ...]
     keys: tuple[tuple, ...]
-
-
-def _pass_positions(loops: int, sets: int) -> list[int]:
-    """After which of ``loops`` loop calls each of ``sets`` pass sets runs: spread evenly,
-    the last after the last loop (one set: after the last loop only)."""
-    return [math.ceil((t + 1) * loops / sets) - 1 for t in range(sets)]
 
 
 def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Block]:
     """The group's runs in blocks of one set of rows and one K, at most
     ``runs_per_baseline`` runs each (a larger set split evenly, runs of one cost key kept
     together, so a block times as few iteration programs as it can). A block's pass
-    programs run ``pass_sets`` times a round, spread among its loops (baseline, runs):
-    the drift of a shared machine then falls on the passes as on the loops they are
-    held against (docs/measurement.md, "Rounds")."""
+    programs run ``pass_sets`` times a round, half of them before its loops (the
+    baseline, then each run, back to back) and the rest after: timed around the loops,
+    the passes see the drift of a shared machine as the loops do, and the loops stay
+    side by side (docs/measurement.md, "Rounds")."""
     by_cell: dict[tuple, list[int]] = {}
     for i, run in enumerate(group.runs):
         by_cell.setdefault((run.rows, run.k), []).append(i)
@@ -100,12 +95,8 @@ def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Blo
             drafts = dict.fromkeys(("iteration", group.runs[i].cost_key, k) for i in part)
             passes = (("target_1",), ("verify", k), *drafts)
             loops = (("ar", rows), *(("spec", i) for i in part))
-            where = _pass_positions(len(loops), pass_sets)
-            keys = []
-            for j, loop in enumerate(loops):
-                keys.append(loop)
-                keys.extend(passes * where.count(j))
-            out.append(Block(part, tuple(keys)))
+            before = pass_sets // 2
+            out.append(Block(part, passes * before + loops + passes * (pass_sets - before)))
     return out
 
 

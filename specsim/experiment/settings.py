@@ -63,8 +63,8 @@ class DemoSettings:
     max_rounds: int = 12
     target_half_width: float = 0.03
     runs_per_baseline: int = 3       # runs sharing one baseline and passes (`inrun.blocks`)
-    pass_sets: int = 1               # times a block's pass programs run a round, spread
-                                     # among its loops (`inrun.blocks`)
+    pass_sets: int = 1               # times a block's pass programs run a round, half
+                                     # before its loops, the rest after (`inrun.blocks`)
     bootstrap_draws: int = 1000
     # wall seconds from the start of the demo by which its timed rounds end (compile,
     # sweep and calibration included; the report and figures take seconds more); each
@@ -194,8 +194,8 @@ class DemoSettings:
 
         Timing: paired rounds of blocks (`inrun.blocks`: up to three runs of one set of
         rows and one K with the baseline and passes they share, each call's loop program
-        timed alone, the passes four times a round, after the baseline and after each
-        run), three rounds whatever the budget (two degrees of freedom: the
+        timed alone, the passes four times a round, two sets before the loops and two
+        after), three rounds whatever the budget (two degrees of freedom: the
         least that gives a usable interval), then more, up to eight, for every block
         whose runs' speedups are not yet known to ±3%, the widest first when the budget
         runs short: the timed rounds end by 540 s from the start (quick: 150 s),
