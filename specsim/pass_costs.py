@@ -65,8 +65,8 @@ from specsim.models.config import ModelConfig
 from specsim.models.transformer import forward, forward_hidden, init_cache, project
 from specsim.sampling import SamplingParams, is_finite_row
 
-__all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "pass_calls",
-           "predict_speedup"]
+__all__ = ["TRACE_COUNTS", "PIECES", "Chained", "PassCalls", "PassCosts", "max_context",
+           "pass_calls", "predict_speedup"]
 
 TRACE_COUNTS: collections.Counter = collections.Counter()
 
@@ -229,6 +229,12 @@ class Chained:
 
 
 # ---- calls and costs ---------------------------------------------------------------------------
+def max_context(cache_len: int, k: int, steps: int) -> int:
+    """The longest context at which `pass_calls` fits ``steps`` passes of K + 1 tokens
+    (and a draft's K) into ``cache_len`` slots."""
+    return int(cache_len) - int(steps) * (int(k) + 1) - int(k) - 1
+
+
 PIECES = ("target_1", "verify", "draft", "iteration")
 
 
@@ -269,7 +275,7 @@ def pass_calls(target, drafter, *, batch: int, cache_len: int, k: int,
         raise InvalidArgument(f"context must be an integer >= 2 (cached tokens a pass "
                               f"attends), got {context!r}")
     ctx = S // 2 if context is None else int(context)
-    if ctx + steps * (K + 1) + K + 1 > S or ctx < 2:
+    if ctx > max_context(S, K, steps) or ctx < 2:
         raise InvalidArgument(f"cache_len ({S}) too small for k ({K}), steps ({steps}) and "
                               f"context ({ctx}): need context + steps*(k+1) + k + 1 <= "
                               f"cache_len")

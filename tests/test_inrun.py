@@ -118,7 +118,8 @@ def test_crossing_interpolates_in_log_batch():
     (dict(target_half_width=0.0), "target_half_width"),
     (dict(busy_drift=1.5), "busy_drift"),
     (dict(time_budget_s=-1.0), "time_budget_s"),
-    (dict(calibration_prompts=0), "calibration_prompts")])
+    (dict(calibration_prompts=0), "calibration_prompts"),
+    (dict(pass_sets=0), "pass_sets must be a positive integer")])
 def test_bad_settings_are_clear_errors(kw, match):
     with pytest.raises(InvalidArgument, match=match):
         DemoSettings(**kw)

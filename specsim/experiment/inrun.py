@@ -479,15 +479,23 @@ def loop_context(group: Group) -> int:
     context; the pass programs run here, where the loops spend their steps on average
     (docs/studies/pass-cost-programs.md)."""
     lengths = [len(r) for run in group.runs for r in run.rows]
-    return max(2, round(float(np.mean(lengths)) + (group.max_new_tokens - 1) / 2))
+    return mean_context(float(np.mean(lengths)), group.max_new_tokens)
+
+
+def mean_context(prompt_len: float, max_new_tokens: int) -> int:
+    """A loop's mean context: its prompt plus half its decode tokens (the prefill gives
+    the first new token), at least 2."""
+    return max(2, round(prompt_len + (max_new_tokens - 1) / 2))
 
 
 def pass_context(group: Group, steps: int) -> int:
     """The context the group's pass programs run at: `loop_context`, or less where the
-    cache leaves no room for ``steps`` passes of the widest verify beyond it (the
-    programs' own bound, `pass_costs.pass_calls`)."""
+    cache leaves no room for ``steps`` passes of the widest verify beyond it
+    (`pass_costs.max_context`)."""
+    from specsim.pass_costs import max_context
+
     k = max(run.k for run in group.runs)
-    return max(2, min(loop_context(group), group.cache_len - steps * (k + 1) - k - 1))
+    return max(2, min(loop_context(group), max_context(group.cache_len, k, steps)))
 
 
 def group_cache_len(target, rows, max_new_tokens: int, k_max: int) -> int:

@@ -97,13 +97,14 @@ def plan(state: DemoState) -> dict[tuple[int, int, int], set[int]]:
     K + 1) the in-run parts will run there, from the settings as the parts build their
     groups; the context is the one their pass programs run at (the loops' mean,
     `inrun.pass_context`), averaged where several groups share a cache."""
-    from specsim.experiment.inrun import group_cache_len
+    from specsim.experiment.inrun import group_cache_len, mean_context
+    from specsim.pass_costs import max_context
 
     s, t = state.settings, state.target
     by_cache: dict[tuple[int, int], tuple[set, list]] = {}
     for batch, prompt_len, n, ks in _groups(state):
         S = group_cache_len(t, [[0] * prompt_len], n, max(ks))
-        ctx = min(round(prompt_len + (n - 1) / 2), S - s.pass_steps * (max(ks) + 1) - max(ks) - 1)
+        ctx = min(mean_context(prompt_len, n), max_context(S, max(ks), s.pass_steps))
         widths, ctxs = by_cache.setdefault((batch, S), (set(), []))
         widths.update(int(k) for k in ks)
         ctxs.append(max(2, ctx))
@@ -114,7 +115,7 @@ def plan(state: DemoState) -> dict[tuple[int, int, int], set[int]]:
         # enough widths to fit each side of the kernel's row split: at batch 1 in its
         # smallest cache, and in every cache of a larger batch
         if b > 1 or (single and S == single[0]):
-            ks.update(k for k in FIT_KS if ctx + s.pass_steps * (k + 1) + k + 1 <= S)
+            ks.update(k for k in FIT_KS if ctx <= max_context(S, k, s.pass_steps))
         out[(b, S, ctx)] = ks
     return out
 
