@@ -7,7 +7,7 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
   decode step (its plain-decoding loop over the decode tokens), interleaved rounds;
   the mean and 95% interval of 100 ln(pass / step) per context.
 * ``sets``: per round, the plain loop and three speculative runs (α 0.5, 0.7, 0.9,
-  8 draft layers) with the pass programs (4 steps a call) in each order of `DESIGNS`;
+  8 draft layers) with the pass programs in each order and call length of `DESIGNS`;
   the standard deviation over rounds of the measured ln(T_AR / T_spec), of the
   prediction's cost ratio ln(t1 / t_iteration), and of their difference.
 
@@ -72,10 +72,12 @@ def context_probe(rounds: int) -> None:
               f"± {1.96 * x.std(ddof=1) / np.sqrt(rounds):.2f}")
 
 
-DESIGNS = {"one set after the loops": "A012P",
-           "a set after each loop": "AP0P1P2P",
-           "two sets before the loops, two after": "PPA012PP"}
-"""Orders of one round: A the plain loop, 0-2 the speculative runs, P a pass set."""
+DESIGNS = {"one set after the loops": ("A012P", 4),
+           "a set after each loop": ("AP0P1P2P", 4),
+           "two sets before the loops, two after": ("PPA012PP", 4),
+           "two sets before, two after, 8 steps a call": ("PPA012PP", 8)}
+"""Orders of one round (A the plain loop, 0-2 the speculative runs, P a pass set) and
+the steps of each pass call."""
 
 
 def sets_probe(rounds: int) -> None:
@@ -83,25 +85,29 @@ def sets_probe(rounds: int) -> None:
     from specsim import pass_costs
 
     state, g, inrun = _setup((0.5, 0.7, 0.9), 0.25)
-    pc = pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1, cache_len=g.cache_len,
-                               k=4, steps=4, pieces=("target_1", "verify", "iteration"),
-                               context=inrun.loop_context(g))
+    pc = {steps: pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1,
+                                       cache_len=g.cache_len, k=4, steps=steps,
+                                       pieces=("target_1", "verify", "iteration"),
+                                       context=inrun.loop_context(g))
+          for steps in sorted({steps for _, steps in DESIGNS.values()})}
     ar = inrun._staged(state.target, None, g.runs[0].rows, g, 0, g.max_new_tokens)
     specs = [inrun._staged(state.target, r, r.rows, g, 0, g.max_new_tokens) for r in g.runs]
-    for c in (ar, *specs):
-        jax.block_until_ready(c())
+    for c in (ar, *specs, *(getattr(calls, piece) for calls in pc.values()
+                            for piece in ("target_1", "verify", "iteration"))):
+        _timed(c)                                   # compiled and warm before round one
     rng = np.random.default_rng(0)
     got = {d: {"ar": [], "spec": [], "t1": [], "it": []} for d in DESIGNS}
     for _ in range(rounds):
         for d in rng.permutation(list(DESIGNS)):      # the designs in a fresh order
             spec, t1, it = [0.0] * len(specs), [], []
-            for ch in DESIGNS[d]:
+            order, steps = DESIGNS[d]
+            for ch in order:
                 if ch == "A":
                     got[d]["ar"].append(_timed(ar))
                 elif ch == "P":
-                    t1.append(_timed(pc.target_1))
-                    _timed(pc.verify)
-                    it.append(_timed(pc.iteration))
+                    t1.append(_timed(pc[steps].target_1))
+                    _timed(pc[steps].verify)
+                    it.append(_timed(pc[steps].iteration))
                 else:
                     spec[int(ch)] = _timed(specs[int(ch)])
             got[d]["spec"].append(spec)

@@ -101,10 +101,11 @@ print("t_verify(K+1) / t_target(1) by K:", verify_ratio.round(2).to_dict())
 # %% [markdown]
 # ## The error decomposition
 #
-# predicted / measured = (E_model / E_eff) · (t_target_1 / t1_run) · (t_iter_run / t_iter):
-# the acceptance model, the cost model and the residual loop overhead. In log-percent
-# (100 · ln ratio) the three terms add up to the total, so the largest source of error
-# is the largest term.
+# The in-run prediction takes the acceptance the run had (E_eff = n / I), so
+# predicted / measured = (t_target_1 / t1_run) · (t_iter_run / t_iter): the cost model and
+# the residual loop overhead. In log-percent (100 · ln ratio) the two terms add up to the
+# total, so the largest source of error is the largest term. The acceptance model
+# (E_model against E_eff) is the next section.
 
 # %%
 display(report.decomposition_summary(runs).round(2))

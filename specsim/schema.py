@@ -77,8 +77,9 @@ T_VERIFY_SWEPT = "t_verify_swept"
 T_DRAFT_SWEPT = "t_draft_swept"
 PRED_IID = "pred_speedup_iid"
 PRED_POSITIONAL = "pred_speedup_positional"
-# the in-run costs with the run's own acceptance (n / I): what the cost model alone predicts
-PRED_GIVEN_ACCEPTANCE = "pred_speedup_given_acceptance"
+# the in-run costs with E_model, the expected acceptance at the run's own rates: the cost
+# model and the acceptance model together (its error: err_total + err_acceptance)
+PRED_EXPECTED_ACCEPTANCE = "pred_speedup_expected_acceptance"
 PRED_SWEPT = "pred_speedup_swept_costs"
 PRED_CONSTANT_COST = "pred_speedup_constant_cost"
 MEASURED_SPEEDUP = "measured_speedup"
@@ -93,13 +94,13 @@ PREDICTIONS = (PRED_IID, PRED_POSITIONAL, PRED_SWEPT)
 DRAFTER_KIND = "drafter_kind"              # instrument, ngram, layer-skip, model
 ALPHA_SET = "alpha_set"                    # the instrument's set α (NaN for real drafters)
 DRAFT_LAYERS = "draft_layers"              # target layers one instrument draft step runs
-PREDICTED_SPEEDUP = "predicted_speedup"    # the headline prediction: E_model · t1 / (K t_d + t_v)
-E_MODEL = "E_model"                        # E of the headline: measured α_j, finite run, batch max
+PREDICTED_SPEEDUP = "predicted_speedup"    # the in-run prediction: E_effective · t1 / (K t_d + t_v)
+E_MODEL = "E_model"                        # expected E at the run's α_j, finite run, batch max
 E_EFFECTIVE = "E_effective"                # n decode tokens / batched iterations (measured)
 T_TARGET_1_RUN = "t_target_1_run"          # (T_AR − prefill) / n: the step inside the AR run
 T_ITERATION_RUN = "t_iteration_run"        # (T_spec − prefill) / I: the iteration inside the run
 ERR_TOTAL = "err_total_pct"                # 100 ln(predicted / measured)
-ERR_ACCEPTANCE = "err_acceptance_pct"      # 100 ln(E_model / E_effective)
+ERR_ACCEPTANCE = "err_acceptance_pct"      # 100 ln(E_model / E_effective): the acceptance model
 ERR_COST = "err_cost_pct"                  # 100 ln(t_target_1 / t_target_1_run)
 ERR_OVERHEAD = "err_overhead_pct"          # 100 ln(t_iteration_run / (K t_draft + t_verify))
 ERR_ACCEPT_IID = "err_accept_iid_pct"      # 100 ln(E_iid / E_effective)
@@ -107,7 +108,7 @@ ERR_ACCEPT_POSITIONAL = "err_accept_positional_pct"
 ERR_ACCEPT_TPI = "err_accept_tpi_pct"      # 100 ln(mean tokens per iteration / E_effective)
 PRED_SET_ALPHA = "pred_speedup_set_alpha"  # instrument: E from the set α alone (finite run)
 ERR_ACCEPT_SET = "err_accept_set_pct"      # 100 ln(E from the set α / E_effective)
-PRED_FIT = "pred_speedup_fit"              # headline E with the fitted roofline's pass times
+PRED_FIT = "pred_speedup_fit"              # E_effective with the fitted roofline's pass times
 ERR_COST_FIT = "err_cost_fit_pct"          # 100 ln(pred_speedup_fit / predicted_speedup)
 # the 95% range of err_acceptance over runs simulated at the run's rates, length and batch
 # (`finite_run.acceptance_term_draws`): the run's own draw, which no timing interval holds
@@ -137,7 +138,7 @@ PRED_PRIOR = "pred_speedup_prior"
 ERR_PRIOR = "err_prior_pct"                # 100 ln(pred_speedup_prior / measured)
 ERR_PRIOR_CI_LO = "err_prior_ci_lo_pct"    # from the measured speedup's interval (the
 ERR_PRIOR_CI_HI = "err_prior_ci_hi_pct"    # prediction itself holds no timing of the run)
-ERR_PRIOR_ALPHA = "err_prior_alpha_pct"    # 100 ln(E from the α known before / E_model)
+ERR_PRIOR_ALPHA = "err_prior_alpha_pct"    # 100 ln(E from the α known before / E_effective)
 ERR_PRIOR_FIT = "err_prior_fit_pct"        # the fitted pass times against the in-run ones
 # err_prior = err_prior_alpha + err_prior_fit + err_total (the in-run prediction's miss)
 ALPHA_PRIOR = "alpha_prior"                # the per-position α it used, ";"-joined
@@ -154,10 +155,11 @@ PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedu
 """The measured and predicted speedup by each clock (every call is timed by both at once;
 CLOCK says which one the row's other columns use)."""
 MEASURED_INPUTS = "measured_inputs"
-DECOMPOSITION = (ERR_ACCEPTANCE, ERR_COST, ERR_OVERHEAD)
-"""The three log-percent terms; they add up to ERR_TOTAL exactly."""
+DECOMPOSITION = (ERR_COST, ERR_OVERHEAD)
+"""The two log-percent terms of the in-run prediction's miss; they add up to ERR_TOTAL
+exactly (ERR_ACCEPTANCE, the acceptance model's term, is scored apart)."""
 CONTRACT = (DRAFTER, K, BATCH, TEMPERATURE, ALPHA, TOKENS_PER_ITERATION, COST_RATIO,
-            MEASURED_SPEEDUP, PREDICTED_SPEEDUP, ERR_TOTAL, *DECOMPOSITION)
+            MEASURED_SPEEDUP, PREDICTED_SPEEDUP, ERR_TOTAL, *DECOMPOSITION, ERR_ACCEPTANCE)
 """The columns other tools may rely on in results/demo/runs.csv (one row per speculative
 run; ``alpha`` is alpha_per_slot, measured)."""
 FIDELITY = "fidelity"                      # results/demo/fidelity.json

@@ -96,7 +96,7 @@ def test_positional_prediction_uses_the_measured_tokens_per_iteration(demo):
     for _, r in spec[spec[schema.DRAFTER].str.startswith("ngram")].iterrows():
         k, S = int(r[schema.K]), int(r[schema.CACHE_LEN])
         expected = analytic.speedup_from_costs(
-            r[schema.E_MODEL], k, 0.0, fit_t.predict_forward(cfg, 1, 1, S),
+            r[schema.E_EFFECTIVE], k, 0.0, fit_t.predict_forward(cfg, 1, 1, S),
             fit_t.predict_forward(cfg, k + 1, 1, S))
         assert r[schema.PRED_FIT] == pytest.approx(expected)
     assert (spec[schema.T_DRAFT] >= 0).all()
@@ -152,7 +152,7 @@ def test_the_prediction_before_the_run_uses_the_fit_and_calibrated_alpha(demo):
         assert (r[schema.ERR_PRIOR_CI_LO], r[schema.ERR_PRIOR_CI_HI]) == pytest.approx(
             (100 * np.log(r[schema.PRED_PRIOR] / hi), 100 * np.log(r[schema.PRED_PRIOR] / lo)))
         # its miss in three terms that add up: α before the run, fitted costs, in-run miss
-        assert r[schema.ERR_PRIOR_ALPHA] == pytest.approx(100 * np.log(e / r[schema.E_MODEL]))
+        assert r[schema.ERR_PRIOR_ALPHA] == pytest.approx(100 * np.log(e / r[schema.E_EFFECTIVE]))
         assert r[schema.ERR_PRIOR_ALPHA] + r[schema.ERR_PRIOR_FIT] + r[schema.ERR_TOTAL] == \
             pytest.approx(r[schema.ERR_PRIOR])
     # every run carries its interval and rounds; fidelity.json scores both predictions

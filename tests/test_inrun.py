@@ -35,20 +35,22 @@ def test_decomposition_adds_up(seed):
     # measured: decode time ratio, independent of the factorisation
     measured = (c["t_ar"] - c["prefill"]) / (c["t_spec"] - c["prefill_spec"])
     assert row[S.MEASURED_SPEEDUP] == pytest.approx(measured, rel=1e-12)
-    # predicted: the closed form with measured costs
-    pred = c["e_model"] * c["t_target_1"] / (c["k"] * c["t_draft"] + c["t_verify"])
+    # predicted: the closed form with measured costs and the run's own n / I
+    e_eff = c["n_tokens"] / c["iterations"]
+    pred = e_eff * c["t_target_1"] / (c["k"] * c["t_draft"] + c["t_verify"])
     assert row[S.PREDICTED_SPEEDUP] == pytest.approx(pred, rel=1e-12)
+    assert S.DECOMPOSITION == (S.ERR_COST, S.ERR_OVERHEAD)
     terms = [row[t] for t in S.DECOMPOSITION]
     assert sum(terms) == pytest.approx(row[S.ERR_TOTAL], abs=1e-9)
     assert math.prod(math.exp(t / 100) for t in terms) == pytest.approx(pred / measured, rel=1e-9)
     assert row[S.LOOP_OVERHEAD] == pytest.approx(math.exp(row[S.ERR_OVERHEAD] / 100))
-    # the cost model alone: the run's own n / I for E; its miss is the total less the
-    # acceptance term
-    given = row[S.PRED_GIVEN_ACCEPTANCE]
-    assert given == pytest.approx(pred * (c["n_tokens"] / c["iterations"]) / c["e_model"],
-                                  rel=1e-12)
-    assert 100 * math.log(given / measured) == pytest.approx(
-        row[S.ERR_COST] + row[S.ERR_OVERHEAD], abs=1e-9)
+    # with the expected acceptance (E_model) instead: its miss is the in-run one plus the
+    # acceptance model's term
+    expected = row[S.PRED_EXPECTED_ACCEPTANCE]
+    assert expected == pytest.approx(pred * c["e_model"] / e_eff, rel=1e-12)
+    assert row[S.ERR_ACCEPTANCE] == pytest.approx(100 * math.log(c["e_model"] / e_eff))
+    assert 100 * math.log(expected / measured) == pytest.approx(
+        row[S.ERR_TOTAL] + row[S.ERR_ACCEPTANCE], abs=1e-9)
 
 
 @pytest.mark.parametrize("bad, match", [(dict(t_draft=-1e-3), "t_draft"),
@@ -264,8 +266,8 @@ def test_blocks_share_a_baseline_and_passes_among_runs_of_one_rows_and_k():
 
 def test_pass_sets_go_around_a_blocks_loops_and_a_round_averages_them():
     """With several pass sets a round, half run before the block's loops and the rest
-    after, the loops back to back between them; a run's pass time in a round is the mean
-    of its program's calls."""
+    after, the loops back to back between them, the verify pass in the outermost set on
+    each side only; a run's pass time in a round is the mean of its program's calls."""
     from specsim.experiment.inrun import Group, SpecRun, _run_times, blocks
 
     rows = ((1, 2),)
@@ -273,17 +275,23 @@ def test_pass_sets_go_around_a_blocks_loops_and_a_round_averages_them():
                          rows=rows, cost_key="a") for i in range(3))
     group = Group(temperature=0.0, cache_len=64, max_new_tokens=8, runs=runs)
     passes = (("target_1",), ("verify", 2), ("iteration", "a", 2))
+    light = (("target_1",), ("iteration", "a", 2))           # what the prediction reads
     loops = (("ar", rows), ("spec", 0), ("spec", 1), ("spec", 2))
     (four,) = blocks(group, 3, pass_sets=4)
-    assert four.keys == passes * 2 + loops + passes * 2
+    assert four.keys == passes + light + loops + light + passes
     (three,) = blocks(group, 3, pass_sets=3)
-    assert three.keys == passes + loops + passes * 2
+    assert three.keys == passes + loops + light + passes
+    (eight,) = blocks(group, 3, pass_sets=8)
+    assert eight.keys == passes + light * 3 + loops + light * 3 + passes
+    assert eight.keys.count(("verify", 2)) == 2 and eight.keys.count(("target_1",)) == 8
+    assert blocks(group, 3, pass_sets=2)[0].keys == passes + loops + passes
     assert blocks(group, 3)[0].keys == loops + passes        # one set: after the loops
     # call j took j + 1 seconds (wall) in each of two rounds
     per_call = [[[j + 1.0, 0.0]] * 2 for j in range(len(four.keys))]
     t = _run_times(group, four, 1, per_call)
-    t1_calls = [j + 1.0 for j, key in enumerate(four.keys) if key == ("target_1",)]
-    assert t["target_1"].shape == (2, 2) and t["target_1"][0, 0] == np.mean(t1_calls)
+    for role, key in (("target_1", ("target_1",)), ("verify", ("verify", 2))):
+        calls = [j + 1.0 for j, k in enumerate(four.keys) if k == key]
+        assert t[role].shape == (2, 2) and t[role][0, 0] == np.mean(calls)
     assert t["spec"][1, 0] == four.keys.index(("spec", 1)) + 1.0
 
 
@@ -404,7 +412,7 @@ def test_draw_summary_follows_its_definition():
                          S.ERR_ACCEPTANCE_DRAW_LO: [-2.0, -2.0, -1.0, np.nan],
                          S.ERR_ACCEPTANCE_DRAW_HI: [2.0, 4.0, 1.0, np.nan],
                          S.MEASURED_HALF_WIDTH: [0.01, 0.04, 0.02, 0.01],
-                         S.ERR_TOTAL: [2.5, -3.0, 1.0, 0.0],
+                         S.ERR_TOTAL: [1.0, -3.0, 0.5, 0.0],
                          S.ERR_TOTAL_CI_LO: [1.0, -4.0, 2.0, -1.0],
                          S.ERR_TOTAL_CI_HI: [4.0, -2.0, 4.0, 1.0]})
     d = draw_summary(spec)
@@ -413,5 +421,6 @@ def test_draw_summary_follows_its_definition():
     assert d["draw_half_width_median_pct"] == pytest.approx(2.0)       # of 2, 3, 1
     assert d["measured_half_width_median_pct"] == pytest.approx(2.0)   # of 1, 4, 2
     assert d["draw_wider_than_measured_pct"] == pytest.approx(100 / 3, abs=0.1)
-    # off the draw's midpoint by 2.5, 4, 1 against hypot(1.5, 2) = 2.5, hypot(1, 3), hypot(1, 1)
+    # the expected acceptance's errors 2, -6, 1 are off the draw's midpoints (0, 1, 0)
+    # by 2, 7, 1 against hypot(1.5, 2) = 2.5, hypot(1, 3), hypot(1, 1): two agree
     assert d["agreement_with_draw_pct"] == pytest.approx(100 * 2 / 3, abs=0.1)

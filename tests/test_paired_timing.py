@@ -375,14 +375,14 @@ def test_score_counts_coverage_and_agreement_by_hand():
                                            abs=1e-3)
     d[S.PRED_PRIOR] = d[S.PREDICTED_SPEEDUP]
     assert score(d, S.PRED_PRIOR)["agreement_pct"] is None
-    # given the run's acceptance, the error's interval is the in-run one less the
-    # acceptance term (a constant of the run): shifted by -2, -2, +1, +25
-    d[S.PRED_GIVEN_ACCEPTANCE] = d[S.PREDICTED_SPEEDUP]
-    d[S.ERR_ACCEPTANCE] = [2.0, 2.0, -1.0, 25.0]
+    # with the expected acceptance, the error's interval is the in-run one plus the
+    # acceptance term (a constant of the run): shifted by -2, -2, +1, -25
+    d[S.PRED_EXPECTED_ACCEPTANCE] = d[S.PREDICTED_SPEEDUP]
+    d[S.ERR_ACCEPTANCE] = [-2.0, -2.0, 1.0, -25.0]
     # intervals [-3, -1], [-2.5, 8], [-8, 0.9], [-5, 10]: three hold 0
-    assert score(d, S.PRED_GIVEN_ACCEPTANCE)["agreement_pct"] == 75.0
+    assert score(d, S.PRED_EXPECTED_ACCEPTANCE)["agreement_pct"] == 75.0
     assert score(d.drop(columns=[S.ERR_ACCEPTANCE]),
-                 S.PRED_GIVEN_ACCEPTANCE)["agreement_pct"] is None
+                 S.PRED_EXPECTED_ACCEPTANCE)["agreement_pct"] is None
 
 
 def test_the_prior_reads_the_fit_where_the_runs_passes_ran():

@@ -100,7 +100,8 @@ def test_the_headline_names_a_drafter_a_user_can_deploy():
 
 def test_one_table_of_prediction_errors_labels_each_prediction():
     """The report's errors come in one table: the prediction before the run, the in-run
-    one and the cost model alone, each labelled, with coverage beside MAPE and worst."""
+    one and the one with the expected acceptance, each labelled, with coverage beside MAPE
+    and worst."""
     runs = pd.DataFrame({
         S.DRAFTER: ["ngram-3", "ngram-3", "instrument:a0.9:L0", S.AUTOREGRESSIVE],
         S.DRAFTER_KIND: ["ngram", "ngram", "instrument", S.AUTOREGRESSIVE],

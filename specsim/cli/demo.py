@@ -65,7 +65,8 @@ def _add_inrun_arguments(p) -> None:
                         "within this fraction either side (default 0.03)")
     p.add_argument("--pass-sets", type=int, default=None,
                    help="times a round the pass programs a block's predictions read are "
-                        "timed, half before its loops and the rest after (default 4)")
+                        "timed, half before its loops and the rest after, the verify "
+                        "pass in the outermost set each side (default 8; quick 4)")
     p.add_argument("--time-budget", type=float, default=None,
                    help="wall seconds from the start by which the timed rounds end, "
                         "compiles included; the in-run parts share what is left (default "
@@ -104,7 +105,7 @@ def _cmd_demo(args) -> int:
     predicted from in paired rounds until its speedup is known to ±3% (or the time
     budget is spent); predicts every speedup before
     the run (fitted roofline, the drafter's α) and from its rounds, decomposes every
-    miss (acceptance, cost, loop overhead) and writes runs.csv, fidelity.json, report.md
+    miss (cost, loop overhead; acceptance apart) and writes runs.csv, fidelity.json, report.md
     and figures. --parts hardware adds datasheet hardware."""
     if args.analytic_only:
         from specsim.plots.analytic import analytic_report

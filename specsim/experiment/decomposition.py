@@ -4,14 +4,22 @@ decomposition of its miss (NumPy only; the numbers come from `specsim.experiment
 With n decode tokens per row, I batched iterations, the run's effective tokens per
 iteration E_eff = n / I, the in-run autoregressive step t1_run = (T_AR − prefill) / n and
 the in-run iteration t_iter_run = (T_spec − prefill) / I, the measured speedup is
-exactly ``E_eff · t1_run / t_iter_run``. The headline prediction is
-``E_model · t1 / t_iter`` with t1 and t_iter = K · t_draft + t_verify(K+1) timed by the
-pass programs of `specsim.pass_costs` in the same rounds. So
+exactly ``E_eff · t1_run / t_iter_run``. The in-run prediction is ``E_eff · t1 / t_iter``
+with t1 and t_iter = K · t_draft + t_verify(K+1) timed by the pass programs of
+`specsim.pass_costs` in the same rounds: the acceptance the run had, the costs timed
+beside it. So
 
-    predicted / measured = (E_model / E_eff) · (t1 / t1_run) · (t_iter_run / t_iter)
-                            acceptance model    cost model       residual loop overhead
+    predicted / measured = (t1 / t1_run) · (t_iter_run / t_iter)
+                            cost model       residual loop overhead
 
-and in log-percent (100 · ln ratio) the three terms add up to the total error exactly.
+and in log-percent (100 · ln ratio) the two terms add up to the total error exactly.
+
+The acceptance model is scored apart: E_model, the expected tokens per iteration of a run
+of this length and batch at the run's own per-position rates, against E_eff. At batch 1
+the rates' product telescopes to the run's own tokens per iteration, so E_model differs
+from E_eff only by the last iteration's overshoot (an integer number of tokens, a
+quantisation of the run that no timing interval holds); at larger batches also by the
+slowest row (docs/measurement.md, "Which acceptance the in-run prediction takes").
 """
 
 from __future__ import annotations
@@ -39,8 +47,8 @@ def finite_run_tokens(pmf, n_tokens: int, batch: int) -> float:
 def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: float,
               t_spec: float, prefill: float, prefill_spec: float, t_target_1: float,
               t_verify: float, t_draft: float) -> dict[str, float]:
-    """Measured and predicted speedup of one run and the three factors of their ratio
-    (see the module docstring). Times in seconds; ``t_ar``/``t_spec`` whole runs,
+    """Measured and predicted speedup of one run, the two factors of their ratio and the
+    acceptance model's term (see the module docstring). Times in seconds; ``t_ar``/``t_spec`` whole runs,
     ``prefill``/``prefill_spec`` their prefill, pass times per pass. A run whose time
     does not exceed its prefill's has no measured speedup (NaN, and NaN errors)."""
     for name, v in (("n_tokens", n_tokens), ("iterations", iterations), ("k", k)):
@@ -60,14 +68,14 @@ def decompose(*, e_model: float, n_tokens: int, iterations: int, k: int, t_ar: f
         measured = e_eff * t1_run / titer_run
     else:   # decode time not above its prefill's (a tiny model, noise): nothing measured
         t1_run = titer_run = measured = math.nan
-    predicted = float(analytic.speedup_from_costs(e_model, k, t_draft, t_target_1, t_verify))
+    predicted = float(analytic.speedup_from_costs(e_eff, k, t_draft, t_target_1, t_verify))
     return {schema.E_EFFECTIVE: e_eff, schema.E_MODEL: e_model,
             schema.T_TARGET_1_RUN: t1_run, schema.T_ITERATION_RUN: titer_run,
             schema.T_TARGET_1: t_target_1, schema.T_VERIFY: t_verify, schema.T_DRAFT: t_draft,
             schema.COST_RATIO: t_draft / t_target_1, schema.MEASURED_SPEEDUP: measured,
             schema.PREDICTED_SPEEDUP: predicted,
-            schema.PRED_GIVEN_ACCEPTANCE: float(analytic.speedup_from_costs(
-                e_eff, k, t_draft, t_target_1, t_verify)),
+            schema.PRED_EXPECTED_ACCEPTANCE: float(analytic.speedup_from_costs(
+                e_model, k, t_draft, t_target_1, t_verify)),
             schema.ERR_TOTAL: log_pct(predicted / measured),
             schema.ERR_ACCEPTANCE: log_pct(e_model / e_eff),
             schema.ERR_COST: log_pct(t_target_1 / t1_run),
@@ -100,7 +108,7 @@ def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_S
     of prediction ``pred`` against ``meas`` over the rows of ``d`` with both finite:
     relative error |predicted − measured| / measured in per cent; coverage, the share of
     runs whose prediction lies inside the measured speedup's 95% interval; and, for the
-    in-run prediction and the one given the run's acceptance, agreement, the share whose
+    in-run prediction and the one with the expected acceptance, agreement, the share whose
     error's 95% interval (both sides resampled over the same paired rounds, so the pass
     programs' timing noise counts as well as the run's) holds 0 (None where the intervals
     are missing)."""
@@ -125,16 +133,16 @@ def score(d, pred: str = schema.PREDICTED_SPEEDUP, meas: str = schema.MEASURED_S
 def _error_interval(d, pred: str):
     """(lo, hi) of the 95% interval of prediction ``pred``'s error in log-percent over the
     rows of ``d``, or None where the runs table has none: the in-run prediction's own, and
-    the same less the acceptance term for the prediction given the run's acceptance (its
-    E is a constant of the run, so its error's interval is the in-run one shifted)."""
+    the same plus the acceptance term for the prediction with the expected acceptance
+    (E_model is a constant of the run, so its error's interval is the in-run one shifted)."""
     if schema.ERR_TOTAL_CI_LO not in d:
         return None
     lo, hi = d[schema.ERR_TOTAL_CI_LO].astype(float), d[schema.ERR_TOTAL_CI_HI].astype(float)
     if pred == schema.PREDICTED_SPEEDUP:
         return lo, hi
-    if pred == schema.PRED_GIVEN_ACCEPTANCE and schema.ERR_ACCEPTANCE in d:
+    if pred == schema.PRED_EXPECTED_ACCEPTANCE and schema.ERR_ACCEPTANCE in d:
         term = d[schema.ERR_ACCEPTANCE].astype(float)
-        return lo - term, hi - term
+        return lo + term, hi + term
     return None
 
 
@@ -144,9 +152,9 @@ def fidelity_summary(runs) -> dict:
     prediction against its own measurement); ``prior``: the prediction made before the
     run (fitted roofline, the drafter's α on the run's prompt known beforehand), overall
     and by drafter kind; ``prior_other_prompts``: the same with α from other prompts of
-    the kind; ``given_acceptance``: the in-run costs with the run's own acceptance (E = n /
-    I, no acceptance model), which scores the cost model alone; ``acceptance_draw``
-    (`draw_summary`)."""
+    the kind; ``expected_acceptance``: the in-run costs with E_model, the expected
+    acceptance of a run of this length at the run's own rates, which adds the acceptance
+    model to the cost model; ``acceptance_draw`` (`draw_summary`)."""
     spec = schema.speculative(runs)
     spec = spec[np.isfinite(spec[schema.PREDICTED_SPEEDUP]) & np.isfinite(spec[schema.MEASURED_SPEEDUP])]
     out = score(spec)
@@ -165,12 +173,12 @@ def fidelity_summary(runs) -> dict:
                                       for k, g in spec.groupby(schema.DRAFTER_KIND)}
     if schema.ERR_ACCEPTANCE_DRAW_LO in spec:
         out["acceptance_draw"] = draw_summary(spec)
-    if schema.PRED_GIVEN_ACCEPTANCE in spec:      # the cost model alone (E = the run's n / I)
-        given = spec[np.isfinite(spec[schema.PRED_GIVEN_ACCEPTANCE])]
-        out["given_acceptance"] = score(given, schema.PRED_GIVEN_ACCEPTANCE)
-        out["given_acceptance"]["by_batch"] = {
-            str(int(k)): score(g, schema.PRED_GIVEN_ACCEPTANCE)
-            for k, g in given.groupby(schema.BATCH)}
+    if schema.PRED_EXPECTED_ACCEPTANCE in spec:   # adds the acceptance model (E_model)
+        expected = spec[np.isfinite(spec[schema.PRED_EXPECTED_ACCEPTANCE])]
+        out["expected_acceptance"] = score(expected, schema.PRED_EXPECTED_ACCEPTANCE)
+        out["expected_acceptance"]["by_batch"] = {
+            str(int(k)): score(g, schema.PRED_EXPECTED_ACCEPTANCE)
+            for k, g in expected.groupby(schema.BATCH)}
     return out
 
 
@@ -180,9 +188,10 @@ def draw_summary(spec) -> dict:
     acceptance model holds), the median half-width of that range against the median
     measured 95% half-width (both in per cent), and the share of runs whose draw
     half-width exceeds their measured one (a run whose acceptance term alone can leave
-    the measured interval); and agreement with the draw, the share of runs whose total
-    error, less the draw's midpoint, lies within the error's 95% half-width (timing of
-    both sides) and the draw's combined in quadrature."""
+    the measured interval); and agreement with the draw, the share of runs whose error
+    with the expected acceptance (the in-run error plus the acceptance term), less the
+    draw's midpoint, lies within the in-run error's 95% half-width (timing of both sides)
+    and the draw's combined in quadrature."""
     lo = spec[schema.ERR_ACCEPTANCE_DRAW_LO].astype(float)
     d = spec[np.isfinite(lo)]
     if not len(d):
@@ -194,7 +203,7 @@ def draw_summary(spec) -> dict:
     out = {}
     if schema.ERR_TOTAL_CI_LO in d:
         err_half = (d[schema.ERR_TOTAL_CI_HI] - d[schema.ERR_TOTAL_CI_LO]).astype(float) / 2
-        off = (d[schema.ERR_TOTAL].astype(float) - (lo + hi) / 2).abs()
+        off = (d[schema.ERR_TOTAL].astype(float) + term - (lo + hi) / 2).abs()
         ok = np.isfinite(err_half) & np.isfinite(off)
         if ok.any():
             out["agreement_with_draw_pct"] = round(100 * float(

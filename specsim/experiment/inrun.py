@@ -70,7 +70,7 @@ class Block:
     rows and one K) and ``keys``, its calls in the order a round runs them: the shared
     baseline ("ar", rows) and each run ("spec", i), with the pass programs their
     predictions read (t_target(1), t_verify(K+1) and one iteration program per cost key,
-    `pass_costs`) as sets before and after them: a key may occur more than once."""
+    `pass_costs`) as sets before and after them: a key may occur more than once (`_around`)."""
     runs: tuple[int, ...]
     keys: tuple[tuple, ...]
 
@@ -82,7 +82,8 @@ def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Blo
     programs run ``pass_sets`` times a round, half of them before its loops (the
     baseline, then each run, back to back) and the rest after: timed around the loops,
     the passes see the drift of a shared machine as the loops do, and the loops stay
-    side by side (docs/measurement.md, "Rounds")."""
+    side by side (docs/measurement.md, "Rounds"). The verify pass, which the prediction
+    does not read, runs in the outermost set on each side only (`_around`)."""
     by_cell: dict[tuple, list[int]] = {}
     for i, run in enumerate(group.runs):
         by_cell.setdefault((run.rows, run.k), []).append(i)
@@ -93,11 +94,21 @@ def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Blo
         for part in np.array_split(np.asarray(idx), n):
             part = tuple(int(i) for i in part)
             drafts = dict.fromkeys(("iteration", group.runs[i].cost_key, k) for i in part)
-            passes = (("target_1",), ("verify", k), *drafts)
             loops = (("ar", rows), *(("spec", i) for i in part))
-            before = pass_sets // 2
-            out.append(Block(part, passes * before + loops + passes * (pass_sets - before)))
+            out.append(Block(part, _around(loops, (("target_1",), *drafts), ("verify", k),
+                                           pass_sets)))
     return out
+
+
+def _around(loops: tuple, predicting: tuple, verify: tuple, sets: int) -> tuple:
+    """``sets`` pass sets around ``loops``, half before and the rest after. Every set runs
+    the programs the prediction reads (t_target(1) and the iteration: E · t1 / t_iter);
+    the verify pass, which only splits the iteration into K · t_draft + t_verify, runs in
+    the outermost set on each side."""
+    before, after = sets // 2, sets - sets // 2
+    full = (predicting[0], verify, *predicting[1:])
+    head = (full + predicting * (before - 1)) if before else ()
+    return head + loops + predicting * (after - 1) + full
 
 
 def _both_clocks() -> np.ndarray:
@@ -277,9 +288,9 @@ def _run_rates(stats) -> np.ndarray:
 
 
 def _e_model(run: SpecRun, stats, n: int, batch: int) -> float:
-    """E of the headline for a finite run of n tokens whose slowest of ``batch`` rows ends
-    it, from the run's measured per-position rates: the prediction checks the cost model
-    given the acceptance the run had."""
+    """The acceptance model's E for a finite run of n tokens whose slowest of ``batch``
+    rows ends it, from the run's measured per-position rates (scored against the run's
+    own n / I apart from the in-run prediction, `decomposition`)."""
     from specsim import simulate
     return _e_finite(simulate.tokens_pmf_positional(_run_rates(stats)), n, batch)
 
@@ -342,7 +353,7 @@ def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: 
 
 
 def interval_columns(state: DemoState, group: Group, i: int, times: dict,
-                     e_model: float) -> dict:
+                     e_eff: float) -> dict:
     """The 95% intervals over run ``i``'s paired rounds (``settings.clock``;
     `intervals.interval`): measured and predicted speedup, the total error, and each
     pass time."""
@@ -356,7 +367,7 @@ def interval_columns(state: DemoState, group: Group, i: int, times: dict,
     def statistics(m: dict) -> dict:
         measured = measured_statistic(m)
         t1, tv, td = _pass_times(m, run, s.pass_steps)
-        predicted = e_model * t1 / (run.k * td + tv)
+        predicted = e_eff * t1 / (run.k * td + tv)
         with np.errstate(divide="ignore", invalid="ignore"):
             err = 100 * np.log(predicted / measured)
         return {(schema.MEASURED_CI_LO, schema.MEASURED_CI_HI): measured,
@@ -388,7 +399,7 @@ def run_row(state: DemoState, group: Group, i: int, timing: GroupTiming) -> dict
     for name, r in rows.items():
         row[schema.MEASURED_BY_CLOCK[name]] = r[schema.MEASURED_SPEEDUP]
         row[schema.PREDICTED_BY_CLOCK[name]] = r[schema.PREDICTED_SPEEDUP]
-    row.update(interval_columns(state, group, i, times, row[schema.E_MODEL]))
+    row.update(interval_columns(state, group, i, times, row[schema.E_EFFECTIVE]))
     lo, hi, m = row[schema.MEASURED_CI_LO], row[schema.MEASURED_CI_HI], row[schema.MEASURED_SPEEDUP]
     ar = times["ar"][:, CLOCKS.index(s.clock)]
     wall_cpu = np.sum([v.sum(axis=0) for v in times.values()], axis=0)

@@ -252,10 +252,10 @@ def prior_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
         if pred > 0 and lo > 0 and hi > 0:
             out.loc[i, [schema.ERR_PRIOR_CI_LO, schema.ERR_PRIOR_CI_HI]] = [
                 100 * math.log(pred / hi), 100 * math.log(pred / lo)]
-        e_run, inrun = r.get(schema.E_MODEL, math.nan), r.get(schema.ERR_TOTAL, math.nan)
+        e_run, inrun = r.get(schema.E_EFFECTIVE, math.nan), r.get(schema.ERR_TOTAL, math.nan)
         if np.isfinite(err) and np.isfinite(e_run) and np.isfinite(inrun) and e_run > 0:
-            # the miss in three: the α known before against the run's own α_j, the fitted
-            # pass times against the run's own, and the in-run prediction's miss
+            # the miss in three: the α known before against the acceptance the run had,
+            # the fitted pass times against the run's own, and the in-run prediction's miss
             alpha_term = 100 * math.log(e / e_run)
             out.loc[i, [schema.ERR_PRIOR_ALPHA, schema.ERR_PRIOR_FIT]] = [
                 alpha_term, err - alpha_term - inrun]

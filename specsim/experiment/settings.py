@@ -194,8 +194,8 @@ class DemoSettings:
 
         Timing: paired rounds of blocks (`inrun.blocks`: up to three runs of one set of
         rows and one K with the baseline and passes they share, each call's loop program
-        timed alone, the passes four times a round, two sets before the loops and two
-        after), three rounds whatever the budget (two degrees of freedom: the
+        timed alone, the passes the prediction reads eight times a round (quick: four),
+        half before the loops and half after), three rounds whatever the budget (two degrees of freedom: the
         least that gives a usable interval), then more, up to eight, for every block
         whose runs' speedups are not yet known to ±3%, the widest first when the budget
         runs short: the timed rounds end by 540 s from the start (quick: 150 s),
@@ -206,7 +206,7 @@ class DemoSettings:
         not inflate; every call is timed by both clocks at once, so the wall-clock
         speedup stays in every row (``measured_speedup_wall``)."""
         base = dict(parts=DEMO_PARTS, ks=(4,), temperatures=(0.0,), repeats=3, max_rounds=8,
-                    clock="cpu", pass_sets=4,
+                    clock="cpu", pass_sets=8,
                     shared_repeats=3, sweep_repeats=5,
                     kinds=("code", "extraction"), max_new_tokens=40, batch_max_new_tokens=48,
                     drafter_prompt_tokens=64, instrument_alphas=(0.5, 0.7, 0.9),
@@ -221,7 +221,7 @@ class DemoSettings:
             # extraction, 0.15 on code at K 4 (0.01-0.02 with the instrument's 28 tokens)
             base.update(drafter_prompt_tokens=64)
             base.update(ks=(4,), drafters=("ngram",), quick=True, instrument_costs=(0.0,),
-                        shared_repeats=2, time_budget_s=150.0,
+                        shared_repeats=2, time_budget_s=150.0, pass_sets=4,
                         reserve_s=10.0, calibration_prompts=1,
                         batch_max_new_tokens=0, policy_max_new_tokens=0,
                         sweep_repeats=5, instrument_alphas=(0.5, 0.9), instrument_ks=(2, 4),

@@ -13,8 +13,8 @@ from specsim.report.tables import as_runs, markdown_table, speedup_table
 PREDICTION_LABELS = {
     "prior": "before the run (fitted roofline, the drafter's α on this prompt)",
     "prior_other_prompts": "before the run, α from other prompts of the kind",
-    "inrun": "in-run (the run's own pass times and α_j)",
-    "given": "cost model alone (in-run costs, the run's own n/I)"}
+    "inrun": "in-run (the pass times timed beside the run, its own n/I)",
+    "expected": "in-run costs with the expected acceptance at the run's α_j"}
 """The rows of the report's one table of prediction errors."""
 
 
@@ -22,7 +22,8 @@ def mape_table(result_or_runs) -> pd.DataFrame:
     """The report's one table of prediction errors: per prediction (`PREDICTION_LABELS`)
     and scope (all runs, each drafter kind, each batch), its runs, MAPE, worst error and
     coverage (the share of runs whose prediction lies inside the measured 95%
-    interval) and, for the in-run prediction and the cost model alone, agreement (the
+    interval) and, for the in-run prediction and the one with the expected acceptance,
+    agreement (the
     share whose error's 95% interval holds 0), from `fidelity_summary`. Empty without in-run runs."""
     runs = as_runs(result_or_runs)
     if not has_inrun(runs):
@@ -49,7 +50,7 @@ def mape_table(result_or_runs) -> pd.DataFrame:
         add(PREDICTION_LABELS["inrun"], f"batch {k}", v)
     for k, v in f.get("by_clock", {}).items():
         add(PREDICTION_LABELS["inrun"], f"{k} clock", v)
-    add(PREDICTION_LABELS["given"], "all", f.get("given_acceptance"))
+    add(PREDICTION_LABELS["expected"], "all", f.get("expected_acceptance"))
     return (pd.DataFrame(rows).astype({"coverage %": float, "agreement %": float}) if rows
             else pd.DataFrame())
 
@@ -68,10 +69,10 @@ def mape_lines(result) -> list[str]:
 
 
 def draw_lines(result) -> list[str]:
-    """What the runs' own draw of their acceptance allows the in-run coverage
-    (`specsim.experiment.decomposition.draw_summary`): a short run's acceptance term
-    strays from E_model by an integer number of iterations, which no timing interval
-    holds."""
+    """How far the runs' own draw of their acceptance reaches
+    (`specsim.experiment.decomposition.draw_summary`): a short run strays from E_model by
+    an integer number of iterations, which no timing interval holds, so the in-run
+    prediction takes the run's own n / I and the acceptance model is scored apart."""
     d = fidelity_summary(result).get("acceptance_draw") or {}
     if not d.get("n_runs"):
         return []
@@ -81,10 +82,12 @@ def draw_lines(result) -> list[str]:
                 f"{d['draw_half_width_median_pct']:.1f}% (median) against a measured 95% "
                 f"half-width of ±{d['measured_half_width_median_pct']:.1f}%; in "
                 f"{d['draw_wider_than_measured_pct']:.0f}% of the runs the acceptance term "
-                "alone can leave the measured interval, so coverage near 95% needs longer "
-                "runs, not better timing (docs/measurement.md, \"Coverage and the run's own "
-                "draw\")." + (f" With the draw added to the error's timing interval, "
-                              f"{d['agreement_with_draw_pct']:.0f}% of the runs agree."
+                "alone can leave the measured interval, which is why the in-run prediction "
+                "takes the run's own n/I (docs/measurement.md, \"Which acceptance the "
+                "in-run prediction takes\")." + (
+                    f" With the draw added to the error's timing interval, "
+                    f"{d['agreement_with_draw_pct']:.0f}% of the runs agree with the "
+                    "expected acceptance."
                               if "agreement_with_draw_pct" in d else "")]
 
 
@@ -130,25 +133,27 @@ def fidelity_summary(result_or_runs) -> dict:
 
 
 def decomposition_table(result_or_runs) -> pd.DataFrame:
-    """Per run: measured and predicted speedup and the three log-percent terms of their
-    miss (acceptance model, cost model, residual loop overhead), which add up to the total."""
+    """Per run: measured and predicted speedup, the two log-percent terms of the in-run
+    miss (cost model, residual loop overhead), which add up to the total, and the
+    acceptance model's terms beside them."""
     spec = S.speculative(as_runs(result_or_runs))
     cols = [S.DRAFTER, S.KIND, S.K, S.BATCH, S.TEMPERATURE, S.ALPHA, S.COST_RATIO,
             S.MEASURED_SPEEDUP, S.MEASURED_CI_LO, S.MEASURED_CI_HI, S.ROUNDS, S.PRED_PRIOR,
             S.ERR_PRIOR, S.ERR_PRIOR_CI_LO, S.ERR_PRIOR_CI_HI, S.ERR_PRIOR_ALPHA,
             S.ERR_PRIOR_FIT, S.ERR_PRIOR_OTHER, S.PREDICTED_SPEEDUP, S.ERR_TOTAL, S.ERR_TOTAL_CI_LO,
-            S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPT_IID, S.ERR_ACCEPT_POSITIONAL]
+            S.ERR_TOTAL_CI_HI, *S.DECOMPOSITION, S.ERR_ACCEPTANCE, S.ERR_ACCEPT_IID,
+            S.ERR_ACCEPT_POSITIONAL]
     return spec[[c for c in cols if c in spec]]
 
 
 def decomposition_summary(result_or_runs) -> pd.DataFrame:
     """Mean and mean absolute value of each error term per drafter kind and batch: the
     largest source of error at a glance. The prediction before the run's miss is its α
-    term, its fitted costs' term and the in-run miss, which splits into acceptance, cost
-    and loop overhead."""
+    term, its fitted costs' term and the in-run miss, which splits into cost and loop
+    overhead; the acceptance model's term stands beside them."""
     spec = S.speculative(as_runs(result_or_runs))
     terms = [c for c in (S.ERR_PRIOR, S.ERR_PRIOR_ALPHA, S.ERR_PRIOR_FIT) if c in spec
-             and spec[c].notna().any()] + [S.ERR_TOTAL, *S.DECOMPOSITION]
+             and spec[c].notna().any()] + [S.ERR_TOTAL, *S.DECOMPOSITION, S.ERR_ACCEPTANCE]
     g = spec.groupby([S.DRAFTER_KIND, S.BATCH])
     out = g[terms].mean().add_suffix(" mean")
     out = out.join(g[terms].agg(lambda x: x.abs().mean()).add_suffix(" |mean|"))

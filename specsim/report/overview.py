@@ -42,11 +42,11 @@ def _best(runs: pd.DataFrame, spec: pd.DataFrame, rates: dict) -> dict | None:
             "ci_lo": mean(S.MEASURED_CI_LO), "ci_hi": mean(S.MEASURED_CI_HI),
             "kinds": len(same), "pred_iid": float(best["pred_iid"]),
             "pred_prior": mean(S.PRED_PRIOR),
-            # the in-run prediction (in-run costs, measured per-position acceptance)
+            # the in-run prediction (in-run costs, the acceptance the run had)
             # where the runs have it, else E(α, K) from one α
             "predicted": mean(S.PREDICTED_SPEEDUP) if S.PREDICTED_SPEEDUP in same
             else float(best["pred_iid"]),
-            "predicted_by": "in-run costs, per-position α" if S.PREDICTED_SPEEDUP in same
+            "predicted_by": "in-run costs, the run's own n/I" if S.PREDICTED_SPEEDUP in same
             else f"i.i.d. α per slot {float(best['alpha']):.2f}",
             "alpha": float(best["alpha"]), "ms_per_token": 1e3 * float(rate),
             "tokens_per_s": 1.0 / float(rate)}

@@ -104,7 +104,7 @@ def _inrun_section(result) -> list[str]:
     lines = ["## Predicted against measured, in-run costs", "",
              f"Clock: {clock}. Timing: every speculative run is timed in paired rounds, "
              "runs of the same rows and K share a block: each round its plain-decoding "
-             "baseline, the runs, then the pass programs their predictions read, back to back (`specsim.experiment.paired`); the "
+             "baseline, the runs back to back, and the pass programs their predictions read in sets before and after them (`specsim.experiment.paired`); the "
              "measured speedup is the ratio of the medians over rounds, and its 95% "
              "interval (`measured_speedup_ci_lo`/`_hi`) a bootstrap over rounds "
              "(`specsim.experiment.intervals`). Rounds go on until that interval is within "
@@ -113,19 +113,22 @@ def _inrun_section(result) -> list[str]:
              "takes every pass time from the fitted roofline and the drafter's α known "
              "beforehand: set for the instrument, from untimed calibration runs on other "
              "prompts of the same kind for a real drafter (`acceptance_prior.csv`). The "
-             "in-run prediction `predicted_speedup` = E_model · t_target_1 / (K · t_draft + "
-             "t_verify) takes the pass times of the run's own rounds (`specsim.pass_costs`: "
-             "same layer loop, cache length, batch, padded shapes) and E_model from the "
-             "run's per-position rates α_j per slot, for a finite run whose slowest batch "
-             "row ends it; its miss splits exactly into three terms (100·ln ratio) adding "
-             "up to `err_total_pct`: acceptance model (E_model vs n/I), cost model (pass "
-             "program vs the step inside the autoregressive run), residual loop overhead "
-             "(the iteration inside the run vs K·t_draft + t_verify). Their errors are in "
-             "the headline's table.", "",
+             "in-run prediction `predicted_speedup` = E_effective · t_target_1 / (K · "
+             "t_draft + t_verify) takes the pass times of the run's own rounds "
+             "(`specsim.pass_costs`: same layer loop, cache length, batch, padded shapes) "
+             "and the acceptance the run had, its n/I; its miss splits exactly into two "
+             "terms (100·ln ratio) adding up to `err_total_pct`: cost model (pass program "
+             "vs the step inside the autoregressive run) and residual loop overhead (the "
+             "iteration inside the run vs K·t_draft + t_verify). The acceptance model "
+             "stands apart: `err_acceptance_pct` is E_model, the expected tokens per "
+             "iteration of a run of this length at the run's own rates α_j per slot, whose "
+             "slowest batch row ends it, against n/I. Their errors are in the headline's "
+             "table.", "",
              "Error decomposition by drafter and batch (log-percent; `err_prior_pct` = "
-             "`err_prior_alpha_pct` (the α known before the run against the run's own "
-             "α_j) + `err_prior_fit_pct` (the fitted roofline's pass times against the "
-             "run's own) + `err_total_pct` (the in-run miss) = the three terms after it):",
+             "`err_prior_alpha_pct` (the α known before the run against the run's n/I) + "
+             "`err_prior_fit_pct` (the fitted roofline's pass times against the run's "
+             "own) + `err_total_pct` (the in-run miss) = the two terms after it; the "
+             "acceptance model's term last):",
              "",
              markdown_table(decomposition_summary(runs), ".1f"), "",
              "![surface](speedup_surface.png)", "",

@@ -75,7 +75,7 @@ def error_summary(result_or_runs, by=(S.DRAFTER, S.TEMPERATURE)) -> pd.DataFrame
 def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
     """The ``n`` runs whose headline prediction (before the run where the runs have it,
     else the i.i.d. one) misses most, with the relative error and, for in-run runs, the
-    three terms of the in-run prediction's miss."""
+    two terms of the in-run prediction's miss and the acceptance model's."""
     spec = S.speculative(as_runs(result_or_runs)).copy()
     pred = S.PRED_PRIOR if S.PRED_PRIOR in spec and spec[S.PRED_PRIOR].notna().any() \
         else S.PRED_IID
@@ -83,7 +83,7 @@ def worst_runs(result_or_runs, n: int = 5) -> pd.DataFrame:
     worst = spec.reindex(spec["err_%"].abs().sort_values(ascending=False).index).head(n)
     cols = [S.DRAFTER, S.TEMPERATURE, S.K, S.BATCH, S.KIND, S.ALPHA, S.MEASURED_SPEEDUP,
             S.MEASURED_CI_LO, S.MEASURED_CI_HI, pred, "err_%", S.PREDICTED_SPEEDUP,
-            S.ERR_TOTAL, *S.DECOMPOSITION]
+            S.ERR_TOTAL, *S.DECOMPOSITION, S.ERR_ACCEPTANCE]
     return worst[[c for c in dict.fromkeys(cols) if c in worst]]
 
 

@@ -42,8 +42,8 @@ def fidelity_groups(state: DemoState) -> list[inrun.Group]:
 
 
 def fitted_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
-    """The headline E with the fitted roofline's and the sweep's pass times (NaN where
-    the roofline part did not measure the model)."""
+    """The in-run prediction's E (the run's own n / I) with the fitted roofline's and the
+    sweep's pass times (NaN where the roofline part did not measure the model)."""
     sweeps = state.tables.get(schema.SWEEPS, pd.DataFrame())
     out = runs.copy()
     for col in (schema.PRED_FIT, schema.ERR_COST_FIT, schema.PRED_SWEPT):
@@ -63,7 +63,7 @@ def fitted_columns(state: DemoState, runs: pd.DataFrame) -> pd.DataFrame:
                            (schema.PRED_SWEPT, lambda n: prediction.swept_time_model(sweeps, n))):
             costs = prediction.Costs.of(state.target.cfg, None if dm is None else dm.cfg, k, b,
                                         S, tm_of(tname), None if dm is None else tm_of(dm.cfg.name))
-            out.loc[i, col] = costs.speedup(r[schema.E_MODEL], k)
+            out.loc[i, col] = costs.speedup(r[schema.E_EFFECTIVE], k)
         out.loc[i, schema.ERR_COST_FIT] = 100 * math.log(
             out.loc[i, schema.PRED_FIT] / r[schema.PREDICTED_SPEEDUP])
     return out
