@@ -9,10 +9,13 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
 * ``sets``: per round, the plain loop and three speculative runs (α 0.5, 0.7, 0.9,
   8 draft layers) with the pass programs in each order and call length of `DESIGNS`;
   the standard deviation over rounds of the measured ln(T_AR / T_spec), of the
-  prediction's cost ratio ln(t1 / t_iteration), and of their difference.
+  prediction's cost ratio ln(t1 / t_iteration), and of their difference; and the mean,
+  with its 95% interval over rounds, of the in-run error's two terms (the one-token pass
+  against the loop's step, the loop's iteration against the iteration pass).
 
     python benchmarks/pass_timing_probe.py context --rounds 30
     python benchmarks/pass_timing_probe.py sets --rounds 20
+    python benchmarks/pass_timing_probe.py sets --rounds 20 --designs around around-8 eight-sets
 
 docs/studies/pass-cost-programs.md and docs/studies/timing-design.md quote them.
 Process CPU time, as the demo's default clock.
@@ -72,66 +75,92 @@ def context_probe(rounds: int) -> None:
               f"± {1.96 * x.std(ddof=1) / np.sqrt(rounds):.2f}")
 
 
-DESIGNS = {"one set after the loops": ("A012P", 4),
-           "a set after each loop": ("AP0P1P2P", 4),
-           "two sets before the loops, two after": ("PPA012PP", 4),
-           "two sets before, two after, 8 steps a call": ("PPA012PP", 8)}
+DESIGNS = {"after": ("A012P", 4),
+           "each": ("AP0P1P2P", 4),
+           "around": ("PPA012PP", 4),
+           "around-8": ("PPA012PP", 8),
+           "eight-sets": ("PPPPA012PPPP", 4)}
 """Orders of one round (A the plain loop, 0-2 the speculative runs, P a pass set) and
-the steps of each pass call."""
+the steps of each pass call: one set after the loops; a set after each loop; two sets
+before the loops and two after (at 4 or 8 steps a call); four before and four
+after."""
 
 
-def sets_probe(rounds: int) -> None:
-    import jax
+def _mean_ci(x) -> str:
+    x = np.asarray(x, float)
+    return f"{x.mean():+.2f} ± {1.96 * x.std(ddof=1) / np.sqrt(x.size):.2f}"
+
+
+def sets_probe(rounds: int, designs: list[str]) -> None:
     from specsim import pass_costs
 
     state, g, inrun = _setup((0.5, 0.7, 0.9), 0.25)
+    n = g.max_new_tokens - 1                          # the loops' decode steps
     pc = {steps: pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1,
                                        cache_len=g.cache_len, k=4, steps=steps,
                                        pieces=("target_1", "verify", "iteration"),
                                        context=inrun.loop_context(g))
-          for steps in sorted({steps for _, steps in DESIGNS.values()})}
+          for steps in sorted({DESIGNS[d][1] for d in designs})}
     ar = inrun._staged(state.target, None, g.runs[0].rows, g, 0, g.max_new_tokens)
     specs = [inrun._staged(state.target, r, r.rows, g, 0, g.max_new_tokens) for r in g.runs]
+    iters = []
+    for c in specs:
+        c.prepare()
+        iters.append(c.result(c()).n_iterations)
     for c in (ar, *specs, *(getattr(calls, piece) for calls in pc.values()
                             for piece in ("target_1", "verify", "iteration"))):
         _timed(c)                                   # compiled and warm before round one
     rng = np.random.default_rng(0)
-    got = {d: {"ar": [], "spec": [], "t1": [], "it": []} for d in DESIGNS}
+    got = {d: {"ar": [], "spec": [], "t1": [], "it": []} for d in designs}
     for _ in range(rounds):
-        for d in rng.permutation(list(DESIGNS)):      # the designs in a fresh order
+        for d in rng.permutation(designs):          # the designs in a fresh order
             spec, t1, it = [0.0] * len(specs), [], []
             order, steps = DESIGNS[d]
             for ch in order:
                 if ch == "A":
                     got[d]["ar"].append(_timed(ar))
                 elif ch == "P":
-                    t1.append(_timed(pc[steps].target_1))
+                    t1.append(_timed(pc[steps].target_1) / steps)
                     _timed(pc[steps].verify)
-                    it.append(_timed(pc[steps].iteration))
+                    it.append(_timed(pc[steps].iteration) / steps)
                 else:
                     spec[int(ch)] = _timed(specs[int(ch)])
             got[d]["spec"].append(spec)
             got[d]["t1"].append(np.mean(t1))
             got[d]["it"].append(np.mean(it))
     sd = lambda x: 100 * float(np.std(x, ddof=1))
-    print(f"{rounds} rounds; standard deviation over rounds, per cent")
-    for d, v in got.items():
-        measured = np.log(np.asarray(v["ar"])[:, None] / np.asarray(v["spec"]))    # [R, 3]
-        pred = np.log(np.asarray(v["t1"]) / np.asarray(v["it"]))                    # [R]
+    print(f"{rounds} rounds; standard deviation over rounds (per cent); mean and 95% "
+          f"interval over rounds of the cost term 100 ln(t1 pass / loop step) and the "
+          f"overhead term 100 ln(loop iteration / iteration pass), mean over the runs")
+    for d in designs:
+        v = got[d]
+        a, sp = np.asarray(v["ar"]), np.asarray(v["spec"])                   # [R], [R, 3]
+        t1, it = np.asarray(v["t1"]), np.asarray(v["it"])
+        measured = np.log(a[:, None] / sp)
+        pred = np.log(t1 / it)
         m = np.mean([sd(measured[:, j]) for j in range(len(specs))])
         gap = np.mean([sd(pred - measured[:, j]) for j in range(len(specs))])
-        print(f"  {d}: measured speedup {m:.2f}, prediction's cost ratio {sd(pred):.2f}, "
-              f"their difference {gap:.2f}")
+        cost = 100 * np.log(t1 / (a / n))
+        overhead = 100 * np.mean(np.log(sp / np.asarray(iters) / it[:, None]), axis=1)
+        print(f"  {d} {DESIGNS[d]}: measured speedup {m:.2f}, prediction's cost ratio "
+              f"{sd(pred):.2f}, their difference {gap:.2f}; cost term {_mean_ci(cost)}, "
+              f"overhead term {_mean_ci(overhead)}")
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("probe", choices=["context", "sets"])
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--designs", nargs="+", choices=list(DESIGNS),
+                   default=["after", "each", "around", "around-8"],
+                   help="the sets probe's orders of a round (DESIGNS)")
     a = p.parse_args(argv)
     if a.rounds < 3:
         p.error("--rounds must be at least 3")
-    (context_probe if a.probe == "context" else sets_probe)(a.rounds)
+    if a.probe == "context":
+        context_probe(a.rounds)
+    else:
+        sets_probe(a.rounds, list(dict.fromkeys(a.designs)))
 
 
 if __name__ == "__main__":
