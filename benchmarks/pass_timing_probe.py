@@ -79,11 +79,18 @@ DESIGNS = {"after": ("A012P", 4),
            "each": ("AP0P1P2P", 4),
            "around": ("PPA012PP", 4),
            "around-8": ("PPA012PP", 8),
-           "eight-sets": ("PPPPA012PPPP", 4)}
-"""Orders of one round (A the plain loop, 0-2 the speculative runs, P a pass set) and
-the steps of each pass call: one set after the loops; a set after each loop; two sets
-before the loops and two after (at 4 or 8 steps a call); four before and four
-after."""
+           "eight-sets": ("PPPPA012PPPP", 4),
+           "t1-after-t1": ("A012TTTTIIII", 4),
+           "t1-after-iteration": ("A012ITITITIT", 4)}
+"""Orders of one round (A the plain loop, 0-2 the speculative runs, P a pass set: T the
+one-token program, V the verify pass, I the iteration program) and the steps of each
+pass call: one set after the loops; a set after each loop; two sets before the loops
+and two after (at 4 or 8 steps a call); four before and four after; and the one-token
+program after itself or after the iteration program (where a neighbour's traces in the
+caches would show)."""
+
+
+PIECE = {"T": "target_1", "V": "verify", "I": "iteration"}
 
 
 def _mean_ci(x) -> str:
@@ -119,10 +126,10 @@ def sets_probe(rounds: int, designs: list[str]) -> None:
             for ch in order:
                 if ch == "A":
                     got[d]["ar"].append(_timed(ar))
-                elif ch == "P":
-                    t1.append(_timed(pc[steps].target_1) / steps)
-                    _timed(pc[steps].verify)
-                    it.append(_timed(pc[steps].iteration) / steps)
+                elif ch in "PTVI":
+                    for piece in ("TVI" if ch == "P" else ch):
+                        t = _timed(getattr(pc[steps], PIECE[piece])) / steps
+                        {"T": t1, "I": it}.get(piece, []).append(t)
                 else:
                     spec[int(ch)] = _timed(specs[int(ch)])
             got[d]["spec"].append(spec)
