@@ -129,7 +129,10 @@ def sets_probe(rounds: int, designs: list[str]) -> None:
                 elif ch in "PTVI":
                     for piece in ("TVI" if ch == "P" else ch):
                         t = _timed(getattr(pc[steps], PIECE[piece])) / steps
-                        {"T": t1, "I": it}.get(piece, []).append(t)
+                        if piece == "T":
+                            t1.append(t)
+                        elif piece == "I":
+                            it.append(t)
                 else:
                     spec[int(ch)] = _timed(specs[int(ch)])
             got[d]["spec"].append(spec)

@@ -95,20 +95,20 @@ def blocks(group: Group, runs_per_baseline: int, pass_sets: int = 1) -> list[Blo
             part = tuple(int(i) for i in part)
             drafts = dict.fromkeys(("iteration", group.runs[i].cost_key, k) for i in part)
             loops = (("ar", rows), *(("spec", i) for i in part))
-            out.append(Block(part, _around(loops, (("target_1",), *drafts), ("verify", k),
-                                           pass_sets)))
+            out.append(Block(part, _around(loops, tuple(drafts), k, pass_sets)))
     return out
 
 
-def _around(loops: tuple, predicting: tuple, verify: tuple, sets: int) -> tuple:
+def _around(loops: tuple, drafts: tuple, k: int, sets: int) -> tuple:
     """``sets`` pass sets around ``loops``, half before and the rest after. Every set runs
-    the programs the prediction reads (t_target(1) and the iteration: E · t1 / t_iter);
-    the verify pass, which only splits the iteration into K · t_draft + t_verify, runs in
-    the outermost set on each side."""
+    the programs the prediction reads (t_target(1) and the ``drafts``' iteration
+    programs: E · t1 / t_iter); the verify pass, which only splits the iteration into
+    K · t_draft + t_verify, runs in the outermost set on each side."""
     before, after = sets // 2, sets - sets // 2
-    full = (predicting[0], verify, *predicting[1:])
-    head = (full + predicting * (before - 1)) if before else ()
-    return head + loops + predicting * (after - 1) + full
+    light = (("target_1",), *drafts)
+    full = (("target_1",), ("verify", k), *drafts)
+    head = full + light * (before - 1) if before else ()
+    return head + loops + light * (after - 1) + full
 
 
 def _both_clocks() -> np.ndarray:
