@@ -12,10 +12,14 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
   prediction's cost ratio ln(t1 / t_iteration), and of their difference; and the mean,
   with its 95% interval over rounds, of the in-run error's two terms (the one-token pass
   against the loop's step, the loop's iteration against the iteration pass).
+* ``steps``: a per-call fixed cost: the one-token program at 1, 2, 4, 8 and 16 steps a
+  call and the plain loop at two lengths, interleaved; per round a line time = fixed +
+  steps · step for each, and each call length's step against the loop's (both clocks).
 
     python benchmarks/pass_timing_probe.py context --rounds 30
     python benchmarks/pass_timing_probe.py sets --rounds 20
     python benchmarks/pass_timing_probe.py sets --rounds 20 --designs around around-8 eight-sets
+    python benchmarks/pass_timing_probe.py steps --rounds 30
 
 docs/studies/pass-cost-programs.md and docs/studies/timing-design.md quote them.
 Process CPU time, as the demo's default clock.
@@ -157,9 +161,66 @@ def sets_probe(rounds: int, designs: list[str]) -> None:
               f"overhead term {_mean_ci(overhead)}")
 
 
+def _timed_both(call) -> tuple[float, float]:
+    import jax
+
+    if hasattr(call, "prepare"):
+        call.prepare()
+    w0, c0 = time.perf_counter(), time.process_time()
+    jax.block_until_ready(call())
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def _line_fit(x, y):
+    """Least squares y = a + b x over rounds: per round (a, b)."""
+    x = np.asarray(x, float)
+    A = np.stack([np.ones_like(x), x], 1)
+    return np.linalg.lstsq(A, np.asarray(y, float), rcond=None)[0]     # y [X, R] → [2, R]
+
+
+def steps_probe(rounds: int) -> None:
+    """Per-call fixed cost: the one-token program at 1-16 steps a call and the plain
+    loop at two lengths, interleaved; per round a line time = fixed + steps · step."""
+    from specsim import pass_costs
+
+    state, g, inrun = _setup((0.7,), 0.0)
+    ctx = inrun.loop_context(g)
+    ns = (24, g.max_new_tokens)
+    steps = (1, 2, 4, 8, 16)
+    t1 = {s: pass_costs.pass_calls(state.target, None, batch=1, cache_len=g.cache_len, k=1,
+                                   steps=s, pieces=("target_1",), context=ctx).target_1
+          for s in steps}
+    ar = {n: inrun._staged(state.target, None, g.runs[0].rows, g, 0, n) for n in ns}
+    jobs = [("T", s, c) for s, c in t1.items()] + [("A", n, c) for n, c in ar.items()]
+    for _, _, c in jobs:
+        _timed_both(c)
+    got = {(r, x): ([], []) for r, x, _ in jobs}
+    rng = np.random.default_rng(0)
+    for _ in range(rounds):
+        for i in rng.permutation(len(jobs)):
+            r, x, c = jobs[i]
+            w, cpu = _timed_both(c)
+            got[(r, x)][0].append(w)
+            got[(r, x)][1].append(cpu)
+    print(f"cache {g.cache_len} slots, context {ctx}, {rounds} rounds")
+    for ci, clock in enumerate(("wall", "cpu")):
+        T = np.array([got[("T", s)][ci] for s in steps])                   # [5, R]
+        a, b = _line_fit(steps, T)
+        A = np.array([got[("A", n)][ci] for n in ns])                      # [2, R]
+        la, lb = _line_fit([n - 1 for n in ns], A)
+        print(f"  {clock}: one-token program step {1e3 * b.mean():.3f} ms, fixed per call "
+              f"{1e3 * a.mean():.3f} ± {1.96e3 * a.std(ddof=1) / np.sqrt(rounds):.3f} ms; "
+              f"loop step {1e3 * lb.mean():.3f} ms, fixed per call {1e3 * la.mean():.3f} "
+              f"± {1.96e3 * la.std(ddof=1) / np.sqrt(rounds):.3f} ms")
+        print(f"    program step / loop step {_mean_ci(100 * np.log(b / lb))}%")
+        for s, row in zip(steps, T):
+            print(f"    {s:2d} steps a call: per step / loop step (whole loop / steps) "
+                  f"{_mean_ci(100 * np.log(row / s / (A[-1] / (ns[-1] - 1))))}%")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("probe", choices=["context", "sets"])
+    p.add_argument("probe", choices=["context", "sets", "steps"])
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--designs", nargs="+", choices=list(DESIGNS),
                    default=["after", "each", "around", "around-8"],
@@ -169,6 +230,8 @@ def main(argv=None) -> None:
         p.error("--rounds must be at least 3")
     if a.probe == "context":
         context_probe(a.rounds)
+    elif a.probe == "steps":
+        steps_probe(a.rounds)
     else:
         sets_probe(a.rounds, list(dict.fromkeys(a.designs)))
 

@@ -66,6 +66,46 @@ def test_a_round_times_each_run_with_its_own_baseline_and_passes():
     assert [(int(a.split(":")[0]), roles.index(a.split(":")[1])) for a in clock.log] == res.order
 
 
+def test_alternate_rounds_run_each_unit_forwards_then_backwards():
+    """ABBA: a unit's calls in their order, then reversed, round after round; each sample
+    still lands with its own call, and a cost that depends only on a call's place in the
+    unit falls on every call alike over a pair of rounds."""
+    clock = FakeClock()
+    units, roles = _units(clock)
+    res = paired.paired_rounds(units, np.random.default_rng(0), min_rounds=4, max_rounds=4,
+                               budget_s=1e9, converged=lambda u, s: False, clock=clock,
+                               timer=clock, alternate=True)
+    for r in range(4):
+        block = clock.log[9 * r: 9 * (r + 1)]
+        for i in range(3):
+            u = block[3 * i].split(":")[0]
+            want = [f"{u}:{role}" for role in roles]
+            assert block[3 * i: 3 * i + 3] == (want[::-1] if r % 2 else want)
+    for u in range(3):
+        for j in range(3):
+            np.testing.assert_allclose(res.samples[u][j], [0.1 * (u + 1) + 0.01 * j] * 4)
+    assert [(int(a.split(":")[0]), roles.index(a.split(":")[1])) for a in clock.log] == res.order
+
+    class PlaceClock(FakeClock):
+        """The first call of each round (of one two-call unit) pays 0.05 s more."""
+
+        def call(self, label, seconds):
+            def run():
+                first = len(self.log) % 2 == 0
+                self.log.append(label)
+                self.now += seconds + (0.05 if first else 0.0)
+            return run
+
+    for alternate, spread in ((False, 0.05), (True, 0.0)):
+        clock = PlaceClock()
+        units = [[clock.call("0:a", 0.1), clock.call("0:b", 0.1)]]
+        res = paired.paired_rounds(units, np.random.default_rng(0), min_rounds=4, max_rounds=4,
+                                   budget_s=1e9, converged=lambda u, s: False, clock=clock,
+                                   timer=clock, alternate=alternate)
+        means = [np.mean(res.samples[0][j]) for j in range(2)]
+        assert means[0] - means[1] == pytest.approx(spread)
+
+
 def test_rounds_stop_when_a_run_converges_or_the_budget_is_spent():
     clock = FakeClock()
     units, _ = _units(clock)

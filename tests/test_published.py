@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -269,5 +270,30 @@ def test_the_study_page_is_current():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     page = root / "docs" / "studies" / "published-speedups.md"
-    assert page.read_text() == bench.page_text(), \
+    assert _same_but_last_digits(page.read_text(), bench.page_text()), \
         "stale page: run python benchmarks/published_validation.py"
+
+
+_DECIMAL = re.compile(r"-?\d+\.\d+")
+
+
+def _same_but_last_digits(a: str, b: str) -> bool:
+    """``a`` and ``b`` alike but for decimals one unit apart in their last printed digit:
+    the overheads are fitted by an optimiser whose last bits differ from one CPU and
+    BLAS build to another (2.721 on one host, 2.722 on another). Text and integers must
+    match exactly."""
+    if _DECIMAL.split(a) != _DECIMAL.split(b):
+        return False
+    for x, y in zip(_DECIMAL.findall(a), _DECIMAL.findall(b)):
+        places = len(x.split(".")[1])
+        if len(y.split(".")[1]) != places or abs(float(x) - float(y)) > 1.5 * 10.0 ** -places:
+            return False
+    return True
+
+
+def test_page_comparison_allows_only_a_last_digit():
+    assert _same_but_last_digits("| 2.721 | 13.2% |", "| 2.722 | 13.2% |")
+    assert not _same_but_last_digits("| 2.721 |", "| 2.723 |")
+    assert not _same_but_last_digits("| 2.72 |", "| 2.721 |")
+    assert not _same_but_last_digits("124 rows", "125 rows")
+    assert not _same_but_last_digits("MAPE 13.2%", "mean 13.2%")

@@ -254,7 +254,7 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
         [[jobs[k] for k in b.keys] for b in units], np.random.default_rng(s.seed),
         min_rounds=s.repeats, max_rounds=s.max_rounds, budget_s=budget_s,
         converged=lambda u, samples: widest(u, samples) <= s.target_half_width,
-        priority=widest, clock=_both_clocks)
+        priority=widest, clock=_both_clocks, alternate=True)
     n = len(group.runs)
     times, prepared, results = [None] * n, [None] * n, [None] * n
     rounds, stopped = [0] * n, [""] * n

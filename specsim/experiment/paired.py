@@ -1,7 +1,8 @@
 """Paired, adaptive timing rounds: each unit (speculative runs with the plain-decoding
 baseline they share and the pass programs their predictions read) is timed as one
-block, in a fixed order, in every round, so a drift of the machine falls on all of a
-unit's calls alike; rounds go on for the units whose interval is still wider than asked,
+block in every round, so a drift of the machine falls on all of a unit's calls alike
+(with its calls in reverse order every other round, on a drift that is linear over two
+rounds and on any cost of a call's place in the unit, evenly); rounds go on for the units whose interval is still wider than asked,
 the widest first, until the part's time budget is spent (see docs/measurement.md)."""
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def paired_rounds(units: Sequence[Sequence[Callable[[], object]]], rng, *, min_r
                   priority: Callable[[int, list[list]], float] | None = None,
                   clock: Callable[[], object] = time.perf_counter,
                   timer: Callable[[], float] = time.perf_counter,
-                  on_round: Callable[[int, int], None] | None = None) -> PairedTiming:
+                  on_round: Callable[[int, int], None] | None = None,
+                  alternate: bool = False) -> PairedTiming:
     """Time ``units`` (each a sequence of compiled zero-argument calls, e.g. a baseline,
     runs, passes) in rounds. A round runs units in a fresh order drawn from ``rng``, each
     unit's calls back to back in their given order. The first ``min_rounds`` rounds run
@@ -76,7 +78,11 @@ def paired_rounds(units: Sequence[Sequence[Callable[[], object]]], rng, *, min_r
     or none fits. ``clock`` reads what each sample records (may return an array: several
     clocks at once). A call with a ``prepare`` method (`specsim.decode.StagedCall`) has
     it run untimed just before it (its own clock readings go to ``prepared``).
-    ``on_round(round, units run)`` runs after every round."""
+    ``on_round(round, units run)`` runs after every round. With ``alternate`` a unit runs
+    its calls in reverse order in every second round it takes part in (A B C, C B A, …):
+    a call placed first in one round is placed last in the next, so what a call's place
+    costs (the program run before it, a drift through the unit) falls on the unit's
+    calls alike over each pair of rounds."""
     min_rounds = validation.positive_int("min_rounds", min_rounds)
     max_rounds = validation.positive_int("max_rounds", max_rounds)
     if max_rounds < min_rounds:
@@ -101,7 +107,8 @@ def paired_rounds(units: Sequence[Sequence[Callable[[], object]]], rng, *, min_r
             break
         for u in (run[i] for i in rng.permutation(len(run))):
             t_unit = timer()
-            for j, call in enumerate(units[u]):
+            calls = list(enumerate(units[u]))
+            for j, call in (calls[::-1] if alternate and rounds[u] % 2 else calls):
                 prepare = getattr(call, "prepare", None)
                 if prepare is not None:
                     p0 = clock()
