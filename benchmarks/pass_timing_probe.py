@@ -12,6 +12,9 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
   prediction's cost ratio ln(t1 / t_iteration), and of their difference; and the mean,
   with its 95% interval over rounds, of the in-run error's two terms (the one-token pass
   against the loop's step, the loop's iteration against the iteration pass).
+* ``pairing``: how much of a round's swing the baseline and the runs share, and the
+  bootstrap spread of the measured speedup as a ratio of raw medians and in baseline
+  units (`specsim.experiment.inrun.in_baseline_units`).
 * ``steps``: a per-call fixed cost: the one-token program at 1, 2, 4, 8 and 16 steps a
   call and the plain loop at two lengths, interleaved; per round a line time = fixed +
   steps · step for each, and each call length's step against the loop's (both clocks).
@@ -20,6 +23,7 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
     python benchmarks/pass_timing_probe.py sets --rounds 20
     python benchmarks/pass_timing_probe.py sets --rounds 20 --designs around around-8 eight-sets
     python benchmarks/pass_timing_probe.py steps --rounds 30
+    python benchmarks/pass_timing_probe.py pairing --rounds 24
 
 docs/studies/pass-cost-programs.md and docs/studies/timing-design.md quote them.
 Process CPU time, as the demo's default clock.
@@ -218,9 +222,47 @@ def steps_probe(rounds: int) -> None:
                   f"{_mean_ci(100 * np.log(row / s / (A[-1] / (ns[-1] - 1))))}%")
 
 
+def pairing_probe(rounds: int) -> None:
+    """How much of a round's swing its calls share: per round two pass sets, the plain
+    loop and three speculative runs (reversed every second round), two pass sets; the
+    correlation of the baseline's and each run's log-times over rounds, and the bootstrap
+    spread of the measured speedup as a ratio of raw medians and in baseline units."""
+    from specsim import pass_costs
+    from specsim.experiment.inrun import in_baseline_units, measured_statistic
+
+    state, g, inrun = _setup((0.5, 0.7, 0.9), 0.25)
+    loops = [inrun._staged(state.target, r, g.runs[0].rows, g, 0, g.max_new_tokens)
+             for r in (None, *g.runs)]
+    pc = pass_costs.pass_calls(state.target, g.runs[0].drafter, batch=1, cache_len=g.cache_len,
+                               k=4, steps=4, pieces=("target_1", "iteration"),
+                               context=inrun.loop_context(g))
+    for c in (*loops, pc.target_1, pc.iteration):
+        _timed(c)
+    t = np.zeros((rounds, len(loops)))
+    for r in range(rounds):
+        for _ in range(2):
+            _timed(pc.target_1), _timed(pc.iteration)
+        for j in (range(len(loops)) if r % 2 == 0 else reversed(range(len(loops)))):
+            t[r, j] = _timed(loops[j])
+        for _ in range(2):
+            _timed(pc.target_1), _timed(pc.iteration)
+    idx = np.random.default_rng(0).integers(0, rounds, (2000, rounds))
+    print(f"{rounds} rounds, CPU clock; per run: sd over rounds of the log-times, their "
+          f"correlation, bootstrap sd of the measured speedup (per cent)")
+    for j in range(1, len(loops)):
+        a, s_ = t[:, 0], t[:, j]
+        la, ls = np.log(a), np.log(s_)
+        raw = np.log(np.median(a[idx], 1) / np.median(s_[idx], 1))
+        u = in_baseline_units({"ar": a, "spec": s_})
+        paired = np.log(measured_statistic({k: np.median(v[idx], 1) for k, v in u.items()}))
+        print(f"  run {j}: sd baseline {100 * la.std(ddof=1):.1f}, run {100 * ls.std(ddof=1):.1f}, "
+              f"correlation {np.corrcoef(la, ls)[0, 1]:+.2f}; ratio of raw medians "
+              f"{100 * raw.std():.2f}, in baseline units {100 * paired.std():.2f}")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("probe", choices=["context", "sets", "steps"])
+    p.add_argument("probe", choices=["context", "sets", "steps", "pairing"])
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--designs", nargs="+", choices=list(DESIGNS),
                    default=["after", "each", "around", "around-8"],
@@ -232,6 +274,8 @@ def main(argv=None) -> None:
         context_probe(a.rounds)
     elif a.probe == "steps":
         steps_probe(a.rounds)
+    elif a.probe == "pairing":
+        pairing_probe(a.rounds)
     else:
         sets_probe(a.rounds, list(dict.fromkeys(a.designs)))
 

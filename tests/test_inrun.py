@@ -340,6 +340,50 @@ def test_each_run_reads_its_own_call_and_the_block_shared_ones():
     assert np.isnan(measured_statistic({"ar": np.array(1.0), "spec": np.array(0.0)}))
 
 
+def test_times_in_baseline_units_pair_each_ratio_round_by_round():
+    """By hand: the machine runs round 3 three times slower; the run's loop hits a burst
+    in round 2. Per round the speedup is 2, 1.667, 2: paired, its median is 2; the ratio
+    of raw medians takes the baseline's round 2 and the run's round 2 beside round 3's
+    speed and reads 1.667."""
+    from specsim.experiment import inrun
+
+    ar, spec = np.array([2.0, 2.1, 6.0]), np.array([1.0, 1.26, 3.0])
+    assert np.median(ar) / np.median(spec) == pytest.approx(2.1 / 1.26)
+    t = inrun.in_baseline_units({"ar": ar, "spec": spec, "target_1": ar / 4})
+    np.testing.assert_allclose(t["ar"], [2.1] * 3)            # the baseline's median
+    np.testing.assert_allclose(t["target_1"], [2.1 / 4] * 3)  # a call that swings with it
+    med = {role: np.median(v) for role, v in t.items()}
+    assert inrun.measured_statistic(med) == pytest.approx(2.0)
+    two = inrun.in_baseline_units({"ar": np.stack([ar, 2 * ar], 1),     # [rounds, clocks]
+                                   "spec": np.stack([spec, 2 * spec], 1)})
+    np.testing.assert_allclose(two["spec"][:, 1], 2 * t["spec"])
+
+
+def test_paired_speedups_are_closer_to_the_truth_and_their_intervals_cover():
+    """Synthetic rounds: the machine's speed swings by 20% (log-sd) from round to round
+    for every call of the round, and each call adds 5% of its own; true speedup 1.5, 8
+    rounds. From times in baseline units the measured speedup strays less from 1.5 (RMS
+    of its log error) than the ratio of raw medians, which can take its two medians
+    from rounds of different speeds, and its interval holds 1.5 in about 95% of trials."""
+    from specsim.experiment import inrun, intervals
+
+    rng = np.random.default_rng(7)
+    hits, paired_err, raw_err = 0, [], []
+    for trial in range(200):
+        swing = np.exp(0.2 * rng.standard_normal(8))
+        ar = 3.0 * swing * np.exp(0.05 * rng.standard_normal(8))
+        spec = 2.0 * swing * np.exp(0.05 * rng.standard_normal(8))
+        iv = intervals.bootstrap(inrun.in_baseline_units({"ar": ar, "spec": spec}),
+                                 inrun.measured_statistic, draws=300, seed=trial,
+                                 positive=True)
+        hits += iv.contains(1.5)
+        paired_err.append(math.log(iv.value / 1.5))
+        raw_err.append(math.log(np.median(ar) / np.median(spec) / 1.5))
+    rms = lambda x: float(np.sqrt(np.mean(np.square(x))))
+    assert rms(paired_err) < 0.8 * rms(raw_err)
+    assert hits >= 0.9 * 200
+
+
 def test_a_block_is_as_wide_as_its_widest_run():
     """A block converges only when every run's interval is within the target: a run
     without an interval (NaN) makes the block infinitely wide, never converged."""

@@ -206,12 +206,25 @@ def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
             for role, js in _run_roles(group, block, i).items()}
 
 
+def in_baseline_units(series: dict) -> dict:
+    """Each role's times (arrays over rounds, first axis) over its round's baseline
+    ("ar"), times the baseline's median: seconds still, but paired. A shared machine's
+    speed moves over seconds, so the calls of one round run slow or fast together; the
+    medians of these series give ratios (measured speedup, prediction, the error's
+    terms) in which that common swing cancels round by round, where a ratio of two raw
+    medians would take them from different rounds (docs/measurement.md, "Rounds")."""
+    ar = np.asarray(series["ar"], float)
+    scale = np.median(ar, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {role: np.asarray(v, float) / ar * scale for role, v in series.items()}
+
+
 def _measured_interval(state: DemoState, times: dict):
     """The measured speedup of a run (``settings.clock``) with its bootstrap interval."""
     from specsim.experiment import intervals
 
     col = CLOCKS.index(state.settings.clock)
-    series = {role: v[:, col] for role, v in times.items()}
+    series = in_baseline_units({role: v[:, col] for role, v in times.items()})
     return intervals.bootstrap(series, measured_statistic, draws=state.settings.bootstrap_draws,
                                seed=state.settings.seed, positive=True)
 
@@ -335,7 +348,7 @@ def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: 
     its prefill and total time."""
     run, steps = group.runs[i], state.settings.pass_steps
     res = timing.results[i]["spec"]
-    t = {role: v[:, col] for role, v in timing.times[i].items()}
+    t = in_baseline_units({role: v[:, col] for role, v in timing.times[i].items()})
     med = {role: float(np.median(v)) for role, v in t.items()}
     pre_spec = float(np.median(timing.prepared[i]["spec"][:, col]))
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
@@ -355,13 +368,13 @@ def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: 
 def interval_columns(state: DemoState, group: Group, i: int, times: dict,
                      e_eff: float) -> dict:
     """The 95% intervals over run ``i``'s paired rounds (``settings.clock``;
-    `intervals.interval`): measured and predicted speedup, the total error, and each
-    pass time."""
+    `intervals.interval`, on the times in baseline units of `in_baseline_units`):
+    measured and predicted speedup, the total error, and each pass time."""
     from specsim.experiment import intervals
 
     s, run = state.settings, group.runs[i]
     col = CLOCKS.index(s.clock)
-    series = {role: v[:, col] for role, v in times.items()}
+    series = in_baseline_units({role: v[:, col] for role, v in times.items()})
     med = intervals.resample_medians(series, draws=s.bootstrap_draws, seed=s.seed)
 
     def statistics(m: dict) -> dict:
