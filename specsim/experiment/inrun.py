@@ -70,7 +70,8 @@ class Block:
     rows and one K) and ``keys``, its calls in the order a round runs them: the shared
     baseline ("ar", rows) and each run ("spec", i), with the pass programs their
     predictions read (t_target(1), t_verify(K+1) and one iteration program per cost key,
-    `pass_costs`) as sets before and after them: a key may occur more than once (`_around`)."""
+    `pass_costs`) as sets before and after them: a key may occur more than once
+    (`_around`). Every second round runs them in reverse order (`paired.paired_rounds`)."""
     runs: tuple[int, ...]
     keys: tuple[tuple, ...]
 

@@ -1,9 +1,10 @@
 """Paired, adaptive timing rounds: each unit (speculative runs with the plain-decoding
 baseline they share and the pass programs their predictions read) is timed as one
 block in every round, so a drift of the machine falls on all of a unit's calls alike
-(with its calls in reverse order every other round, on a drift that is linear over two
-rounds and on any cost of a call's place in the unit, evenly); rounds go on for the units whose interval is still wider than asked,
-the widest first, until the part's time budget is spent (see docs/measurement.md)."""
+(and, with its calls reversed every second round, a drift linear over two rounds and
+any cost of a call's place in the unit fall on them evenly); rounds go on for the units
+whose interval is still wider than asked, the widest first, until the part's time
+budget is spent (see docs/measurement.md)."""
 
 from __future__ import annotations
 
