@@ -49,13 +49,19 @@ def _setup(alphas, cost):
 
 
 def _timed(call) -> float:
+    """Process CPU seconds of one call (its ``prepare`` untimed)."""
+    return _timed_both(call)[1]
+
+
+def _timed_both(call) -> tuple[float, float]:
+    """(wall, process CPU) seconds of one call, its ``prepare`` run untimed before it."""
     import jax
 
     if hasattr(call, "prepare"):
         call.prepare()
-    t0 = time.process_time()
+    w0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(call())
-    return time.process_time() - t0
+    return time.perf_counter() - w0, time.process_time() - c0
 
 
 def context_probe(rounds: int) -> None:
@@ -165,16 +171,6 @@ def sets_probe(rounds: int, designs: list[str]) -> None:
               f"overhead term {_mean_ci(overhead)}")
 
 
-def _timed_both(call) -> tuple[float, float]:
-    import jax
-
-    if hasattr(call, "prepare"):
-        call.prepare()
-    w0, c0 = time.perf_counter(), time.process_time()
-    jax.block_until_ready(call())
-    return time.perf_counter() - w0, time.process_time() - c0
-
-
 def _line_fit(x, y):
     """Least squares y = a + b x over rounds: per round (a, b)."""
     x = np.asarray(x, float)
@@ -238,14 +234,15 @@ def pairing_probe(rounds: int) -> None:
                                context=inrun.loop_context(g))
     for c in (*loops, pc.target_1, pc.iteration):
         _timed(c)
+    passes = (pc.target_1, pc.iteration) * 2                 # two sets, untimed here
     t = np.zeros((rounds, len(loops)))
     for r in range(rounds):
-        for _ in range(2):
-            _timed(pc.target_1), _timed(pc.iteration)
+        for c in passes:
+            _timed(c)
         for j in (range(len(loops)) if r % 2 == 0 else reversed(range(len(loops)))):
             t[r, j] = _timed(loops[j])
-        for _ in range(2):
-            _timed(pc.target_1), _timed(pc.iteration)
+        for c in passes:
+            _timed(c)
     idx = np.random.default_rng(0).integers(0, rounds, (2000, rounds))
     print(f"{rounds} rounds, CPU clock; per run: sd over rounds of the log-times, their "
           f"correlation, bootstrap sd of the measured speedup (per cent)")
@@ -270,14 +267,11 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     if a.rounds < 3:
         p.error("--rounds must be at least 3")
-    if a.probe == "context":
-        context_probe(a.rounds)
-    elif a.probe == "steps":
-        steps_probe(a.rounds)
-    elif a.probe == "pairing":
-        pairing_probe(a.rounds)
-    else:
+    if a.probe == "sets":
         sets_probe(a.rounds, list(dict.fromkeys(a.designs)))
+    else:
+        probe = {"context": context_probe, "steps": steps_probe, "pairing": pairing_probe}
+        probe[a.probe](a.rounds)
 
 
 if __name__ == "__main__":

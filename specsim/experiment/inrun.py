@@ -220,12 +220,17 @@ def in_baseline_units(series: dict) -> dict:
         return {role: np.asarray(v, float) / ar * scale for role, v in series.items()}
 
 
+def _clock_series(times: dict, col: int) -> dict:
+    """Role -> [rounds] times of one clock (column ``col``), in baseline units."""
+    return in_baseline_units({role: v[:, col] for role, v in times.items()})
+
+
 def _measured_interval(state: DemoState, times: dict):
     """The measured speedup of a run (``settings.clock``) with its bootstrap interval."""
     from specsim.experiment import intervals
 
     col = CLOCKS.index(state.settings.clock)
-    series = in_baseline_units({role: v[:, col] for role, v in times.items()})
+    series = _clock_series(times, col)
     return intervals.bootstrap(series, measured_statistic, draws=state.settings.bootstrap_draws,
                                seed=state.settings.seed, positive=True)
 
@@ -349,7 +354,7 @@ def _by_clock(state: DemoState, group: Group, i: int, timing: GroupTiming, col: 
     its prefill and total time."""
     run, steps = group.runs[i], state.settings.pass_steps
     res = timing.results[i]["spec"]
-    t = in_baseline_units({role: v[:, col] for role, v in timing.times[i].items()})
+    t = _clock_series(timing.times[i], col)
     med = {role: float(np.median(v)) for role, v in t.items()}
     pre_spec = float(np.median(timing.prepared[i]["spec"][:, col]))
     n = group.max_new_tokens - 1            # decode tokens per row (the prefill gives one)
@@ -375,7 +380,7 @@ def interval_columns(state: DemoState, group: Group, i: int, times: dict,
 
     s, run = state.settings, group.runs[i]
     col = CLOCKS.index(s.clock)
-    series = in_baseline_units({role: v[:, col] for role, v in times.items()})
+    series = _clock_series(times, col)
     med = intervals.resample_medians(series, draws=s.bootstrap_draws, seed=s.seed)
 
     def statistics(m: dict) -> dict:
