@@ -149,6 +149,7 @@ ERR_PRIOR_OTHER = "err_prior_other_prompts_pct"   # 100 ln(pred_speedup_prior_ot
 ACCEPTANCE_PRIOR = "acceptance_prior"      # results/demo/acceptance_prior.csv: calibration α_j
 ALPHA_SOURCE = "source"                    # its column: "this prompt" or "other prompts"
 PASS_SWEEP = "pass_sweep"                  # results/demo/pass_sweep.csv: the loop's passes swept
+TIMED_CALLS = "timed_calls"                # results/demo/timed_calls.csv: every timed call's seconds
 CLOCK = "clock"                            # wall or cpu (process CPU time): drives the row
 MEASURED_BY_CLOCK = {"wall": "measured_speedup_wall", "cpu": "measured_speedup_cpu"}
 PREDICTED_BY_CLOCK = {"wall": "predicted_speedup_wall", "cpu": "predicted_speedup_cpu"}

@@ -468,3 +468,37 @@ def test_draw_summary_follows_its_definition():
     # the expected acceptance's errors 2, -6, 1 are off the draw's midpoints (0, 1, 0)
     # by 2, 7, 1 against hypot(1.5, 2) = 2.5, hypot(1, 3), hypot(1, 1): two agree
     assert d["agreement_with_draw_pct"] == pytest.approx(100 * 2 / 3, abs=0.1)
+
+
+def test_timed_calls_give_back_the_measured_speedups(demo_dir):
+    """timed_calls.csv holds every timed call of the rounds: each block's calls once a
+    round, in the order they ran, and each run's measured speedup recomputed from them
+    (its baseline over its loop, round by round) is the runs table's, by either clock."""
+    from specsim.experiment import timed_calls
+
+    out, _ = demo_dir
+    calls = pd.read_csv(out / "timed_calls.csv", keep_default_na=False)
+    S.require(calls, timed_calls.COLUMNS, "timed calls")
+    assert (calls[["wall_s", "cpu_s"]].to_numpy(float) > 0).all()
+    for _, g in calls.groupby("group"):
+        assert sorted(g["order"]) == list(range(len(g)))        # one order per group
+        assert g["batch"].nunique() == 1
+        for _, b in g.groupby("block"):
+            per_round = b.groupby("round").size()
+            assert per_round.nunique() == 1                     # the same calls each round
+            assert list(per_round.index) == list(range(len(per_round)))
+            first = b[b["round"] == 0].sort_values("order")["call"].tolist()
+            if len(per_round) > 1:                              # every second round reversed
+                second = b[b["round"] == 1].sort_values("order")["call"].tolist()
+                assert second == first[::-1]
+            assert first.count("ar") == 1 and "target_1" in first and "spec" in first
+    runs = S.speculative(pd.read_csv(out / "runs.csv"))
+    for clock in ("cpu", "wall"):
+        got = timed_calls.measured_speedups(calls, clock)
+        keys = [S.BATCH, S.DRAFTER, S.KIND, S.K]
+        both = runs.merge(got, on=keys, suffixes=("", "_calls"), validate="one_to_one")
+        assert len(both) == len(runs)
+        np.testing.assert_allclose(both[S.MEASURED_SPEEDUP + "_calls"],
+                                   both[S.MEASURED_BY_CLOCK[clock]], rtol=1e-9)
+    with pytest.raises(InvalidArgument, match="clock"):
+        timed_calls.measured_speedups(calls, "gpu")

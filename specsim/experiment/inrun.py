@@ -176,7 +176,7 @@ class GroupTiming:
     and the run's untimed preparation ("ar", "spec": checks, host work, prefills), the
     `GenerationResult` of its baseline and of the run, its rounds and why they stopped;
     the group's timing budget, seconds timed and CPU time over wall time of every timed
-    call."""
+    call; ``calls``: every timed call as a row of `timed_calls.COLUMNS`."""
     times: list[dict]
     prepared: list[dict]
     results: list[dict]
@@ -186,6 +186,7 @@ class GroupTiming:
     elapsed_s: float
     cpu_over_wall: float
     blocks: list[Block]
+    calls: list[dict]
 
 
 def _run_roles(group: Group, block: Block, i: int) -> dict[str, tuple[int, ...]]:
@@ -256,7 +257,7 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
     (`paired.paired_rounds`); a block leaves once every run's measured speedup has an
     interval within ``settings.target_half_width``; while the budget does not afford a
     round of every block left, the blocks with the widest intervals go first."""
-    from specsim.experiment import paired
+    from specsim.experiment import paired, timed_calls
 
     s = state.settings
     t0 = time.perf_counter()
@@ -294,7 +295,8 @@ def time_group(state: DemoState, group: Group, budget_s: float) -> GroupTiming:
               f"{max(res.rounds)} paired rounds timed in {res.elapsed_s:.0f} s (budget "
               f"{budget_s:.0f} s), {done}/{n} within ±{100 * s.target_half_width:g}%")
     return GroupTiming(times, prepared, results, rounds, stopped, float(budget_s),
-                       float(res.elapsed_s), float(total[1] / total[0]), units)
+                       float(res.elapsed_s), float(total[1] / total[0]), units,
+                       timed_calls.rows(group, units, res))
 
 
 def _e_finite(pmf, n: int, batch: int) -> float:
@@ -480,9 +482,12 @@ def baseline_rows(state: DemoState, group: Group, timing: GroupTiming) -> list[d
 def measure(state: DemoState, group: Group, budget_s: float) -> list[dict]:
     """Time one group in paired rounds within ``budget_s`` seconds; one runs-table row
     per baseline and per speculative run. The group's timing (rounds, budget, CPU over
-    wall time) is kept in ``state.environment["timing"]``."""
+    wall time) is kept in ``state.environment["timing"]``, its calls in the
+    ``timed_calls`` table."""
     timing = time_group(state, group, budget_s)
-    state.environment.setdefault("timing", []).append(
+    groups = state.environment.setdefault("timing", [])
+    add_rows(state, schema.TIMED_CALLS, [{"group": len(groups), **c} for c in timing.calls])
+    groups.append(
         {"batch": group.batch, "temperature": group.temperature, "runs": len(group.runs),
          "blocks": len(timing.blocks), "rounds_min": min(timing.rounds),
          "rounds_max": max(timing.rounds),
@@ -494,11 +499,16 @@ def measure(state: DemoState, group: Group, budget_s: float) -> list[dict]:
 
 def add_runs(state: DemoState, rows: list[dict]) -> None:
     """Append rows to the runs table (parts add their runs one after another)."""
+    add_rows(state, schema.RUNS, rows)
+
+
+def add_rows(state: DemoState, table: str, rows: list[dict]) -> None:
+    """Append rows to ``state.tables[table]``."""
     import pandas as pd
 
     new = pd.DataFrame(rows)
-    old = state.tables.get(schema.RUNS)
-    state.tables[schema.RUNS] = new if old is None or old.empty else pd.concat(
+    old = state.tables.get(table)
+    state.tables[table] = new if old is None or old.empty else pd.concat(
         [old, new], ignore_index=True)
 
 

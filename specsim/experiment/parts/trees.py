@@ -340,9 +340,15 @@ def _unit_keys(calls, kind: str, labels) -> list[tuple]:
 
 
 def _speedup(state, ar, run):
+    """A tree loop's measured speedup over its kind's baseline, with its interval over
+    rounds, on times in baseline units (`inrun.in_baseline_units`: paired round by
+    round, as the central check's runs are)."""
     from specsim.experiment import intervals
+    from specsim.experiment.inrun import in_baseline_units, measured_statistic
+
     s = state.settings
-    return intervals.ratio_of_medians(ar, run, draws=s.bootstrap_draws, seed=s.seed)
+    return intervals.bootstrap(in_baseline_units({"ar": ar, "spec": run}), measured_statistic,
+                               draws=s.bootstrap_draws, seed=s.seed, positive=True)
 
 
 def _time(state, calls, per, units, budget_s):
@@ -364,7 +370,7 @@ def _time(state, calls, per, units, budget_s):
     res = paired.paired_rounds([[calls[k] for k in keys] for keys in units],
                                np.random.default_rng(s.seed), min_rounds=s.repeats,
                                max_rounds=s.max_rounds, budget_s=budget_s,
-                               converged=converged, clock=clock)
+                               converged=converged, clock=clock, alternate=True)
     times = [{k: np.asarray(v, float).reshape(-1) / per.get(k, 1)
               for k, v in zip(keys, res.samples[u])} for u, keys in enumerate(units)]
     last = [dict(zip(keys, res.outputs[u])) for u, keys in enumerate(units)]
