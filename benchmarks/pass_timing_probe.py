@@ -1,7 +1,8 @@
 """How the demo's pass programs should be timed beside the loops they predict.
 
-Two probes on the default target (SmolLM2-135M), the instrument drafter at batch 1,
-K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
+Probes on the default target (SmolLM2-135M); all but ``sweep`` on the instrument
+drafter at batch 1, K 4, 40 new tokens from a 28-token prompt (the default demo's
+instrument group):
 
 * ``context``: the one-token pass program at several contexts against the loop's own
   decode step (its plain-decoding loop over the decode tokens), interleaved rounds;
@@ -15,6 +16,10 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
 * ``pairing``: how much of a round's swing the baseline and the runs share, and the
   bootstrap spread of the measured speedup as a ratio of raw medians and in baseline
   units (`specsim.experiment.inrun.in_baseline_units`).
+* ``sweep``: the pass sweep (the prediction before the run's pass times) in a random
+  order of all its calls each round against one block of paired rounds per cell, as
+  `specsim.experiment.pass_sweep.sweep` runs it: the spread over repeated sweeps of
+  each verify pass over the decode step.
 * ``steps``: a per-call fixed cost: the one-token program at 1, 2, 4, 8 and 16 steps a
   call and the plain loop at two lengths, interleaved; per round a line time = fixed +
   steps · step for each, and each call length's step against the loop's (both clocks).
@@ -24,6 +29,7 @@ K 4, 40 new tokens from a 28-token prompt (the default demo's instrument group):
     python benchmarks/pass_timing_probe.py sets --rounds 20 --designs around around-8 eight-sets
     python benchmarks/pass_timing_probe.py steps --rounds 30
     python benchmarks/pass_timing_probe.py pairing --rounds 24
+    python benchmarks/pass_timing_probe.py sweep --rounds 5
 
 docs/studies/pass-cost-programs.md and docs/studies/timing-design.md quote them.
 Process CPU time, as the demo's default clock.
@@ -257,9 +263,54 @@ def pairing_probe(rounds: int) -> None:
               f"{100 * raw.std():.2f}, in baseline units {100 * paired.std():.2f}")
 
 
+def sweep_probe(rounds: int, repeats: int = 6) -> None:
+    """The pass sweep's two schedules on the default demo's sweep cells, alternated
+    ``repeats`` times each: every call in a fresh random order each round (medians of
+    the raw times), and each cell as a block of paired rounds (`pass_sweep.sweep`:
+    medians in units of the round's decode step). Per cell and verify width, the mean
+    over repetitions of the verify pass over the decode step and its standard deviation
+    (per cent of ln) under each schedule: what noise the prediction before the run
+    inherits from the sweep."""
+    import math
+
+    from specsim import bench
+    from specsim.experiment import paired, pass_sweep, pipeline
+    from specsim.experiment.settings import DemoSettings
+
+    state = pipeline.prepare(DemoSettings.demo(), progress=False)
+    units, keys = pass_sweep.sweep_calls(state)
+    flat = [c for u in units for c in u]
+    for c in flat:
+        _timed(c)
+    rng = np.random.default_rng(0)
+    schemes = ("random order", "paired blocks")
+    logs = {name: [] for name in schemes}
+    for rep in range(repeats):
+        for name in (schemes if rep % 2 == 0 else schemes[::-1]):
+            if name == "random order":
+                samples, _ = bench.interleaved_rounds(flat, rounds, rng, clock=time.process_time)
+                it = iter(float(np.median(x)) for x in samples)
+                meds = [[next(it) for _ in u] for u in units]
+            else:
+                res = paired.paired_rounds(units, rng, min_rounds=rounds, max_rounds=rounds,
+                                           budget_s=math.inf, converged=lambda u, x: False,
+                                           clock=time.process_time, alternate=True)
+                meds = [pass_sweep.paired_medians(x) for x in res.samples]
+            logs[name].append([np.log(np.asarray(m[1:]) / m[0]) for m in meds])
+    print(f"{repeats} sweeps of {rounds} rounds per schedule, CPU clock; per cell: "
+          f"verify over decode step, mean and sd over sweeps (per cent of ln)")
+    for u, cell in enumerate(keys):
+        for j, (n, b, ctx) in enumerate(cell[1:]):
+            parts = []
+            for name in schemes:
+                x = np.array([rep[u][j] for rep in logs[name]])
+                parts.append(f"{name} {np.exp(x.mean()):.3f} sd {100 * x.std(ddof=1):.1f}")
+            print(f"  batch {b:>2} context {ctx:>3} width {n}: " + "; ".join(parts))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("probe", choices=["context", "sets", "steps", "pairing"])
+    p.add_argument("probe", choices=["context", "sets", "steps", "pairing", "sweep"])
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--designs", nargs="+", choices=list(DESIGNS),
                    default=["after", "each", "around", "around-8"],
@@ -270,7 +321,8 @@ def main(argv=None) -> None:
     if a.probe == "sets":
         sets_probe(a.rounds, list(dict.fromkeys(a.designs)))
     else:
-        probe = {"context": context_probe, "steps": steps_probe, "pairing": pairing_probe}
+        probe = {"context": context_probe, "steps": steps_probe, "pairing": pairing_probe,
+                 "sweep": sweep_probe}
         probe[a.probe](a.rounds)
 
 

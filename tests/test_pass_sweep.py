@@ -78,3 +78,51 @@ def test_one_roofline_without_a_split_or_with_too_few_points(kernel_up_to_max_ro
     f = fits[pass_sweep.fit_key(cfg.name)]
     assert tm(cfg, 5, 16, 64) == pytest.approx(f.predict_forward(cfg, 5, 16, 64))
     assert pass_sweep.time_model({}, cfg) is None
+
+
+def test_a_cells_points_are_paired_with_its_decode_step_round_by_round():
+    """A point is its median over rounds in units of the round's decode step (call 0):
+    in a round where the machine ran at half speed the ratio still counts as the others
+    do, where the raw median would take the verify pass from a slow round."""
+    got = pass_sweep.paired_medians([[1.0, 2.0, 1.0], [1.2, 2.4, 1.8]])
+    assert got == pytest.approx([1.0, 1.2])                    # raw medians: 1.0 and 1.8
+    # the decode step's own samples give back its raw median
+    assert pass_sweep.paired_medians([[3.0, 1.0, 2.0]]) == pytest.approx([2.0])
+
+
+def test_the_sweep_runs_each_cell_back_to_back_and_reversed_every_second_round(monkeypatch):
+    """The recording of `sweep`: every round runs each cell's calls together (its decode
+    step and verify widths), in the given order one round and reversed the next; one
+    row per point, its median over the rounds divided by the program's steps."""
+    ran = []
+
+    def call(name):
+        def f():
+            ran.append(name)
+            sum(range(20000))                                  # some CPU time to read
+        return f
+
+    cells = [[call("a1"), call("a2"), call("a3")], [call("b1"), call("b5")]]
+    points = [[(1, 1, 30), (2, 1, 30), (3, 1, 30)], [(1, 4, 30), (5, 4, 30)]]
+    monkeypatch.setattr(pass_sweep, "sweep_calls", lambda state: (cells, points))
+    state = SimpleNamespace(
+        settings=SimpleNamespace(sweep_repeats=4, seed=0, clock="cpu", pass_steps=4),
+        target=SimpleNamespace(cfg=SimpleNamespace(name="m")))
+    df = pass_sweep.sweep(state)
+    assert len(ran) == 4 * 5
+    rounds, seen = [], 0
+    for r in range(4):
+        block = []
+        while len(block) < 5:
+            block.append(ran[seen])
+            seen += 1
+        rounds.append(block)
+    for r, block in enumerate(rounds):
+        a = [x for x in block if x.startswith("a")]
+        b = [x for x in block if x.startswith("b")]
+        assert block in (a + b, b + a)                          # cells back to back
+        assert a == (["a1", "a2", "a3"] if r % 2 == 0 else ["a3", "a2", "a1"])
+        assert b == (["b1", "b5"] if r % 2 == 0 else ["b5", "b1"])
+    assert list(zip(df[S.N_TOKENS], df[S.BATCH])) == [(1, 1), (2, 1), (3, 1), (1, 4), (5, 4)]
+    assert (df[S.MODEL] == pass_sweep.fit_key("m")).all() and (df[S.TIME_S] > 0).all()
+    assert (df[S.CONTEXT] == 30).all() and (df[S.CLOCK] == "cpu").all()

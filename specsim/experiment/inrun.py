@@ -208,14 +208,14 @@ def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
             for role, js in _run_roles(group, block, i).items()}
 
 
-def in_baseline_units(series: dict) -> dict:
+def in_baseline_units(series: dict, baseline="ar") -> dict:
     """Each role's times (arrays over rounds, first axis) over its round's baseline
-    ("ar"), times the baseline's median: seconds still, but paired. A shared machine's
+    (the role ``baseline``), times the baseline's median: seconds still, but paired. A shared machine's
     speed moves over seconds, so the calls of one round run slow or fast together; the
     medians of these series give ratios (measured speedup, prediction, the error's
     terms) in which that common swing cancels round by round, where a ratio of two raw
     medians would take them from different rounds (docs/measurement.md, "Rounds")."""
-    ar = np.asarray(series["ar"], float)
+    ar = np.asarray(series[baseline], float)
     scale = np.median(ar, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return {role: np.asarray(v, float) / ar * scale for role, v in series.items()}

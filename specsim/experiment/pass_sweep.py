@@ -17,6 +17,7 @@ prices a pass by the side its rows fall on (docs/measurement.md)."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -120,34 +121,63 @@ def plan(state: DemoState) -> dict[tuple[int, int, int], set[int]]:
     return out
 
 
-def sweep(state: DemoState) -> pd.DataFrame:
-    """Per-pass seconds of the target's decode step (width 1) and verify passes (width
-    K + 1) at every point of `plan`: the median over ``sweep_repeats`` interleaved
-    rounds, divided by the program's steps, by the clock the runs are measured on
-    (``settings.clock``)."""
-    from specsim import bench, pass_costs
+def sweep_calls(state: DemoState) -> tuple[list[list], list[list[tuple]]]:
+    """The sweep's compiled pass calls, one list per (batch, cache, context) cell of
+    `plan` (the decode step first, then each verify width), and their points (tokens,
+    batch, context)."""
+    from specsim import pass_costs
 
     s = state.settings
-    calls, keys = [], []
+    units, keys = [], []
     for (b, S, ctx), ks in sorted(plan(state).items()):
+        calls, cell = [], []
         for i, k in enumerate(sorted(ks)):
             c = pass_costs.pass_calls(state.target, None, batch=b, cache_len=S, k=k,
                                       temperature=0.0, steps=s.pass_steps, seed=s.seed,
                                       context=ctx)
             if i == 0:
                 calls.append(c.target_1)
-                keys.append((1, b, ctx))
+                cell.append((1, b, ctx))
             calls.append(c.verify)
-            keys.append((k + 1, b, ctx))
+            cell.append((k + 1, b, ctx))
+        units.append(calls)
+        keys.append(cell)
+    return units, keys
+
+
+def paired_medians(samples: list) -> list[float]:
+    """A cell's per-call medians over rounds (``samples[j]``: call j's seconds, one per
+    round) of its times in units of each round's decode step (call 0,
+    `inrun.in_baseline_units`)."""
+    from specsim.experiment.inrun import in_baseline_units
+
+    t = in_baseline_units({j: np.asarray(v, float) for j, v in enumerate(samples)}, baseline=0)
+    return [float(np.median(t[j])) for j in range(len(samples))]
+
+
+def sweep(state: DemoState) -> pd.DataFrame:
+    """Per-pass seconds of the target's decode step (width 1) and verify passes (width
+    K + 1) at every point of `plan`, by the clock the runs are measured on
+    (``settings.clock``), divided by the program's steps. The points of one (batch,
+    cache, context) cell run back to back as one block of paired rounds
+    (``sweep_repeats`` rounds, the blocks in a fresh order each round, a block's calls
+    reversed every second round), and each point is its `paired_medians`: the ratios
+    the prediction reads (a verify pass over the decode step at one batch) are paired
+    round by round, not taken from calls seconds apart."""
+    from specsim.experiment import paired
+
+    s = state.settings
+    units, keys = sweep_calls(state)
     clock = time.process_time if s.clock == "cpu" else time.perf_counter
-    samples, _ = bench.interleaved_rounds(calls, s.sweep_repeats, np.random.default_rng(s.seed),
-                                          clock=clock)
+    res = paired.paired_rounds(units, np.random.default_rng(s.seed), min_rounds=s.sweep_repeats,
+                               max_rounds=s.sweep_repeats, budget_s=math.inf,
+                               converged=lambda u, samples: False, clock=clock, alternate=True)
     name = state.target.cfg.name
     return pd.DataFrame([{schema.MODEL: fit_key(name), schema.N_TOKENS: n, schema.BATCH: b,
-                          schema.CONTEXT: ctx,
-                          schema.TIME_S: float(np.median(ts)) / s.pass_steps,
+                          schema.CONTEXT: ctx, schema.TIME_S: t / s.pass_steps,
                           schema.CLOCK: s.clock}
-                         for (n, b, ctx), ts in zip(keys, samples)])
+                         for cell, samples in zip(keys, res.samples)
+                         for (n, b, ctx), t in zip(cell, paired_medians(samples))])
 
 
 def fit(state: DemoState, df: pd.DataFrame, ceilings=None) -> dict:
