@@ -477,8 +477,7 @@ def test_timed_calls_give_back_the_measured_speedups(demo_dir):
     from specsim.experiment import timed_calls
 
     out, _ = demo_dir
-    calls = pd.read_csv(out / "timed_calls.csv", keep_default_na=False)
-    S.require(calls, timed_calls.COLUMNS, "timed calls")
+    calls = timed_calls.read(out)
     assert (calls[["wall_s", "cpu_s"]].to_numpy(float) > 0).all()
     for _, g in calls.groupby("group"):
         assert sorted(g["order"]) == list(range(len(g)))        # one order per group
