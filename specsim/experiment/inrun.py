@@ -210,9 +210,9 @@ def _run_times(group: Group, block: Block, i: int, per_call: list) -> dict:
 
 def in_baseline_units(series: dict, baseline="ar") -> dict:
     """Each role's times (arrays over rounds, first axis) over its round's baseline
-    (the role ``baseline``), times the baseline's median: seconds still, but paired. A shared machine's
-    speed moves over seconds, so the calls of one round run slow or fast together; the
-    medians of these series give ratios (measured speedup, prediction, the error's
+    (the role ``baseline``), times the baseline's median: seconds still, but paired. A
+    shared machine's speed moves over seconds, so the calls of one round run slow or
+    fast together; the medians of these series give ratios (measured speedup, prediction, the error's
     terms) in which that common swing cancels round by round, where a ratio of two raw
     medians would take them from different rounds (docs/measurement.md, "Rounds")."""
     ar = np.asarray(series[baseline], float)
@@ -228,12 +228,19 @@ def _clock_series(times: dict, col: int) -> dict:
 
 def _measured_interval(state: DemoState, times: dict):
     """The measured speedup of a run (``settings.clock``) with its bootstrap interval."""
+    col = CLOCKS.index(state.settings.clock)
+    return speedup_interval({role: v[:, col] for role, v in times.items()}, state.settings)
+
+
+def speedup_interval(series: dict, settings):
+    """The measured speedup ("ar" over "spec", raw seconds over rounds) with its
+    bootstrap interval over rounds (``settings``' draws and seed), on the times in
+    baseline units."""
     from specsim.experiment import intervals
 
-    col = CLOCKS.index(state.settings.clock)
-    series = _clock_series(times, col)
-    return intervals.bootstrap(series, measured_statistic, draws=state.settings.bootstrap_draws,
-                               seed=state.settings.seed, positive=True)
+    return intervals.bootstrap(in_baseline_units(series), measured_statistic,
+                               draws=settings.bootstrap_draws, seed=settings.seed,
+                               positive=True)
 
 
 def measured_statistic(m):

@@ -17,26 +17,24 @@ COLUMNS = ("group", S.BATCH, S.TEMPERATURE, "block", "round", "order", "call", S
 """``group``: the group's index among the demo's timed groups (one batch, temperature
 and cache length each); ``block``: the block's index in its group; ``round``: the
 block's own round (0, 1, …); ``order``: the call's place among all of its group's
-timed calls; ``call``: "ar" (the
-plain-decoding baseline), "spec" (a run's loop), "target_1", "verify", "iteration" (a
-pass program's call of ``pass_steps`` passes); ``drafter``: the run, for "spec";
-``kind``: the block's kind of work; ``k``: the block's K; ``cost_key``: the draft
-program an "iteration" call times; ``wall_s``, ``cpu_s``: the call's seconds."""
+timed calls; ``call``: "ar" (the plain-decoding baseline), "spec" (a run's loop),
+"target_1", "verify", "iteration" (a pass program's call of ``pass_steps`` passes);
+``drafter``: the run, for "spec"; ``kind``: the block's kind of work; ``k``: the
+block's K; ``cost_key``: the draft program an "iteration" call times; ``wall_s``,
+``cpu_s``: the call's seconds."""
 
 
 def rows(group, blocks, timing) -> list[dict]:
     """One row per timed call of ``group``'s rounds (`paired.PairedTiming` ``timing``
     over ``blocks``, `inrun.Block`), in the order the calls ran: every column but
     ``group``, which the demo adds."""
-    from specsim.experiment.paired import as_array
-
     taken: dict[tuple, int] = {}
     out = []
     for place, (u, j) in enumerate(timing.order):
         r = taken.get((u, j), 0)
         taken[(u, j)] = r + 1
         key, first = blocks[u].keys[j], group.runs[blocks[u].runs[0]]
-        wall, cpu = as_array(timing.samples[u][j])[r][:2]
+        wall, cpu = np.ravel(timing.samples[u][j][r])[:2]
         out.append({S.BATCH: group.batch, S.TEMPERATURE: group.temperature, "block": u,
                     "round": r, "order": place, "call": key[0],
                     S.DRAFTER: group.runs[key[1]].name if key[0] == "spec" else "",
@@ -79,14 +77,12 @@ def measured_speedups(calls: pd.DataFrame, clock: str = "cpu") -> pd.DataFrame:
     `inrun.in_baseline_units`). Columns batch, temperature, drafter, kind, k,
     measured_speedup; ``clock``: "wall" or "cpu"."""
     calls, col = _checked(calls), _clock_column(clock)
-    block = ["group", "block"]
     out = []
-    for _, c in calls.groupby(block, sort=False):
-        ar = c[c["call"] == "ar"].set_index("round")[col]
+    for _, c in calls.groupby(["group", "block"], sort=False):
+        ar, first = c[c["call"] == "ar"].set_index("round")[col], c.iloc[0]
         for drafter, spec in c[c["call"] == "spec"].groupby(S.DRAFTER, sort=False):
             spec = spec.set_index("round")[col]
             spec_over_ar = (spec / ar.reindex(spec.index)).to_numpy(float)
-            first = c.iloc[0]
             out.append({S.BATCH: first[S.BATCH], S.TEMPERATURE: first[S.TEMPERATURE],
                         S.DRAFTER: drafter, S.KIND: first[S.KIND], S.K: first[S.K],
                         S.MEASURED_SPEEDUP: float(1 / np.median(spec_over_ar))})
@@ -111,8 +107,9 @@ def speed_correlation(calls: pd.DataFrame, clock: str = "cpu",
     out = []
     for g, c in calls.groupby("group", sort=True):
         c = c.sort_values("order")
-        program = c.groupby(["block", "call", S.DRAFTER, "cost_key"], sort=False)[col]
-        x = (np.log(c[col]) - program.transform(lambda t: np.median(np.log(t)))).to_numpy()
+        log_t = np.log(c[col])
+        x = (log_t - log_t.groupby([c["block"], c["call"], c[S.DRAFTER], c["cost_key"]])
+             .transform("median")).to_numpy()
         start = (c["wall_s"].cumsum() - c["wall_s"]).to_numpy()
         i, j = np.triu_indices(len(c), 1)
         apart = np.abs(start[j] - start[i])

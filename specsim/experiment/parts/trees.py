@@ -341,14 +341,10 @@ def _unit_keys(calls, kind: str, labels) -> list[tuple]:
 
 def _speedup(state, ar, run):
     """A tree loop's measured speedup over its kind's baseline, with its interval over
-    rounds, on times in baseline units (`inrun.in_baseline_units`: paired round by
-    round, as the central check's runs are)."""
-    from specsim.experiment import intervals
-    from specsim.experiment.inrun import in_baseline_units, measured_statistic
+    rounds, paired round by round as the central check's runs are."""
+    from specsim.experiment.inrun import speedup_interval
 
-    s = state.settings
-    return intervals.bootstrap(in_baseline_units({"ar": ar, "spec": run}), measured_statistic,
-                               draws=s.bootstrap_draws, seed=s.seed, positive=True)
+    return speedup_interval({"ar": ar, "spec": run}, state.settings)
 
 
 def _time(state, calls, per, units, budget_s):
