@@ -1,7 +1,8 @@
 """Write docs/studies/published-speedups.md: the iteration cost model against the published
 GPU/TPU speedups, leave-one-source-out (`specsim.published.validation_page`), and the same
 model on this CPU's measured ceilings against the default demo's reference run
-(`specsim.experiment.ceiling_prediction.ceiling_section`, from ``data/demo-cpu``)."""
+(`specsim.experiment.ceiling_prediction.ceiling_section`, from ``data/demo-cpu``) and
+the repeated demos in ``data/demo-cpu-repeats``."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "studies" / "published-speedups.md"
 DEMO = ROOT / "data" / "demo-cpu"
+REPEATS = ROOT / "data" / "demo-cpu-repeats"
 
 
-def page_text(demo: Path = DEMO) -> str:
-    """The study page: the published set's validation and the demo folder's section."""
+def page_text(demo: Path = DEMO, repeats: Path | None = REPEATS) -> str:
+    """The study page: the published set's validation and the demo folder's section,
+    with the repeated demos' table."""
     from specsim.experiment.ceiling_prediction import ceiling_section
     from specsim.published import validation_page
 
-    return validation_page(extra_sections=[ceiling_section(demo)])
+    return validation_page(extra_sections=[ceiling_section(demo, repeats)])
 
 
 def main() -> None:

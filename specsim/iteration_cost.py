@@ -14,8 +14,10 @@ nodes of a tree with its root) and tau the mean tokens an iteration yields. Each
     roofline(n) = max(FLOPs / (peak * FLOPS_EFFICIENCY), bytes / (bandwidth * BANDWIDTH_EFFICIENCY))
 
 ``CeilingUse`` says how an engine uses the ceilings: the efficiencies above and the max
-for GPU and TPU engines (`DATASHEET_USE`); fitted efficiencies and a sum (compute and
-memory do not overlap) for specsim's CPU loop (`specsim.experiment.ceiling_prediction`).
+for GPU and TPU engines (`DATASHEET_USE`); for specsim's CPU loop
+(`specsim.experiment.ceiling_prediction`) fitted efficiencies and the p-norm of the two,
+``(compute^p + memory^p)^(1/p)``: p = 1 a sum (a core loads, then computes), larger p a
+partial overlap (a kernel computes on the rows it has while it streams the weights).
 FLOPs and bytes are `specsim.roofline.forward_cost`'s (weights, KV cache, logits; no
 intermediates: a GPU kernel keeps them on chip), split over ``tp`` devices with the
 output head vocabulary-parallel as vLLM, SGLang and TensorRT-LLM shard it, plus two
@@ -97,12 +99,15 @@ MOE_FLOOR_FACTOR = 2.0
 @dataclass(frozen=True)
 class CeilingUse:
     """How an engine's passes use a chip's ceilings: the fractions of its peak FLOP/s and
-    bandwidth they reach, and whether compute and memory traffic overlap (a GPU kernel
-    streams weights while its tensor cores work: a pass costs the larger of the two) or
-    add (``overlap`` False: a CPU core loads, then computes)."""
+    bandwidth they reach, and how compute and memory traffic combine. ``overlap``: a
+    GPU kernel streams weights while its tensor cores work, so a pass costs the larger
+    of the two; without it they combine as the p-norm ``(compute^p + memory^p)^(1/p)``
+    with p = ``blend`` (1: they add, as a CPU core that loads, then computes; between 1
+    and the max as p grows)."""
     flops_efficiency: float = FLOPS_EFFICIENCY
     bandwidth_efficiency: float = BANDWIDTH_EFFICIENCY
     overlap: bool = True
+    blend: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("flops_efficiency", "bandwidth_efficiency"):
@@ -111,6 +116,13 @@ class CeilingUse:
                 raise InvalidArgument(f"{name} must be a finite number > 0, got {v!r}")
         if not isinstance(self.overlap, bool):
             raise InvalidArgument(f"overlap must be True or False, got {self.overlap!r}")
+        b = self.blend
+        if not (isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b)
+                and b >= 1):
+            raise InvalidArgument(f"blend must be a finite number >= 1, got {b!r}")
+        if self.overlap and b != 1:
+            raise InvalidArgument("blend applies only without overlap (overlap=False); "
+                                  f"got overlap=True and blend={b!r}")
 
 
 # Datasheet ceilings as GPU and TPU engines use them (the priors above).
@@ -210,8 +222,8 @@ class PassCost:
     """One pass on one device of a tensor-parallel group: FLOPs and bytes, the roofline
     seconds they take at the efficient ceilings, the all-reduce seconds, and the layers
     the launch floor multiplies (MOE_FLOOR_FACTOR per mixture-of-experts layer);
-    ``overlap``: the roofline is the larger of compute and memory seconds, else their sum
-    (`CeilingUse`)."""
+    ``overlap``: the roofline is the larger of compute and memory seconds, else their
+    p-norm with p = ``blend`` (1: their sum; `CeilingUse`)."""
     flops: float
     bytes: float
     compute_s: float
@@ -219,12 +231,17 @@ class PassCost:
     allreduce_s: float
     layers: float
     overlap: bool = True
+    blend: float = 1.0
 
     @property
     def roofline_s(self) -> float:
-        if self.overlap:
-            return max(self.compute_s, self.memory_s)
-        return self.compute_s + self.memory_s
+        hi = max(self.compute_s, self.memory_s)
+        if self.overlap or hi == 0:
+            return hi
+        if self.blend == 1:
+            return self.compute_s + self.memory_s
+        p = self.blend
+        return hi * ((self.compute_s / hi) ** p + (self.memory_s / hi) ** p) ** (1 / p)
 
 
 def _ceilings(hw: Hardware, dtype: str, use: CeilingUse) -> tuple[float, float]:
@@ -240,7 +257,7 @@ def _timed(hw: Hardware, dtype: str, use: CeilingUse, *, flops: float, nbytes: f
     peak, bw = _ceilings(hw, dtype, use)
     return PassCost(flops=float(flops), bytes=float(nbytes), compute_s=float(flops / peak),
                     memory_s=float(nbytes / bw), allreduce_s=float(allreduce_s),
-                    layers=layers, overlap=use.overlap)
+                    layers=layers, overlap=use.overlap, blend=use.blend)
 
 
 def dense_pass_cost(n_params: float, hw: Hardware, *, n_tokens: int, batch: int = 1,

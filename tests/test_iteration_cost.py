@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -232,9 +233,27 @@ def test_an_engine_that_does_not_overlap_adds_compute_and_memory_at_its_efficien
     assert d == ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32, use=ic.DATASHEET_USE)
     assert d.roofline_s == pytest.approx(max(_toy_flops(3) / PEAK, _toy_bytes(3) / BW))
     for bad in (dict(flops_efficiency=0.0), dict(bandwidth_efficiency=math.nan),
-                dict(overlap="no")):
+                dict(overlap="no"), dict(blend=0.5), dict(blend=math.inf),
+                dict(blend=True), dict(blend=2.0, overlap=True)):
         with pytest.raises(InvalidArgument, match=next(iter(bad))):
             ic.CeilingUse(**bad)
+
+
+def test_a_partial_overlap_is_the_p_norm_of_compute_and_memory():
+    """`CeilingUse.blend`: 3 s of compute and 4 s of memory make 5 s at p = 2 (3-4-5),
+    7 s at p = 1 and tend to the larger, 4 s, as p grows; the toy pass at p = 3 by hand."""
+    pc = ic.PassCost(flops=1.0, bytes=1.0, compute_s=3.0, memory_s=4.0, allreduce_s=0.0,
+                     layers=1, overlap=False, blend=2.0)
+    assert pc.roofline_s == pytest.approx(5.0)
+    assert dataclasses.replace(pc, blend=1.0).roofline_s == pytest.approx(7.0)
+    assert dataclasses.replace(pc, blend=400.0).roofline_s == pytest.approx(4.0, rel=2e-3)
+    assert dataclasses.replace(pc, compute_s=0.0, memory_s=0.0).roofline_s == 0.0
+    use = ic.CeilingUse(flops_efficiency=0.5, bandwidth_efficiency=0.25, overlap=False,
+                        blend=3.0)
+    c = ic.pass_cost(TOY, HW, n_tokens=3, batch=1, context=32, use=use)
+    compute, memory = _toy_flops(3) / (1e14 * 0.5), _toy_bytes(3) / (1e12 * 0.25)
+    assert c.blend == 3.0
+    assert c.roofline_s == pytest.approx((compute ** 3 + memory ** 3) ** (1 / 3))
 
 
 def test_a_dense_pass_by_hand():

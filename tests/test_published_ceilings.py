@@ -18,7 +18,7 @@ from specsim.presets import get_shape
 
 TARGET = get_shape("smollm2-135m")
 PEAK, BW = 200e9, 20e9
-EF, EB, STEP = 0.5, 0.4, 0.002          # the synthetic machine's CPU loop
+EF, EB, P = 0.5, 0.4, 1.7          # the synthetic machine's CPU loop
 
 
 def _ceilings(rows=((PEAK, BW),)):
@@ -32,10 +32,15 @@ def _bare(n, b, S):
     return c.compute_s, c.memory_s
 
 
+def _norm(compute, memory, p):
+    return (compute ** p + memory ** p) ** (1 / p)
+
+
 def _t(n, b, S):
-    """The synthetic loop's pass seconds, by hand: step + FLOPs/(peak ef) + bytes/(bw eb)."""
+    """The synthetic loop's pass seconds, by hand: the p-norm of FLOPs/(peak ef) and
+    bytes/(bw eb)."""
     compute, memory = _bare(n, b, S)
-    return STEP + compute / EF + memory / EB
+    return _norm(compute / EF, memory / EB, P)
 
 
 def _sweep(clock="wall", factor=1.0):
@@ -61,8 +66,8 @@ def test_the_cpu_loop_fit_recovers_a_known_loop(clock, factor):
                         cpu_over_wall=factor)
     assert e.use.flops_efficiency == pytest.approx(EF, rel=1e-4)
     assert e.use.bandwidth_efficiency == pytest.approx(EB, rel=1e-4)
-    assert e.overheads.step == pytest.approx(STEP, rel=1e-3)
-    assert not e.use.overlap and e.overheads.layer_floor == 0.0
+    assert e.use.blend == pytest.approx(P, rel=1e-4)
+    assert not e.use.overlap and e.overheads.layer_floor == 0.0 and e.overheads.step == 0.0
     assert e.overheads.iteration == PRIOR_OVERHEADS["xla"].iteration
     assert e.sweep_points == 9 and e.sweep_mape < 1e-4
     with pytest.raises(InvalidArgument, match="clock"):
@@ -97,17 +102,17 @@ def test_a_synthetic_folder_by_hand(tmp_path):
     """Two new tokens after the first (new_tokens 3) at batch 1: one iteration when the
     first draft is accepted (α_1), else two, so τ = 2 / (2 - α_1). The speedup is
     τ t(1) / (t(K+1) + iteration + K (draft pass + draft call)) with the synthetic loop's
-    t(n) = step + compute / ef + memory / eb."""
+    t(n) = the p-norm of compute / ef and memory / eb."""
     pred, engine, hw = cp.predict_runs(_folder(tmp_path))
     assert list(pred["drafter"]) == ["instrument:a0.5:L0", "ngram-3", "layer-skip:6/30"]
     S = 32                                    # half the cache
     it = PRIOR_OVERHEADS["xla"].iteration
     call = PRIOR_OVERHEADS["xla"].draft_call
     t1, t3 = _t(1, 1, S), _t(3, 1, S)
-    # the layer-skip draft: its 6 kept layers, the target's head, no step of its own
+    # the layer-skip draft: its 6 kept layers and the target's head
     skip = pass_cost(dataclasses.replace(TARGET, n_layers=6), hw, n_tokens=1, batch=1,
                      context=S, use=CeilingUse(1.0, 1.0, overlap=False))
-    t_skip = skip.compute_s / EF + skip.memory_s / EB
+    t_skip = _norm(skip.compute_s / EF, skip.memory_s / EB, P)
     want = {"instrument:a0.5:L0": (2 / 1.5) * t1 / (t3 + it),
             "ngram-3": (2 / 1.2) * t1 / (t3 + it),
             "layer-skip:6/30": (2 / 1.2) * t1 / (t3 + it + 2 * (t_skip + call))}
@@ -158,26 +163,66 @@ def test_drafter_names_are_checked(tmp_path):
 
 def test_the_cpu_loop_fit_splits_at_the_kernel_rows():
     """Passes above the kernel's rows run XLA's dots: a sweep made of two known loops
-    (the narrow one up to 8 rows) is fitted side by side, and `regime` picks by rows."""
-    ef2, eb2, step2 = 0.8, 0.3, 0.005
+    (the narrow one up to 8 rows, the wide one adding compute and memory) is fitted side
+    by side, and `regime` picks by rows."""
+    ef2, eb2 = 0.8, 0.3
     sweep = _sweep()
     hw = cp.hardware_from_ceilings(_ceilings())
     rows = sweep["n_tokens"] * sweep["batch"]
     for i in sweep.index[rows > 8]:
         compute, memory = _bare(int(sweep.at[i, "n_tokens"]), int(sweep.at[i, "batch"]), 32)
-        sweep.at[i, "time_s"] = step2 + compute / ef2 + memory / eb2
+        sweep.at[i, "time_s"] = compute / ef2 + memory / eb2
     e = cp.fit_cpu_loop(hw, sweep, kernel_rows=8)
     assert e.kernel_rows == 8 and e.sweep_points == 9 and e.sweep_mape < 1e-4
-    assert (e.use.flops_efficiency, e.use.bandwidth_efficiency, e.overheads.step) == \
-        pytest.approx((EF, EB, STEP), rel=2e-2)   # the step and the bytes nearly collinear
-    assert (e.wide_use.flops_efficiency, e.wide_use.bandwidth_efficiency, e.wide_step) == \
-        pytest.approx((ef2, eb2, step2), rel=2e-2)
-    assert e.regime(8) == (e.use, e.overheads.step)
-    assert e.regime(9) == (e.wide_use, e.wide_step)
+    assert (e.use.flops_efficiency, e.use.bandwidth_efficiency, e.use.blend) == \
+        pytest.approx((EF, EB, P), rel=1e-3)
+    assert (e.wide_use.flops_efficiency, e.wide_use.bandwidth_efficiency) == \
+        pytest.approx((ef2, eb2), rel=1e-3)
+    assert e.wide_use.blend == pytest.approx(1.0, abs=1e-3)
+    assert e.regime(8) == e.use and e.regime(9) == e.wide_use
     # without the split, one fit over both loops misses
     one = cp.fit_cpu_loop(hw, sweep)
-    assert one.wide_use is None and one.regime(80) == (one.use, one.overheads.step)
+    assert one.wide_use is None and one.regime(80) == one.use
     assert one.sweep_mape > 0.01
     # too few points above the split for a fit of their own: one fit
     few = sweep[(rows <= 8) | (sweep["batch"] == 16) & (sweep["n_tokens"] == 5)]
     assert cp.fit_cpu_loop(hw, few, kernel_rows=8).wide_use is None
+
+
+def test_repeated_demos_round_trip_and_score_each_demo_apart(tmp_path):
+    """`write_repeats` stacks two demos' tables (the second machine half as fast in its
+    ceilings and its passes: the same fitted efficiencies); `read_repeats` gives each
+    demo's tables back, and its predictions equal the folder's own; a failed write
+    leaves the old dataset as it was."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    a, b = _folder(tmp_path / "a"), _folder(tmp_path / "b")
+    _ceilings([(PEAK / 2, BW / 2)]).to_csv(b / "ceilings.csv", index=False)
+    _sweep(factor=2.0).to_csv(b / "pass_sweep.csv", index=False)
+    out = cp.write_repeats({"first": a, "second (slow)": b}, tmp_path / "repeats")
+    demos = cp.read_repeats(out)
+    assert list(demos) == ["first", "second (slow)"]
+    for label, folder in (("first", a), ("second (slow)", b)):
+        runs, ceilings, sweep, cal, kernel_rows = demos[label]
+        assert kernel_rows is None and "demo" not in runs.columns
+        mine, engine, _ = cp.predict_tables(runs, ceilings, sweep, cal,
+                                            kernel_rows=kernel_rows)
+        pd.testing.assert_frame_equal(mine, cp.predict_runs(folder)[0])
+        assert (engine.use.flops_efficiency, engine.use.bandwidth_efficiency,
+                engine.use.blend) == pytest.approx((EF, EB, P), rel=1e-3)
+    table = cp.repeat_scores(demos).set_index("demo")
+    for label in demos:
+        pred = cp.predict_runs(a if label == "first" else b)[0]
+        assert table.loc[label, "mape"] == pytest.approx(np.mean(np.abs(pred["error"])))
+    assert table.loc["first", "blend"] == pytest.approx(P, rel=1e-3)
+    assert table.loc["first", "rows"] == 3
+    before = sorted(p.name for p in out.iterdir())
+    (b / "runs.csv").unlink()
+    with pytest.raises(InvalidArgument, match="no runs.csv"):
+        cp.write_repeats({"first": a, "broken": b}, out)
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert list(cp.read_repeats(out)) == ["first", "second (slow)"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("repeats.")] == []
+    with pytest.raises(InvalidArgument, match="no demos.csv"):
+        cp.read_repeats(tmp_path)
+    with pytest.raises(InvalidArgument, match="at least one"):
+        cp.write_repeats({}, out)
