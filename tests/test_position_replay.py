@@ -15,7 +15,7 @@ import pytest
 from specsim import policies as P
 from specsim import simulate as S
 
-PROMPTS = [[1, 5, 7, 9, 11], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
+PROMPTS = [[1, 5, 7, 9, 11, 2, 13, 6, 10], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23]]
 N_NEW = 40
 
 
