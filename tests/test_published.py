@@ -44,6 +44,16 @@ def test_every_row_is_cited_and_complete(rows):
     assert (chains["verify_tokens"] == chains["k"] + 1).all()
 
 
+def test_the_eager_class_has_two_sources_so_holding_one_out_still_fits_it(rows, loso):
+    eager = rows[rows["engine"].map(ENGINE_CLASSES) == "eager"]
+    assert eager["source_id"].nunique() >= 2
+    pred, _ = loso
+    held = pred[pred["source_id"].isin(eager["source_id"])]
+    # each eager source's rows are predicted with overheads fitted on the other one,
+    # not at the priors alone
+    assert (held["predicted"] != held["prior_only"]).all()
+
+
 def test_derived_speedups_are_the_printed_throughput_ratios(rows):
     derived = rows[rows["spec_tps"].notna()]
     assert len(derived) >= 16
