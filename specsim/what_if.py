@@ -6,8 +6,10 @@
 The speedup is `specsim.iteration_cost` with the engine overheads fitted on every
 published row (`specsim.published.fitted_overheads`); the interval is that estimate
 scaled by the 10th and 90th percentiles of observed/predicted over the leave-one-source-
-out predictions of the same engine class (all rows where a class has fewer than 5), so
-it says how far published results have landed from this model. Acceptance: ``alpha`` (per
+out predictions of the same engine class (all rows where a class has fewer than 5), each
+over their median: how widely published results of a source the fit did not see spread
+around this model. (The median itself is the held-out fits' bias, which a fit on every
+source does not share, so the interval is centred on the estimate.) Acceptance: ``alpha`` (per
 token, chains), ``tau`` (mean tokens an iteration at the given K or tree), or, with
 neither, the median τ of published rows of that drafter kind.
 
@@ -116,7 +118,8 @@ def _interval(speedup: float, cls: str) -> tuple[float, float]:
     r = ratios.get(cls)
     if r is None or len(r) < _MIN_CLASS_ROWS:
         r = ratios["all"]
-    return (float(speedup * np.quantile(r, 0.1)), float(speedup * np.quantile(r, 0.9)))
+    med = float(np.median(r))
+    return (float(speedup * np.quantile(r, 0.1) / med), float(speedup * np.quantile(r, 0.9) / med))
 
 
 def _acceptance(kind, alpha, tau, k, tree_tokens, temperature):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from specsim import analytic
@@ -58,7 +59,13 @@ def test_interval_and_fitted_overheads():
     p = predict("vicuna-7b", "a100-80gb", drafter="draft_model", draft="vicuna-68m",
                 engine="hf-eager", tau=2.3, k=5)
     lo, hi = p.interval
-    assert 0 < lo < hi
+    assert 0 < lo < p.speedup < hi
+    # the spread of the eager class's held-out observed/predicted, over its median
+    from specsim.published import leave_one_source_out
+    held, _ = leave_one_source_out()
+    r = (held["observed"] / held["predicted"])[held["engine_class"] == "eager"]
+    assert (lo / p.speedup, hi / p.speedup) == pytest.approx(
+        (np.quantile(r, 0.1) / np.median(r), np.quantile(r, 0.9) / np.median(r)))
     terms = ic.iteration_terms("vicuna-7b", "a100-80gb",
                                ic.DrafterSpec(kind="draft_model", calls=5,
                                               draft_model="vicuna-68m"), verify_tokens=6)
