@@ -40,6 +40,10 @@ if (environment.raw("SPECSIM_TEST_XLA_OPT") or "0").strip().lower() != "default"
 # Instead, one test run shares a persistent cache of its own between its xdist workers,
 # so a program that several test modules build (same model, shapes and static arguments)
 # compiles once per run, not once per module: the suite is mostly XLA:CPU compile time.
+# Every program is cached, however quick its compile: the eager ops of building and
+# checking the tiny models (random.normal per weight shape, multiply, broadcast...) take
+# 20-200 ms each to compile and are compiled again in every module (the fixture below
+# drops the in-memory caches) and by both workers; read back, each takes milliseconds.
 # The process that loads this file first (the xdist controller, or the only process with
 # -n 0) makes the folder and removes it at the end; the workers it starts inherit
 # $SPECSIM_TEST_JAX_CACHE. SPECSIM_TEST_COMPILATION_CACHE=0 turns it off.
@@ -52,7 +56,7 @@ if environment.is_on("SPECSIM_TEST_COMPILATION_CACHE"):
 
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", os.environ["SPECSIM_TEST_JAX_CACHE"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 
 
 def pytest_sessionfinish(session, exitstatus):

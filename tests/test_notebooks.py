@@ -133,7 +133,7 @@ def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, mo
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     if os.environ.get("SPECSIM_TEST_JAX_CACHE"):    # the test run's shared cache (conftest)
         monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ["SPECSIM_TEST_JAX_CACHE"])
-        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     nb = nbformat.read(path, as_version=4)
     out = _execute(nb, kernel_spec_manager, NOTEBOOK_DIR)   # raises CellExecutionError on any error
     for cell in out.cells:
