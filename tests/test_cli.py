@@ -124,7 +124,12 @@ def test_demo_command_composes_experiment_report_and_plots(tmp_path, capsys, mon
     files = {p.name for p in out.iterdir()}
     assert {"report.md", "sweeps.csv", "ceilings.csv", "fits.json", "roofline.png"} <= files
     assert "runs.csv" not in files                      # the fidelity part did not run
-    assert "parts roofline" in (out / "report.md").read_text()
+    assert "hardware.csv" not in files                  # nor the hardware part
+    with open(out / "sweeps.csv") as f:
+        assert len(list(csv.DictReader(f))) > 0          # the part's own sweep is written
+    report = (out / "report.md").read_text()
+    assert "parts roofline" in report
+    assert "## 2–3." not in report                      # no fidelity section without runs
 
 
 def test_version_matches_the_package_metadata(capsys):

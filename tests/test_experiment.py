@@ -175,7 +175,12 @@ def test_hardware_predictions_cover_rows_and_this_machine(demo):
     assert (ng[schema.PRED_SPEEDUP] <= E + 1e-9).all()
 
 
+@pytest.mark.slow
 def test_roofline_part_alone(tmp_path):
+    """Slow: the roofline part alone through `run_demo` and `report.write_demo` is the
+    default run's test_cli.py::test_demo_command_composes_experiment_report_and_plots,
+    which checks the same files and report (no runs.csv or hardware.csv, a sweep, no
+    fidelity section); this is its library-level twin."""
     target = models.load("tiny-llama", seed=3)
     result = experiment.run_demo(_settings(tmp_path, parts=("roofline",), drafters=("ngram",)),
                                  target=target, progress=False, log=lambda m: None)
