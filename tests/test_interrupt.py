@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +31,11 @@ def test_ctrl_c_during_the_demo_is_one_line_exit_130_and_no_files(tmp_path):
     out = tmp_path / "demo"
     env = dict(os.environ, PYTHONUNBUFFERED="1", SPECSIM_CACHE=str(tmp_path / "cache"),
                SPECSIM_COMPILATION_CACHE="0")
+    from specsim.models import kernels
+    if kernels.available():     # the kernel library this process loaded, so that the demo
+        built = kernels.library_path()  # starts without building it again (~10 s of C++)
+        (tmp_path / "cache" / "kernels").mkdir(parents=True)
+        shutil.copy2(built, tmp_path / "cache" / "kernels" / built.name)
     cmd = [sys.executable, "-m", "specsim.cli", "demo", "--quick", "--target", "tiny-llama",
            "--no-progress", "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
