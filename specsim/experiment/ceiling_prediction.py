@@ -526,8 +526,8 @@ def ceiling_section(folder, repeats=None) -> list[str]:
         "K = 4 runs read 10% to 24% slow. Without the step: 6.6%, 11.0%, 8.9%, 7.2%, 4.5%, "
         "13.7%; without it and with the p-norm fitted, the form here: 5.4%, 6.4%, 8.2%, "
         "6.3%, 6.9%, 6.4%. The three demos at an earlier commit on the same host were in "
-        "view when the form was chosen; the Xeon's was scored after, and the three at "
-        "a1ec8de ran after it.",
+        "view when the form was chosen; the Xeon's was scored after, and the last three "
+        "below ran after it.",
         "",
         f"**Result.** Over {int(allr['rows'])} runs: MAPE {100 * allr['mape']:.1f}% (goal "
         f"{100 * GOALS_CPU['mape']:.0f}%), mean signed {signed_pct(allr['mean_signed'])}, "
