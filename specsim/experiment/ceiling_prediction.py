@@ -177,14 +177,15 @@ def _fit_passes(costs: np.ndarray, wall: np.ndarray) -> tuple[CeilingUse, np.nda
     of the ridge does not trap the fit."""
     from scipy.optimize import least_squares
 
+    from specsim.fit import roofline_time
+
     def use(theta) -> CeilingUse:
         return CeilingUse(flops_efficiency=float(theta[0]), bandwidth_efficiency=float(theta[1]),
                           overlap=False, blend=float(1.0 + math.exp(theta[2])))
 
-    def model(theta):
-        c, m = costs[:, 0] / theta[0], costs[:, 1] / theta[1]
-        hi, p = np.maximum(c, m), 1.0 + math.exp(theta[2])
-        return hi * ((c / hi) ** p + (m / hi) ** p) ** (1.0 / p)
+    def model(theta):          # the bare ceilings' seconds over the efficiencies, no t0
+        return roofline_time(costs[:, 0], costs[:, 1], 0.0, theta[0], theta[1],
+                             1.0 + math.exp(theta[2]))
 
     upper = math.log(MAX_BLEND - 1.0)
     sols = [least_squares(lambda th: np.log(model(th)) - np.log(wall), [0.5, 0.5, x0],
@@ -403,11 +404,16 @@ def repeat_scores(demos: dict) -> pd.DataFrame:
     signed and worst error of the prediction, the same with each run's own tokens per
     iteration, the demo's own prediction before the run (``engine_prior_mape``), the
     fitted blend exponents, and whether it meets `GOALS_CPU`."""
+    return _scores({label: predict_tables(runs, ceilings, sweep, cal, kernel_rows=kr)[:2]
+                    for label, (runs, ceilings, sweep, cal, kr) in demos.items()})
+
+
+def _scores(predictions: dict) -> pd.DataFrame:
+    """`repeat_scores` of label -> (predictions, engine)."""
     from specsim.published import GOALS_CPU
 
     rows = []
-    for label, (runs, ceilings, sweep, cal, kernel_rows) in demos.items():
-        pred, engine, _ = predict_tables(runs, ceilings, sweep, cal, kernel_rows=kernel_rows)
+    for label, (pred, engine) in predictions.items():
         s = score(pred).set_index("group").loc["all runs"]
         tau = score(pred, "predicted_run_tau").set_index("group").loc["all runs"]
         prior = (score(pred, "engine_prior").set_index("group").loc["all runs", "mape"]
@@ -549,24 +555,25 @@ def ceiling_section(folder, repeats=None) -> list[str]:
                    f"{r.tau:.2f} | {r.measured:.2f} | {r.predicted:.2f} | "
                    f"{signed_pct(r.error)} | {signed_pct(r.predicted_run_tau / r.measured - 1)} |")
     if repeats is not None:
-        out += ["", *_repeats_section(folder, rel, Path(repeats))]
+        out += ["", *_repeats_section(folder, rel, Path(repeats), (pred, engine))]
     return out
 
 
-def _repeats_section(folder: Path, rel: str, repeats: Path) -> list[str]:
-    """The prediction on every demo of a `write_repeats` folder beside the reference's."""
+def _repeats_section(folder: Path, rel: str, repeats: Path, reference) -> list[str]:
+    """The prediction on every demo of a `write_repeats` folder beside the reference's
+    (``reference``: its (predictions, engine))."""
     from specsim.published import GOALS_CPU, signed_pct
 
-    runs, ceilings, sweep, cal = _read_folder(folder)
     env_path = folder / "environment.json"
     env = json.loads(env_path.read_text()) if env_path.is_file() else {}
     ref = f"{str(env.get('git_commit', '?'))[:7]} (reference)"
-    demos = {ref: (runs, ceilings, sweep, cal, _kernel_rows(folder)), **read_repeats(repeats)}
+    predictions = {ref: reference, **{
+        label: predict_tables(runs, ceilings, sweep, cal, kernel_rows=kr)[:2]
+        for label, (runs, ceilings, sweep, cal, kr) in read_repeats(repeats).items()}}
     info = pd.read_csv(repeats / "demos.csv", keep_default_na=False).set_index(_DEMO)
     cpus = {ref: env.get("cpu", ""), **info["cpu"].to_dict()}
-    table = repeat_scores(demos)
-    pooled = pd.concat([predict_tables(r, c, sw, ca, kernel_rows=kr)[0]
-                        for r, c, sw, ca, kr in demos.values()], ignore_index=True)
+    table = _scores(predictions)
+    pooled = pd.concat([pred for pred, _ in predictions.values()], ignore_index=True)
     s = score(pooled).set_index("group").loc["all runs"]
     rel_rep = repeats.name if repeats.parent.name == "data" else str(repeats)
     out = [
