@@ -241,6 +241,13 @@ class Fold:
     overheads: dict
 
 
+def _models_and_observed(df) -> tuple[dict[int, RowModel], dict[int, float]]:
+    """The predictable rows' models and their reported speedups, by row_id."""
+    models = row_models(df)
+    observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
+    return models, observed
+
+
 def _fit_all(models: dict[int, RowModel], observed: dict[int, float], row_ids) -> dict:
     out = {}
     for cls, prior in PRIOR_OVERHEADS.items():
@@ -259,8 +266,7 @@ def leave_one_source_out(df=None):
     import pandas as pd
 
     df = load_published() if df is None else df
-    models = row_models(df)
-    observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
+    models, observed = _models_and_observed(df)
     by_id = {int(r["row_id"]): r for _, r in df.iterrows()}
     rows, folds = [], []
     for source in sorted(df["source_id"].unique()):
@@ -278,6 +284,25 @@ def leave_one_source_out(df=None):
                              error=pred / observed[i] - 1))
     out = pd.DataFrame(rows).sort_values("row_id").reset_index(drop=True)
     return out, folds
+
+
+def in_sample(df=None):
+    """Every predictable row predicted with the overheads fitted on every row, its own
+    source's included: what these terms reach when nothing is held out, a bound that
+    held-out fits cannot expect to beat. Columns as `leave_one_source_out`'s, without
+    prior_only and closed_form."""
+    import pandas as pd
+
+    df = load_published() if df is None else df
+    models, observed = _models_and_observed(df)
+    fitted = _fit_all(models, observed, tuple(models))
+    rows = []
+    for i, m in models.items():
+        pred = speedup_from_terms(m.terms, fitted[m.engine_class], m.tau)
+        rows.append(dict(row_id=i, source_id=m.source_id, engine_class=m.engine_class,
+                         tree=m.tree, tau=m.tau, observed=observed[i], predicted=pred,
+                         error=pred / observed[i] - 1))
+    return pd.DataFrame(rows).sort_values("row_id").reset_index(drop=True)
 
 
 def error_stats(err) -> dict:
@@ -326,8 +351,7 @@ def error_by_term(pred, df) -> "pd.DataFrame":
 def fitted_overheads(root=None) -> dict:
     """Overheads per engine class fitted on every published row (for `specsim.what_if.predict`)."""
     df = load_published(root)
-    models = row_models(df)
-    observed = {int(r.row_id): float(r.speedup) for r in df.itertuples() if int(r.row_id) in models}
+    models, observed = _models_and_observed(df)
     return _fit_all(models, observed, tuple(models))
 
 
@@ -465,6 +489,8 @@ def validation_page(root=None, extra_sections=()) -> str:
     prior = summary(pred, "prior_only").set_index("group").loc["all rows"]
     closed = summary(pred, "closed_form").set_index("group").loc["all rows"]
     met = {k: abs(allrow[k]) <= v for k, v in GOALS.items()}
+    inside = summary(in_sample(df))
+    inside_all = inside.set_index("group").loc["all rows"]
     ov = fitted_overheads(root)
     reps = replicate_pairs(df)
     from specsim.papers import leviathan_table4
@@ -493,7 +519,13 @@ def validation_page(root=None, extra_sections=()) -> str:
         f"Today's closed form (c the parameter ratio, a verify pass one decode step) misses "
         f"the same rows by MAPE {100 * closed['mape']:.1f}% (mean signed "
         f"{signed_pct(closed['mean_signed'])}); the cost model at its priors alone, "
-        f"{100 * prior['mape']:.1f}% ({signed_pct(prior['mean_signed'])}).",
+        f"{100 * prior['mape']:.1f}% ({signed_pct(prior['mean_signed'])}). With every source's "
+        f"rows in the fit (in sample, nothing held out) the same terms reach MAPE "
+        f"{100 * inside_all['mape']:.1f}%, mean signed {signed_pct(inside_all['mean_signed'])}, "
+        f"worst {signed_pct(inside_all['worst'])}: "
+        + ("the goals are missed before any source is held out."
+           if any(abs(inside_all[k]) > v for k, v in GOALS.items())
+           else "within the goals when nothing is held out."),
         "",
         "**How.** `specsim.published.leave_one_source_out` predicts each row of",
         "`specsim/data/papers/published/results.csv` with the engine overheads (`EngineOverheads`: launch",
@@ -582,6 +614,14 @@ def validation_page(root=None, extra_sections=()) -> str:
         "## Leave-one-source-out, fitted overheads",
         "",
         *markdown_stats_table(fitted),
+        "",
+        "## The same model fitted on every row (in sample)",
+        "",
+        "The overheads `specsim.predict` uses, fitted on every row, each row's own source",
+        "included (`in_sample`). A held-out fit cannot expect to do better; the rows these",
+        "terms miss even here are misses of the terms or of the data, not of the split.",
+        "",
+        *markdown_stats_table(inside),
         "",
         "## Where the error comes from",
         "",

@@ -89,6 +89,27 @@ def test_a_sources_reported_speedups_never_reach_its_own_predictions(rows, loso)
         np.testing.assert_allclose(a.to_numpy(), b.to_numpy(), rtol=1e-12)
 
 
+def test_in_sample_fits_every_row_its_own_source_included(rows, loso):
+    """The in-sample fit is the one `specsim.predict` uses, and, unlike the held-out
+    fits, it moves with a source's own reported speedups."""
+    inside = pub.in_sample(rows)
+    pred, _ = loso
+    assert list(inside["row_id"]) == list(pred["row_id"])
+    ov = pub.fitted_overheads()
+    models = pub.row_models(rows)
+    np.testing.assert_allclose(
+        inside["predicted"],
+        [pub.speedup_from_terms(models[i].terms, ov[models[i].engine_class], models[i].tau)
+         for i in inside["row_id"]], rtol=1e-12)
+    changed = rows.copy()
+    mask = changed["source_id"] == "vllm-eagle-k-sweep"
+    changed.loc[mask, "speedup"] *= 1.5
+    again = pub.in_sample(changed).set_index("row_id")
+    ids = rows.loc[mask, "row_id"]
+    ratio = again.loc[ids, "predicted"] / inside.set_index("row_id").loc[ids, "predicted"]
+    assert (ratio > 1.05).all()
+
+
 def test_eagle_heads_score_their_draft_vocabulary(rows):
     """EAGLE-3 heads score EAGLE3_DRAFT_VOCAB tokens, FR-Spec the share its row prints of
     the target's 128256, EAGLE-1 heads the target's whole vocabulary."""
