@@ -110,6 +110,27 @@ def test_in_sample_fits_every_row_its_own_source_included(rows, loso):
     assert (ratio > 1.05).all()
 
 
+def test_draft_call_slopes_by_hand(rows):
+    """Speedups made from an iteration of 6 ms plus 0.8 ms (EAGLE-1) or 1.1 ms (EAGLE-3)
+    a draft call give those slopes back; the model's bytes are one draft call's."""
+    changed = rows.copy()
+    mask = (changed["source_id"] == "vllm-eagle-k-sweep") & changed["drafter"].str.startswith("EAGLE-")
+    per_call = np.where(changed.loc[mask, "drafter"].str.startswith("EAGLE-3"), 1.1e-3, 0.8e-3)
+    iteration_s = 6e-3 + per_call * changed.loc[mask, "draft_steps"]
+    plain_s = 1.0 / changed.loc[mask, "baseline_tps"]
+    changed.loc[mask, "speedup"] = changed.loc[mask, "acceptance"] * plain_s / iteration_s
+    slopes = pub.draft_call_slopes(changed).set_index("drafter")
+    assert len(slopes) == 2 and (slopes["rows"] == 6).all()
+    for name, r in slopes.iterrows():
+        want = 1.1e-3 if name.startswith("EAGLE-3") else 0.8e-3
+        assert r["measured_s"] == pytest.approx(want, rel=1e-9)
+        row = rows[rows["drafter"] == name].iloc[0]
+        draft = pub.row_models(rows)[int(row["row_id"])].terms.draft
+        assert r["model_bytes"] == draft.bytes
+    # EAGLE-3's head scores 32000 tokens, EAGLE-1's the target's 128256: fewer bytes
+    assert slopes["model_bytes"].iloc[1] < slopes["model_bytes"].iloc[0]
+
+
 def test_eagle_heads_score_their_draft_vocabulary(rows):
     """EAGLE-3 heads score EAGLE3_DRAFT_VOCAB tokens, FR-Spec the share its row prints of
     the target's 128256, EAGLE-1 heads the target's whole vocabulary."""
