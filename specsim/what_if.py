@@ -146,16 +146,21 @@ def _acceptance(kind, alpha, tau, k, tree_tokens, temperature):
         return None, t, "tau as given"
     from specsim.published import load_published, typical_acceptance
 
-    typ = typical_acceptance(kind, temperature=temperature)
+    typ = typical_acceptance(kind, temperature=temperature, tree=tree_tokens is not None)
     if tree_tokens is not None:
-        return None, typ["tau"], f"median tau of {typ['rows']} published {kind} rows"
+        rows = "tree rows" if typ["shape"] == "tree" else "rows (none a tree)"
+        return None, min(typ["tau"], float(tree_tokens)), (
+            f"median tau of {typ['rows']} published {kind} {rows}")
+    if typ["alpha"] is not None:
+        return typ["alpha"], None, (f"median alpha of {typ['rows']} published {kind} chain "
+                                    f"rows, each read from its tau at its K")
     df = load_published()
     ks = df.loc[(df["drafter_kind"] == kind) & df["k"].notna(), "k"]
     kref = int(ks.median()) if len(ks) else 4
     t = min(typ["tau"], kref + 0.999)
     a = float(analytic.alpha_from_expected_tokens(t, kref))
     return a, None, (f"median tau {typ['tau']:.2f} of {typ['rows']} published {kind} rows "
-                     f"read at K={kref} (alpha {a:.3f})")
+                     f"(none a chain) read at K={kref} (alpha {a:.3f})")
 
 
 def predict(target, hardware, *, drafter: str = "eagle", draft=None, engine: str = "vllm",

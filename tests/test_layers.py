@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1] / "specsim"
 LAYERS = {
     "theory": {"analytic", "simulate", "finite_run", "roofline", "fit", "batching", "papers", "validation",
                "errors", "schema", "policies", "environment", "atomic", "resources", "interrupt",
-               "presets", "iteration_cost", "published", "what_if", "trees"},
+               "presets", "iteration_cost", "published", "published_page", "what_if", "trees"},
     "models": {"models"},
     "engine": {"sampling", "drafters", "decode", "policy_engine", "train",
                "results", "sharding"},

@@ -74,9 +74,27 @@ def test_interval_and_fitted_overheads():
 
 
 def test_typical_acceptance_comes_from_the_published_rows():
-    p = predict("llama-3.1-8b", "h100-sxm", drafter="ngram", k=4, overheads=O)
-    assert "published ngram rows" in p.acceptance_source
-    assert 0 < p.alpha < 1
+    """A chain what-if takes the median α of the kind's chain rows (each row's τ read at
+    its own K); a tree what-if the median τ of its tree rows."""
+    from specsim import analytic
+    from specsim.published import load_published
+
+    rows = load_published()
+    rows = rows[(rows["drafter_kind"] == "eagle") & (rows["temperature"] == 0)]
+    chain = rows[rows["k"].notna()]
+    alphas = [r.acceptance if r.acceptance_kind == "alpha" else
+              analytic.alpha_from_expected_tokens(r.acceptance, int(r.k))
+              for r in chain.itertuples()]
+    p = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", k=4, overheads=O)
+    assert "published eagle chain rows" in p.acceptance_source
+    assert p.alpha == pytest.approx(float(np.median(alphas)))
+    trees = rows[rows["k"].isna()]
+    t = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", tree_tokens=26, overheads=O)
+    assert "published eagle tree rows" in t.acceptance_source
+    assert t.tau == pytest.approx(float(np.median(trees["acceptance"])))
+    # Medusa is published only as trees: a chain reads their τ at a K, and says so
+    m = predict("llama-3.1-8b", "h100-sxm", drafter="medusa", k=4, overheads=O)
+    assert "none a chain" in m.acceptance_source and 0 < m.alpha < 1
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -306,6 +306,16 @@ def test_the_summary_covers_every_source_and_both_shapes(loso):
 def test_typical_acceptance_and_its_errors():
     t = pub.typical_acceptance("eagle")
     assert t["tau_low"] <= t["tau"] <= t["tau_high"] and t["rows"] > 10
+    assert t["shape"] == "all" and t["alpha"] is None
+    chain = pub.typical_acceptance("eagle", tree=False)
+    tree = pub.typical_acceptance("eagle", tree=True)
+    assert (chain["shape"], tree["shape"]) == ("chain", "tree")
+    assert chain["rows"] + tree["rows"] == t["rows"]
+    assert chain["alpha_low"] <= chain["alpha"] <= chain["alpha_high"] < 1
+    # the same heads gain more tokens from a tree than from a chain
+    assert tree["tau"] > chain["tau"]
+    medusa = pub.typical_acceptance("medusa", tree=False)    # published only as trees
+    assert medusa["shape"] == "all" and medusa["alpha"] is None
     with pytest.raises(ValueError, match="drafter kind 'magic'"):
         pub.typical_acceptance("magic")
 

@@ -19,9 +19,11 @@ def add_commands(sub) -> None:
                    help="hf-eager, vllm, sglang, trtllm, t5x-tpu (default vllm)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
-    p.add_argument("--alpha", type=float, default=None, help="per-token acceptance (chains)")
+    p.add_argument("--alpha", type=float, default=None, help="per-token acceptance (chains; default: the median of the drafter "
+                        "kind's published chain rows)")
     p.add_argument("--tau", type=float, default=None,
-                   help="mean tokens an iteration (at --k, or at --tree-tokens)")
+                   help="mean tokens an iteration (at --k, or at --tree-tokens; default for a "
+                        "tree: the median of the kind's published tree rows)")
     p.add_argument("--k", type=int, default=None, help="draft length (default: the best K)")
     p.add_argument("--tree-tokens", type=int, default=None,
                    help="tokens a tree verifies, root included (a tree instead of a chain)")

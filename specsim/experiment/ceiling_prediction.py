@@ -410,7 +410,7 @@ def repeat_scores(demos: dict) -> pd.DataFrame:
 
 def _scores(predictions: dict) -> pd.DataFrame:
     """`repeat_scores` of label -> (predictions, engine)."""
-    from specsim.published import GOALS_CPU
+    from specsim.published_page import GOALS_CPU
 
     rows = []
     for label, (pred, engine) in predictions.items():
@@ -444,7 +444,7 @@ def score(pred: pd.DataFrame, column: str = "predicted") -> pd.DataFrame:
 
 
 def _engine_prior_sentence(pred: pd.DataFrame) -> str:
-    from specsim.published import signed_pct
+    from specsim.published_page import signed_pct
 
     if not np.isfinite(pred["engine_prior"]).all():
         return ""
@@ -468,7 +468,7 @@ def _wide_clause(engine: CpuLoopEngine) -> str:
 def ceiling_section(folder, repeats=None) -> list[str]:
     """The study page's section "This CPU from its measured ceilings" for a demo folder,
     with the same prediction on each demo of ``repeats`` (a `write_repeats` folder)."""
-    from specsim.published import GOALS_CPU, markdown_stats_table, signed_pct
+    from specsim.published_page import GOALS_CPU, markdown_stats_table, signed_pct
 
     folder = Path(folder)
     pred, engine, hw = predict_runs(folder)
@@ -562,7 +562,7 @@ def ceiling_section(folder, repeats=None) -> list[str]:
 def _repeats_section(folder: Path, rel: str, repeats: Path, reference) -> list[str]:
     """The prediction on every demo of a `write_repeats` folder beside the reference's
     (``reference``: its (predictions, engine))."""
-    from specsim.published import GOALS_CPU, signed_pct
+    from specsim.published_page import GOALS_CPU, signed_pct
 
     env_path = folder / "environment.json"
     env = json.loads(env_path.read_text()) if env_path.is_file() else {}
