@@ -226,3 +226,25 @@ def test_repeated_demos_round_trip_and_score_each_demo_apart(tmp_path):
         cp.read_repeats(tmp_path)
     with pytest.raises(InvalidArgument, match="at least one"):
         cp.write_repeats({}, out)
+
+
+def test_demo_spread_by_hand(tmp_path):
+    """Pairs only within a commit; the plain baseline is not a run; runs one demo lacks
+    are left out of the pair."""
+    pd.DataFrame({"demo": ["a1", "a2", "b1"], "git_commit": ["aaa", "aaa", "bbb"],
+                  "cpu": ["x"] * 3, "matmul": ["kernel"] * 3}).to_csv(tmp_path / "demos.csv",
+                                                                     index=False)
+    setup = dict(kind="code", batch=1, temperature=0.0)
+    rows = [dict(demo=d, drafter=dr, k=k, measured_speedup=s, **setup)
+            for d, dr, k, s in [("a1", "autoregressive", 0, 1.0), ("a2", "autoregressive", 0, 1.0),
+                                ("a1", "ngram-3", 4, 2.0), ("a2", "ngram-3", 4, 1.6),
+                                ("a1", "layer-skip", 4, 1.1), ("a2", "layer-skip", 4, 1.0),
+                                ("a1", "ngram-3", 2, 1.5),
+                                ("b1", "ngram-3", 4, 9.0)]]
+    pd.DataFrame(rows).to_csv(tmp_path / "runs.csv", index=False)
+    spread = cp.demo_spread(tmp_path)
+    assert len(spread) == 1
+    r = spread.iloc[0]
+    assert (r["commit"], r["demo_a"], r["demo_b"], r["runs"]) == ("aaa", "a1", "a2", 2)
+    assert r["mean"] == pytest.approx((0.25 + 0.1) / 2)
+    assert r["largest"] == pytest.approx(0.25)
