@@ -63,8 +63,9 @@ observed_vs_predicted(pred)
 # ## A what-if (static view)
 #
 # Change the setting and re-run. `alpha` is the per-token acceptance of a chain; pass
-# `tau=` (mean tokens an iteration) instead, or neither to take the median of published
-# rows of that drafter kind.
+# `tau=` (mean tokens an iteration) instead, or neither to take the median α of that
+# drafter kind's published chain rows (for a tree, `tree_tokens=`: the median τ of its
+# tree rows).
 
 # %%
 setting = dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", engine="vllm",
