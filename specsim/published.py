@@ -32,13 +32,14 @@ from specsim.errors import InvalidArgument
 from specsim.presets import PRESETS, eagle_head_shape, get_shape
 from specsim.resources import data_path
 from specsim.roofline import load_hardware
+from specsim.validation import choice
 
 __all__ = ["published_csv", "load_published", "DEFAULT_CONTEXT", "PRIOR_SPREAD",
            "RowModel", "row_model", "row_models", "fit_overheads", "Fold",
            "leave_one_source_out", "summary", "SETUP_COLUMNS", "replicate_pairs",
            "fitted_overheads", "typical_acceptance", "closed_form_speedup", "error_by_term",
            "heuristic_schedule", "heuristic_draft_length", "t5_draft_cost_ratios",
-           "error_stats", "in_sample", "draft_call_slopes"]
+           "error_stats", "in_sample", "draft_call_slopes", "TASK_FAMILIES", "task_family"]
 
 DEFAULT_CONTEXT = 512          # tokens cached when a row prints no context (chat prompts)
 PRIOR_SPREAD = 10.0            # the prior allows each overhead a factor of 10 either way
@@ -354,8 +355,29 @@ def fitted_overheads(root=None) -> dict:
     return _fit_all(models, observed, tuple(models))
 
 
+# What a published row's ``task`` is about, for a what-if's typical acceptance: each
+# family and the prefixes of the task names it holds (lower case). Rows whose task fits
+# none (a benchmark not printed or not described) are "unspecified".
+TASK_FAMILIES = {
+    "chat": ("mt-bench",),                       # MT-bench: multi-turn chat
+    "mixed": ("spec-bench",),                    # Spec-Bench's six tasks, their mean
+    "translation": ("ende",),                    # WMT English-German
+    "summarization": ("cnndm",),                 # CNN/DailyMail
+    "long-context": ("long-spec-bench",),        # prompts over 4k tokens
+}
+
+
+def task_family(task: str) -> str:
+    """The `TASK_FAMILIES` key a published row's ``task`` belongs to, else "unspecified"."""
+    name = str(task).strip().lower()
+    for family, prefixes in TASK_FAMILIES.items():
+        if any(name.startswith(p) for p in prefixes):
+            return family
+    return "unspecified"
+
+
 def typical_acceptance(drafter_kind: str, root=None, *, temperature: float | None = None,
-                       tree: bool | None = None) -> dict:
+                       tree: bool | None = None, task: str | None = None) -> dict:
     """A typical acceptance for a what-if when the user has none: the published rows of
     ``drafter_kind`` (at ``temperature`` when given and present), of the shape asked for.
 
@@ -364,10 +386,21 @@ def typical_acceptance(drafter_kind: str, root=None, *, temperature: float | Non
     as printed), with the median α and its percentiles beside the τ ones; a tree's τ
     says little about a chain's α (the same head gains more tokens from a tree). When
     the kind has no rows of that shape, or ``tree`` is None, every row of the kind.
+    ``task`` (a `TASK_FAMILIES` key) keeps the rows of that kind of work only.
     ``shape``: "tree", "chain" or "all" (which rows were read); ``alpha`` is None unless
-    chain rows were read."""
+    chain rows were read; ``tree_tokens`` and ``draft_steps``, the median tree's nodes
+    and sequential draft calls, None unless tree rows were read."""
+    if task is not None:
+        choice("task", task, tuple(TASK_FAMILIES))
     df = load_published(root)
     sel = df[df["drafter_kind"] == drafter_kind]
+    if task is not None and not sel.empty:
+        families = sel["task"].map(task_family)
+        if not (families == task).any():
+            have = sorted(set(families) - {"unspecified"})
+            raise InvalidArgument(f"no published {drafter_kind} rows on task {task!r}; "
+                                  f"tasks with {drafter_kind} rows: {have}")
+        sel = sel[families == task]
     if temperature is not None and (sel["temperature"] == temperature).any():
         sel = sel[sel["temperature"] == temperature]
     if sel.empty:
@@ -382,7 +415,13 @@ def typical_acceptance(drafter_kind: str, root=None, *, temperature: float | Non
     taus = np.array([_tau(r) for _, r in sel.iterrows()])
     out = dict(tau=float(np.median(taus)), tau_low=float(np.quantile(taus, 0.1)),
                tau_high=float(np.quantile(taus, 0.9)), rows=len(taus), shape=shape,
-               alpha=None, alpha_low=None, alpha_high=None)
+               alpha=None, alpha_low=None, alpha_high=None, tree_tokens=None,
+               draft_steps=None)
+    if shape == "tree":
+        steps = sel["draft_steps"].dropna()
+        steps = steps[steps >= 1]                  # free drafts make no draft calls
+        out.update(tree_tokens=int(round(float(sel["verify_tokens"].median()))),
+                   draft_steps=int(round(float(steps.median()))) if len(steps) else None)
     if shape == "chain":
         alphas = np.array([float(r["acceptance"]) if r["acceptance_kind"] == "alpha" else
                            float(analytic.alpha_from_expected_tokens(

@@ -11,7 +11,8 @@ over their median: how widely published results of a source the fit did not see 
 around this model. (The median itself is the held-out fits' bias, which a fit on every
 source does not share, so the interval is centred on the estimate.) Acceptance: ``alpha`` (per
 token, chains), ``tau`` (mean tokens an iteration at the given K or tree), or, with
-neither, the median τ of published rows of that drafter kind.
+neither, typical of the drafter kind's published rows (optionally of one task): the
+median α of its chain rows for a chain, the median τ of its tree rows for a tree.
 
 `predict_from_ceilings` points the same iteration model at measured ceilings (a roofline
 fit of this machine) instead of a datasheet row.
@@ -122,7 +123,7 @@ def _interval(speedup: float, cls: str) -> tuple[float, float]:
     return (float(speedup * np.quantile(r, 0.1) / med), float(speedup * np.quantile(r, 0.9) / med))
 
 
-def _acceptance(kind, alpha, tau, k, tree_tokens, temperature):
+def _acceptance(kind, alpha, tau, k, tree_tokens, temperature, task):
     """(alpha or None, tau or None, source) from what the caller gave."""
     if alpha is not None and tau is not None:
         raise InvalidArgument("give alpha or tau, not both")
@@ -144,38 +145,52 @@ def _acceptance(kind, alpha, tau, k, tree_tokens, temperature):
         if t > tree_tokens:
             raise InvalidArgument(f"tau ({t}) cannot exceed tree_tokens ({tree_tokens})")
         return None, t, "tau as given"
-    from specsim.published import load_published, typical_acceptance
+    from specsim.published import typical_acceptance
 
-    typ = typical_acceptance(kind, temperature=temperature, tree=tree_tokens is not None)
-    if tree_tokens is not None:
-        rows = "tree rows" if typ["shape"] == "tree" else "rows (none a tree)"
+    want_tree = tree_tokens is not None
+    typ = typical_acceptance(kind, temperature=temperature, tree=want_tree, task=task)
+    on = f" on {task}" if task is not None else ""
+    if typ["shape"] == "all":
+        have, give = (("chains", "tau for the tree, or k (a chain)") if want_tree else
+                      ("trees", "alpha, or tree_tokens (a tree)"))
+        raise InvalidArgument(f"no published {kind} {'tree' if want_tree else 'chain'} rows"
+                              f"{on} to take a typical acceptance from (its rows are {have}): "
+                              f"give {give}")
+    if want_tree:
         return None, min(typ["tau"], float(tree_tokens)), (
-            f"median tau of {typ['rows']} published {kind} {rows}")
-    if typ["alpha"] is not None:
-        return typ["alpha"], None, (f"median alpha of {typ['rows']} published {kind} chain "
-                                    f"rows, each read from its tau at its K")
-    df = load_published()
-    ks = df.loc[(df["drafter_kind"] == kind) & df["k"].notna(), "k"]
-    kref = int(ks.median()) if len(ks) else 4
-    t = min(typ["tau"], kref + 0.999)
-    a = float(analytic.alpha_from_expected_tokens(t, kref))
-    return a, None, (f"median tau {typ['tau']:.2f} of {typ['rows']} published {kind} rows "
-                     f"(none a chain) read at K={kref} (alpha {a:.3f})")
+            f"median tau of {typ['rows']} published {kind} tree rows{on}")
+    return typ["alpha"], None, (f"median alpha of {typ['rows']} published {kind} chain "
+                                f"rows{on}, each read from its tau at its K")
+
+
+def _published_shape(kind, temperature, task) -> tuple[int, int | None] | None:
+    """(tree_tokens, draft_steps) of the kind's median published tree when its published
+    rows are trees only (a what-if with no shape and no acceptance takes that tree), else
+    None."""
+    from specsim.published import typical_acceptance
+
+    if typical_acceptance(kind, temperature=temperature, tree=False, task=task)["shape"] == "chain":
+        return None
+    typ = typical_acceptance(kind, temperature=temperature, tree=True, task=task)
+    return typ["tree_tokens"], typ["draft_steps"]
 
 
 def predict(target, hardware, *, drafter: str = "eagle", draft=None, engine: str = "vllm",
             batch: int = 1, tp: int = 1, alpha=None, tau=None, k: int | None = None,
             tree_tokens: int | None = None, draft_steps: int | None = None,
             context: int = 512, dtype: str | None = None, temperature: float = 0.0,
-            k_max: int = DEFAULT_K_MAX, overheads: EngineOverheads | None = None) -> Prediction:
+            task: str | None = None, k_max: int = DEFAULT_K_MAX,
+            overheads: EngineOverheads | None = None) -> Prediction:
     """Speculative speedup of ``target`` (a preset name or `ModelShape`) on ``hardware``
     (a datasheet row name or `Hardware`) with ``drafter`` (DRAFTER_KINDS; ``draft`` names
     the model of a ``draft_model``) served by ``engine`` at ``batch`` over ``tp`` chips.
 
     A chain by default (``k``, or the best K up to ``k_max`` when None); a tree when
     ``tree_tokens`` (the nodes the target verifies, root included) is given, drafted in
-    ``draft_steps`` sequential calls (default 5). ``overheads`` replaces the fitted engine
-    overheads. Errors name the argument and what is allowed."""
+    ``draft_steps`` sequential calls (default 5). Without ``alpha`` or ``tau`` the
+    acceptance is typical of the drafter kind's published rows at ``temperature`` (on
+    ``task``, a `specsim.published.TASK_FAMILIES` key, when given). ``overheads``
+    replaces the fitted engine overheads. Errors name the argument and what is allowed."""
     shape = get_shape(target)
     hw = _hardware(hardware)
     cls = engine_class(engine)
@@ -191,7 +206,15 @@ def predict(target, hardware, *, drafter: str = "eagle", draft=None, engine: str
             raise InvalidArgument("give k (a chain) or tree_tokens (a tree), not both")
     if drafter not in DRAFTER_KINDS:
         raise InvalidArgument(f"drafter must be one of {list(DRAFTER_KINDS)}, got {drafter!r}")
-    a, t_tree, source = _acceptance(drafter, alpha, tau, k, tree_tokens, temperature)
+    shape_of = None
+    if alpha is None and tau is None and k is None and tree_tokens is None:
+        shape_of = _published_shape(drafter, temperature, task)
+        if shape_of is not None:
+            tree_tokens, steps = shape_of
+            draft_steps = draft_steps if draft_steps is not None else steps
+    a, t_tree, source = _acceptance(drafter, alpha, tau, k, tree_tokens, temperature, task)
+    if shape_of is not None:
+        source += f"; its published rows are trees: the median one, {tree_tokens} nodes"
     if overheads is None:
         from specsim.published import fitted_overheads
 

@@ -92,9 +92,32 @@ def test_typical_acceptance_comes_from_the_published_rows():
     t = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", tree_tokens=26, overheads=O)
     assert "published eagle tree rows" in t.acceptance_source
     assert t.tau == pytest.approx(float(np.median(trees["acceptance"])))
-    # Medusa is published only as trees: a chain reads their τ at a K, and says so
-    m = predict("llama-3.1-8b", "h100-sxm", drafter="medusa", k=4, overheads=O)
-    assert "none a chain" in m.acceptance_source and 0 < m.alpha < 1
+    chat = chain[chain["task"].str.lower().str.startswith("mt-bench")]
+    c = predict("llama-3.1-8b", "h100-sxm", drafter="eagle", k=4, task="chat", overheads=O)
+    assert "chain rows on chat" in c.acceptance_source
+    assert c.alpha == pytest.approx(float(np.median(
+        [analytic.alpha_from_expected_tokens(r.acceptance, int(r.k)) for r in chat.itertuples()])))
+
+
+def test_a_kind_published_only_as_trees_is_predicted_as_its_median_tree():
+    from specsim.published import load_published
+
+    rows = load_published()
+    medusa = rows[rows["drafter_kind"] == "medusa"]
+    assert medusa["k"].isna().all()
+    m = predict("vicuna-7b", "a100-80gb", drafter="medusa", engine="hf-eager", overheads=O)
+    assert m.k is None and m.tree_tokens == int(medusa["verify_tokens"].median())
+    assert m.tau == pytest.approx(float(medusa["acceptance"].median()))
+    assert "the median one" in m.acceptance_source
+    # a free tree drafter makes no draft calls; its median tree still predicts
+    look = predict("vicuna-7b", "a100-80gb", drafter="lookahead", engine="hf-eager", overheads=O)
+    assert look.tree_tokens == int(rows.loc[rows["drafter_kind"] == "lookahead",
+                                            "verify_tokens"].median())
+    # a shape the kind was never published in has no typical acceptance
+    with pytest.raises(InvalidArgument, match="no published medusa chain rows.*give alpha"):
+        predict("vicuna-7b", "a100-80gb", drafter="medusa", k=3, overheads=O)
+    with pytest.raises(InvalidArgument, match="no published ngram tree rows.*give tau"):
+        predict("vicuna-7b", "a100-80gb", drafter="ngram", tree_tokens=20, overheads=O)
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -111,6 +134,9 @@ def test_typical_acceptance_comes_from_the_published_rows():
     (dict(batch=0, alpha=0.5), "batch"),
     (dict(tp=0, alpha=0.5), "tp"),
     (dict(alpha=0.5, tree_tokens=8), "for a tree give tau"),
+    (dict(task="poetry"), "task must be one of"),
+    (dict(drafter="eagle", task="summarization"), "no published eagle rows on task "
+                                                  "'summarization'.*'chat'"),
 ])
 def test_bad_inputs_name_the_argument_and_what_is_allowed(kwargs, match):
     kw = dict(target="llama-3.1-8b", hardware="h100-sxm", overheads=O)

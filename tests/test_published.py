@@ -314,10 +314,25 @@ def test_typical_acceptance_and_its_errors():
     assert chain["alpha_low"] <= chain["alpha"] <= chain["alpha_high"] < 1
     # the same heads gain more tokens from a tree than from a chain
     assert tree["tau"] > chain["tau"]
+    assert tree["tree_tokens"] >= 2 and tree["draft_steps"] >= 1
+    assert chain["tree_tokens"] is None
+    chat = pub.typical_acceptance("eagle", tree=False, task="chat")
+    assert chat["shape"] == "chain" and chat["rows"] < chain["rows"]
+    with pytest.raises(ValueError, match="task must be one of"):
+        pub.typical_acceptance("eagle", task="poetry")
     medusa = pub.typical_acceptance("medusa", tree=False)    # published only as trees
     assert medusa["shape"] == "all" and medusa["alpha"] is None
     with pytest.raises(ValueError, match="drafter kind 'magic'"):
         pub.typical_acceptance("magic")
+
+
+def test_task_families_by_hand(rows):
+    assert [pub.task_family(t) for t in ("MT-bench (80 questions)", "mt-bench (2 samples)",
+                                         "Spec-Bench (6 tasks, mean)", "EnDe", "CNNDM",
+                                         "long-spec-bench (1 sample)", "not printed")] == \
+        ["chat", "chat", "mixed", "translation", "summarization", "long-context", "unspecified"]
+    # every family has published rows
+    assert set(rows["task"].map(pub.task_family)) >= set(pub.TASK_FAMILIES)
 
 
 def test_the_study_page_is_current():

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from specsim.cli.arguments import add_command
+from specsim.published import TASK_FAMILIES
 
 
 def add_commands(sub) -> None:
@@ -19,7 +20,8 @@ def add_commands(sub) -> None:
                    help="hf-eager, vllm, sglang, trtllm, t5x-tpu (default vllm)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
-    p.add_argument("--alpha", type=float, default=None, help="per-token acceptance (chains; default: the median of the drafter "
+    p.add_argument("--alpha", type=float, default=None,
+                   help="per-token acceptance (chains; default: the median of the drafter "
                         "kind's published chain rows)")
     p.add_argument("--tau", type=float, default=None,
                    help="mean tokens an iteration (at --k, or at --tree-tokens; default for a "
@@ -30,6 +32,12 @@ def add_commands(sub) -> None:
     p.add_argument("--draft-steps", type=int, default=None,
                    help="sequential drafter calls for a tree (default 5)")
     p.add_argument("--context", type=int, default=512, help="tokens in the cache (default 512)")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature whose published rows give the default "
+                        "acceptance (default 0)")
+    p.add_argument("--task", default=None, choices=list(TASK_FAMILIES),
+                   help="kind of work whose published rows give the default acceptance "
+                        "(default: every task)")
 
 
 def _cmd_predict(args) -> int:
@@ -42,7 +50,8 @@ def _cmd_predict(args) -> int:
     pred = predict(args.target, args.hardware, drafter=args.drafter, draft=args.draft,
                    engine=args.engine, batch=args.batch, tp=args.tp, alpha=args.alpha,
                    tau=args.tau, k=args.k, tree_tokens=args.tree_tokens,
-                   draft_steps=args.draft_steps, context=args.context)
+                   draft_steps=args.draft_steps, context=args.context,
+                   temperature=args.temperature, task=args.task)
     print(pred.summary())
     total = sum(pred.terms.values())
     print("iteration terms (ms): " + ", ".join(f"{name} {1e3 * v:.3f}"
