@@ -113,7 +113,9 @@ def test_demo_lists_its_parts_and_refuses_unknown_ones(capsys):
 
 
 def test_demo_command_composes_experiment_report_and_plots(tmp_path, capsys, monkeypatch):
+    from quiet_machine import quiet_machine
     monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
+    quiet_machine(monkeypatch)              # the demo's own ceilings: test_experiment.py's
     out = tmp_path / "demo"
     argv = ["demo", "--quick", "--target", "tiny-llama", "--drafters", "ngram", "--k", "2",
             "--kinds", "code", "--temperatures", "0", "--max-new-tokens", "8",

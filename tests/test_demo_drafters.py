@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from quiet_machine import quiet_machine
 from specsim import analytic, roofline, schema as S, train
 from specsim.cli import main
 from specsim.experiment import drafter_study as study
@@ -66,6 +67,7 @@ def _train_tiny_draft(target):
 def test_drafters_part_runs_through_the_cli_and_writes_its_tables(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPECSIM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
+    quiet_machine(monkeypatch)              # the demo's own ceilings: test_experiment.py's
     target = _tied_tiny_target(tmp_path / "target")
     result = _train_tiny_draft(target)
     assert study.find_distilled(target.cfg.name) == result.folder

@@ -175,6 +175,7 @@ def test_the_policies_part_runs_longer_unless_the_caller_sets_the_length():
 @pytest.fixture(scope="module")
 def demo_dir(tmp_path_factory):
     """The instrument and batch parts through the CLI on tiny-llama (α shared by programs)."""
+    from quiet_machine import quiet_machine
     from specsim import decode
     from specsim.cli import main
 
@@ -185,7 +186,9 @@ def demo_dir(tmp_path_factory):
             "--batches", "1", "2", "--max-new-tokens", "12", "--repeats", "1",
             "--kinds", "code", "prose", "--drafters", "ngram", "--no-progress",
             "--out", str(out)]
-    assert main(argv) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        quiet_machine(mp)                   # the demo's own ceilings: test_experiment.py's
+        assert main(argv) == 0
     traced = decode.TRACE_COUNTS["speculative"] - before
     return out, traced
 

@@ -170,8 +170,10 @@ def test_cross_fitting_removes_the_winners_curse():
 
 
 def test_the_part_runs_end_to_end_through_the_cli(tmp_path, capsys, monkeypatch):
+    from quiet_machine import quiet_machine
     from specsim.cli import main
     monkeypatch.setenv("SPECSIM_JAX_CACHE", str(tmp_path / "jax-cache"))
+    quiet_machine(monkeypatch)              # the demo's own ceilings: test_experiment.py's
     out = tmp_path / "demo"
     # one drafter (the model drafter: caches, draft cost, its prefill); n-gram lookup
     # under every policy is covered in test_policies
