@@ -1078,16 +1078,19 @@ def test_policy_none_is_the_fixed_k_program(tiny):
         generate_speculative(target, drafter, PROMPTS, 8, policy="fast")
 
 
-def _cache_copies(target, drafter, **kw) -> int:
+def _cache_copies(target, drafter, retrace=False, **kw) -> int:
     """Copies of a [L, B, S, G, E] cache, the target's or the draft model's, in the
     compiled loop program of one small run with ``kw`` (`decode.speculative_loop`: the
-    program is compiled from the arguments the run would call it with, and not run)."""
+    program is compiled from the arguments the run would call it with, and not run).
+    ``retrace``: drop the program's traces first (the code it traces was patched); else
+    a program this module already traced and compiled is read back."""
     import re
 
     from specsim import decode
 
     loop = decode.speculative_loop(target, drafter, PROMPTS[:1], 8, **kw)
-    loop.program.clear_cache()                  # trace again: `once_if` may be patched
+    if retrace:
+        loop.program.clear_cache()
     hlo = loop.lower().compile().as_text()
     shapes = {rf"f32\[{c.n_layers},1,{loop.static['S']},{c.n_kv_heads},{c.head_dim}\]"
               for c in (target.cfg, drafter.cfg)}
@@ -1120,8 +1123,9 @@ def test_policy_loop_copies_no_cache(tiny, monkeypatch):
 
     for module in (policy_loop, policy_verify):
         monkeypatch.setattr(module, "once_if", cond)
-    assert _cache_copies(target, drafter, policy=policy) > fixed
+    assert _cache_copies(target, drafter, retrace=True, policy=policy) > fixed
     monkeypatch.undo()
+    policy_loop.policy_program.clear_cache()     # no trace of the patched code left behind
     keeps = jax.jit(speculative.speculative_program.__wrapped__,
                     static_argnames=("cfg", "k", "S", "I"),
                     donate_argnames=("start",))              # the drafter's state not donated
