@@ -84,6 +84,12 @@ SKIPS = {
 def pytest_configure(config):
     config.addinivalue_line("markers", "smollm2: " + SKIPS["smollm2"][1])
     config.addinivalue_line("markers", "hf: " + SKIPS["hf"][1])
+    # pytest-xdist 3.6+ hands out --dist loadfile's files by their number of tests, most
+    # first ("loadscope reorder", on by default), which undoes HEAVY_FIRST below: a file
+    # of one or five long tests (test_recompile, test_position_replay) went last and
+    # could leave one worker running it alone. Keep the collection order.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 # The modules that take longest (minutes each, mostly compiling), longest first. xdist
