@@ -2,13 +2,13 @@
 tests that check other things.
 
 `specsim.experiment.pipeline.machine_state` measures the machine's ceilings (a 1024²
-matmul and a 1 GiB copy: about 2 s of wall time and 3.6 s of CPU time on the 2-core CI
-machine, taken from the other xdist worker too) twice per demo. The tests that run a demo
-for its parts' tables never read those numbers; only the report's machine section shows
-them. The real measurement stays in test_experiment.py's demo fixture (which checks the
-machine summary in fidelity.json), and `bench.measure_ceilings` is tested in test_bench.py;
-every other demo test records this fixed state instead: equal ceilings at the start and
-the end (no drift, so the machine never reads busy on their account).
+matmul and a 1 GiB copy, seconds of both cores, slowing the other xdist worker too) twice
+per demo. The tests that run a demo for its parts' tables never read those numbers; only
+the report's machine section shows them. The real measurement stays in
+test_experiment.py's demo fixture (which checks the machine summary in fidelity.json), and
+`bench.measure_ceilings` is tested in test_bench.py; every other demo test records this
+fixed state instead: equal ceilings at the start and the end (no drift, so the machine
+never reads busy on their account).
 """
 
 from __future__ import annotations
