@@ -286,16 +286,17 @@ def leave_one_source_out(df=None):
     return out, folds
 
 
-def in_sample(df=None):
+def in_sample(df=None, overheads: dict | None = None):
     """Every predictable row predicted with the overheads fitted on every row, its own
     source's included: what these terms reach when nothing is held out, a bound that
-    held-out fits cannot expect to beat. Columns as `leave_one_source_out`'s, without
-    prior_only and closed_form."""
+    held-out fits cannot expect to beat. ``overheads``: that fit of ``df`` where the
+    caller has it already (`fitted_overheads`). Columns as `leave_one_source_out`'s,
+    without prior_only and closed_form."""
     import pandas as pd
 
     df = load_published() if df is None else df
     models, observed = _models_and_observed(df)
-    fitted = _fit_all(models, observed, tuple(models))
+    fitted = overheads if overheads is not None else _fit_all(models, observed, tuple(models))
     rows = []
     for i, m in models.items():
         pred = speedup_from_terms(m.terms, fitted[m.engine_class], m.tau)

@@ -40,7 +40,8 @@ def validation_page(root=None, extra_sections=()) -> str:
     prior = summary(pred, "prior_only").set_index("group").loc["all rows"]
     closed = summary(pred, "closed_form").set_index("group").loc["all rows"]
     met = {k: abs(allrow[k]) <= v for k, v in GOALS.items()}
-    inside_rows = in_sample(df)
+    ov = fitted_overheads(root)
+    inside_rows = in_sample(df, overheads=ov)
     inside = summary(inside_rows)
     k_sweep = inside_rows[inside_rows["source_id"] == "vllm-eagle-k-sweep"].merge(
         df[["row_id", "drafter", "k"]], on="row_id")
@@ -49,7 +50,6 @@ def validation_page(root=None, extra_sections=()) -> str:
                    for h in ("EAGLE-1", "EAGLE-3")}
     slopes = draft_call_slopes(df)
     inside_all = inside.set_index("group").loc["all rows"]
-    ov = fitted_overheads(root)
     reps = replicate_pairs(df)
     from specsim.papers import leviathan_table4
 

@@ -17,6 +17,7 @@ import pytest
 
 from specsim import atomic
 from specsim.cli import main
+from shared_cache import shared_cache_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,11 +32,9 @@ def test_ctrl_c_during_the_demo_is_one_line_exit_130_and_no_files(tmp_path):
     out = tmp_path / "demo"
     env = dict(os.environ, PYTHONUNBUFFERED="1", SPECSIM_CACHE=str(tmp_path / "cache"),
                SPECSIM_COMPILATION_CACHE="0")
-    if os.environ.get("SPECSIM_TEST_JAX_CACHE"):
-        # the test run's shared compile cache (conftest), outside tmp_path: the eager ops
-        # of building the model before the first step are read back, not compiled again
-        env.update(JAX_COMPILATION_CACHE_DIR=os.environ["SPECSIM_TEST_JAX_CACHE"],
-                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    # the shared cache lies outside tmp_path: the eager ops of building the model before
+    # the first step are read back, not compiled again
+    env.update(shared_cache_env())
     from specsim.models import kernels
     if kernels.available():     # the kernel library this process loaded, so that the demo
         built = kernels.library_path()  # starts without building it again (~10 s of C++)

@@ -17,6 +17,7 @@ import pytest
 from specsim.errors import InvalidArgument
 from specsim.models import attention, kernels, transformer as tr
 from specsim.models.config import TINY_GPT2, TINY_LLAMA, TINY_QWEN2
+from shared_cache import shared_cache_env
 
 HAS_COMPILER = kernels._compiler() is not None
 needs_kernel = pytest.mark.skipif(not HAS_COMPILER, reason="no C++ compiler to build the kernel")
@@ -197,11 +198,8 @@ def run_without_a_compiler(script: str, cache) -> None:
     specsim cache is ``cache`` (so no kernel library is built yet); it must exit 0 and
     print "ok" last."""
     env = dict(os.environ, CXX="false", SPECSIM_CACHE=str(cache), JAX_PLATFORMS="cpu")
-    if os.environ.get("SPECSIM_TEST_JAX_CACHE"):
-        # the test run's shared compile cache (conftest): the eager ops of building and
-        # quantising the model are read back, not compiled again
-        env.update(JAX_COMPILATION_CACHE_DIR=os.environ["SPECSIM_TEST_JAX_CACHE"],
-                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    # the eager ops of building and quantising the model are read back, not compiled again
+    env.update(shared_cache_env())
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

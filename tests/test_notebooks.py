@@ -9,7 +9,6 @@ test checks inside a running kernel that ``sys.executable`` and ``sys.prefix`` a
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ pytest.importorskip("ipykernel")
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
+from shared_cache import shared_cache_env  # noqa: E402
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
@@ -131,9 +131,8 @@ def test_notebook_executes_in_quick_mode(path, kernel_spec_manager, tmp_path, mo
     monkeypatch.setenv("SPECSIM_QUICK", "1")
     monkeypatch.setenv("SPECSIM_FIGURES_DIR", str(tmp_path / "figures"))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    if os.environ.get("SPECSIM_TEST_JAX_CACHE"):    # the test run's shared cache (conftest)
-        monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", os.environ["SPECSIM_TEST_JAX_CACHE"])
-        monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    for name, value in shared_cache_env().items():
+        monkeypatch.setenv(name, value)
     nb = nbformat.read(path, as_version=4)
     out = _execute(nb, kernel_spec_manager, NOTEBOOK_DIR)   # raises CellExecutionError on any error
     for cell in out.cells:

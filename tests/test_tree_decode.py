@@ -34,6 +34,7 @@ from specsim.models.transformer import forward_hidden, init_cache
 from specsim.sampling import SamplingParams
 from specsim.trees import (PositionalAcceptance, TokenTree, acceptance_counts,
                            measured_acceptance, select_best_nodes, simulate_tree)
+from shared_cache import shared_cache_env
 
 MAX_NEW = 24
 PROMPTS_4 = [[1, 5, 7, 9, 11], [3, 3], [4, 8, 15, 16, 23, 42, 4, 8, 15, 16, 23],
@@ -158,15 +159,11 @@ def bit_for_bit_run():
         pytest.skip("no kernel: the tree pass runs XLA's attention")
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, XLA_FLAGS="", JAX_PLATFORMS="cpu", PYTHONPATH=str(root))
-    if os.environ.get("SPECSIM_TEST_JAX_CACHE"):
-        # the test run's shared compile cache (conftest), every program kept: the script
-        # runs the forward eagerly, and each call's layer scan is traced afresh and
-        # compiled again (the one-token steps and the chains of equal length: about 40
-        # of its 200 compiles, half its time); read back from the cache, the same program
-        # runs, not compiled again. The cache's keys hold the XLA flags: nothing compiled
-        # at the suite's LLVM level is read here.
-        env.update(JAX_COMPILATION_CACHE_DIR=os.environ["SPECSIM_TEST_JAX_CACHE"],
-                   JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    # the script runs the forward eagerly, and each call's layer scan is traced afresh
+    # and compiled again (the one-token steps and the chains of equal length); read back
+    # from the shared cache, the same program runs, not compiled again. The cache's keys
+    # hold the XLA flags: nothing compiled at the suite's LLVM level is read here.
+    env.update(shared_cache_env())
     return subprocess.run([sys.executable, "-c",
                            f"WEIGHTS = {BIT_FOR_BIT_WEIGHTS!r}\n" + _BIT_FOR_BIT],
                           capture_output=True, text=True, env=env, cwd=root, timeout=600)
